@@ -1,0 +1,35 @@
+# titan.cpp — thin wrapper over CMake.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build test train bench fuzz clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j 1
+
+train: build
+	$(BUILD)/titan train --config recipes/debug.toml
+
+fuzz: deps
+	TITAN_FUZZ_DEPS=1 bash scripts/install-deps.sh
+	cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DTITAN_FUZZ=ON -DTITAN_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-fuzz -j $(JOBS)
+	bash scripts/run-fuzzers.sh build-fuzz $${FUZZ_SECONDS:-60}
+
+bench: build
+	bash bench/run.sh
+
+clean:
+	rm -rf $(BUILD) build-fuzz

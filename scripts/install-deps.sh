@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages titan.cpp needs to build, test and fuzz; skips what is present.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libgtest-dev libdnnl-dev libpcre2-dev libutf8proc-dev
+      nlohmann-json3-dev libtomlplusplus-dev libopenmpi-dev openmpi-bin libomp-dev)
+[ "${TITAN_FUZZ_DEPS:-0}" = 1 ] && pkgs+=(clang libclang-rt-14-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" != 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

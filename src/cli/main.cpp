@@ -1,0 +1,94 @@
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/threading.h"
+#include "util/strings.h"
+
+namespace titan::cli {
+
+std::map<std::string, Command>& commands() {
+  static std::map<std::string, Command> c;
+  return c;
+}
+
+Args::Args(const std::vector<std::string>& args, const std::vector<std::string>& flags) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) == 0 && a.size() > 2) {
+      std::string key = a.substr(2), val;
+      size_t eq = key.find('=');
+      bool is_flag = false;
+      for (auto& f : flags) is_flag |= (f == key);
+      if (eq != std::string::npos) {
+        val = key.substr(eq + 1);
+        key = key.substr(0, eq);
+      } else if (!is_flag) {
+        TITAN_CHECK(i + 1 < args.size(), "option --", key, " needs a value");
+        val = args[++i];
+      } else {
+        val = "1";
+      }
+      opts_[key] = val;
+    } else {
+      positional_.push_back(a);
+    }
+  }
+}
+
+bool Args::has(const std::string& key) const { return opts_.count(key) != 0; }
+
+std::string Args::get(const std::string& key, const std::string& def) const {
+  auto it = opts_.find(key);
+  return it == opts_.end() ? def : it->second;
+}
+
+std::string Args::require(const std::string& key) const {
+  TITAN_CHECK(has(key), "missing required option --", key);
+  return get(key);
+}
+
+void Args::check_known(const std::vector<std::string>& known) const {
+  for (auto& [k, v] : opts_) {
+    bool ok = false;
+    for (auto& n : known) ok |= (n == k);
+    if (!ok) {
+      std::string hint = closest_match(k, known);
+      fail("unknown option --", k, hint.empty() ? "" : " (did you mean --" + hint + "?)");
+    }
+  }
+}
+
+}  // namespace titan::cli
+
+static void usage() {
+  std::fprintf(stderr, "usage: titan <command> [options]\n\ncommands:\n");
+  for (auto& [name, c] : titan::cli::commands()) std::fprintf(stderr, "  %-10s %s\n", name.c_str(), c.summary);
+}
+
+int main(int argc, char** argv) {
+  if (const char* t = std::getenv("TITAN_NUM_THREADS")) titan::set_num_threads(std::atoi(t));
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  auto& cmds = titan::cli::commands();
+  auto it = cmds.find(argv[1]);
+  if (it == cmds.end()) {
+    std::fprintf(stderr, "titan: unknown command '%s'\n", argv[1]);
+    usage();
+    return 2;
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    return it->second.fn(args);
+  } catch (const titan::Error& e) {
+    std::fprintf(stderr, "titan %s: error: %s\n", argv[1], e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "titan %s: error: %s\n", argv[1], e.what());
+    return 1;
+  }
+}

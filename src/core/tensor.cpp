@@ -1,0 +1,116 @@
+#include "core/tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "core/allocator.h"
+
+namespace titan {
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    TITAN_CHECK(d >= 0, "negative dimension in shape ", shape_str(s));
+    n *= d;
+  }
+  return n;
+}
+
+Storage::Storage(size_t bytes, Device d)
+    : data_(allocator_for(d).allocate(bytes)), bytes_(bytes), device_(d), owned_(true) {}
+
+Storage::Storage(void* data, size_t bytes, Device d, std::shared_ptr<void> keepalive)
+    : data_(data), bytes_(bytes), device_(d), owned_(false), keepalive_(std::move(keepalive)) {}
+
+Storage::~Storage() {
+  if (owned_) allocator_for(device_).deallocate(data_, bytes_);
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dt, Device d) {
+  Tensor t;
+  t.shape_ = shape;
+  t.numel_ = shape_numel(shape);
+  t.dtype_ = dt;
+  t.storage_ = std::make_shared<Storage>(size_t(t.numel_) * dtype_size(dt), d);
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dt, Device d) {
+  Tensor t = empty(shape, dt, d);
+  t.zero_();
+  return t;
+}
+
+Tensor Tensor::borrow(void* data, const Shape& shape, DType dt, std::shared_ptr<void> keepalive,
+                      Device d) {
+  Tensor t;
+  t.shape_ = shape;
+  t.numel_ = shape_numel(shape);
+  t.dtype_ = dt;
+  t.storage_ = std::make_shared<Storage>(data, size_t(t.numel_) * dtype_size(dt), d, std::move(keepalive));
+  return t;
+}
+
+Tensor Tensor::view(Shape shape) const {
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      TITAN_ASSERT(infer < 0, "view: more than one -1");
+      infer = int(i);
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) shape[size_t(infer)] = known ? numel_ / known : 0;
+  TITAN_ASSERT(shape_numel(shape) == numel_, "view ", shape_str(shape), " of ", str());
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::slice0(int64_t begin, int64_t end) const {
+  TITAN_ASSERT(ndim() >= 1 && 0 <= begin && begin <= end && end <= shape_[0], "slice0 of ", str());
+  int64_t row = shape_[0] ? numel_ / shape_[0] : 0;
+  Tensor t = *this;
+  t.offset_ = offset_ + size_t(begin * row) * dtype_size(dtype_);
+  t.shape_[0] = end - begin;
+  t.numel_ = (end - begin) * row;
+  return t;
+}
+
+Tensor Tensor::to(DType dt) const {
+  Tensor t = empty(shape_, dt, device());
+  t.copy_(*this);
+  return t;
+}
+
+void Tensor::zero_() {
+  if (numel_) std::memset(raw(), 0, nbytes());
+}
+
+void Tensor::fill_(float v) {
+  float* p = data<float>();
+  for (int64_t i = 0; i < numel_; ++i) p[i] = v;
+}
+
+void Tensor::copy_(const Tensor& src) {
+  TITAN_ASSERT(src.numel() == numel_, "copy_ ", src.str(), " into ", str());
+  if (src.dtype() == dtype_) {
+    if (numel_) std::memmove(raw(), src.raw(), nbytes());
+    return;
+  }
+  convert_floats(src.raw(), src.dtype(), raw(), dtype_, size_t(numel_));
+}
+
+std::string Tensor::str() const { return std::string(dtype_name(dtype_)) + shape_str(shape_); }
+
+}  // namespace titan

@@ -1,0 +1,66 @@
+// Op registry: (op, variant, device) -> kernel. Each op family declares its kernel struct (a
+// forward, a backward, and a constraint check) in src/ops/<op>/<op>.h; reference.cpp and cpu.cpp
+// beside it register their variants with TITAN_REGISTER_KERNEL. Every op has a "reference"
+// variant (plain loops, double accumulation) that the optimized variants are tested against.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/error.h"
+
+namespace titan {
+
+template <class K>
+class KernelRegistry {
+ public:
+  static KernelRegistry& get() {
+    static KernelRegistry r;
+    return r;
+  }
+  void add(const std::string& variant, DeviceType dev, const K* k) { table_[{variant, dev}] = k; }
+  const K* find(const std::string& variant, DeviceType dev = DeviceType::CPU) const {
+    auto it = table_.find({variant, dev});
+    return it == table_.end() ? nullptr : it->second;
+  }
+  const K& at(const std::string& variant, DeviceType dev = DeviceType::CPU) const {
+    const K* k = find(variant, dev);
+    TITAN_CHECK(k != nullptr, "unknown kernel ", K::op_name, ".", variant, " (known: ", known(), ")");
+    return *k;
+  }
+  std::vector<std::string> variants(DeviceType dev = DeviceType::CPU) const {
+    std::vector<std::string> v;
+    for (auto& [key, k] : table_)
+      if (key.second == dev) v.push_back(key.first);
+    return v;
+  }
+  std::string known() const {
+    std::string s;
+    for (auto& [key, k] : table_) s += (s.empty() ? "" : ", ") + key.first;
+    return s;
+  }
+
+ private:
+  std::map<std::pair<std::string, DeviceType>, const K*> table_;
+};
+
+template <class K>
+struct KernelRegistrar {
+  KernelRegistrar(const char* variant, DeviceType dev, const K* k) { KernelRegistry<K>::get().add(variant, dev, k); }
+};
+
+// Kernel lookup by op type; `variant` usually "reference" or "cpu".
+template <class K>
+const K& kernel(const std::string& variant, DeviceType dev = DeviceType::CPU) {
+  return KernelRegistry<K>::get().at(variant, dev);
+}
+
+}  // namespace titan
+
+#define TITAN_KCAT2(a, b) a##b
+#define TITAN_KCAT(a, b) TITAN_KCAT2(a, b)
+// Registers a kernel object (static storage) under (variant, device). Kernel objects are compiled
+// into an OBJECT library, so the registrar always links.
+#define TITAN_REGISTER_KERNEL(KernelType, variant, device, object) \
+  static ::titan::KernelRegistrar<KernelType> TITAN_KCAT(titan_kreg_, __LINE__)(variant, device, &(object))

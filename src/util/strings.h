@@ -1,0 +1,19 @@
+// Small string helpers shared across the project.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace titan {
+
+size_t edit_distance(std::string_view a, std::string_view b);
+// The candidate closest to `s` by edit distance, or "" when none is plausibly meant.
+std::string closest_match(std::string_view s, const std::vector<std::string>& candidates);
+std::vector<std::string> split(std::string_view s, char sep);
+std::string trim(std::string_view s);
+// Bytes of a whole file; the error names the file and the reason.
+std::string read_file(const std::string& path);
+// Atomic write: temporary file in the same folder, fsync, rename over `path`, fsync the folder.
+void write_file_atomic(const std::string& path, std::string_view bytes);
+
+}  // namespace titan
