@@ -1,0 +1,31 @@
+// The kernel variants one module computes with. A model is built with one variant set
+// ("reference" or "cpu"); per-module replacement by name pattern swaps single entries.
+#pragma once
+#include <string>
+
+#include "ops/attention/attention.h"
+#include "ops/cross_entropy/cross_entropy.h"
+#include "ops/embedding/embedding.h"
+#include "ops/matmul/matmul.h"
+#include "ops/residual/residual.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rope/rope.h"
+#include "ops/swiglu/swiglu.h"
+
+namespace titan {
+
+struct KernelSet {
+  const EmbeddingKernel* embedding = nullptr;
+  const LinearKernel* linear = nullptr;
+  const RMSNormKernel* rmsnorm = nullptr;
+  const RopeKernel* rope = nullptr;
+  const AttentionKernel* attention = nullptr;
+  const SwiGLUKernel* swiglu = nullptr;
+  const ResidualKernel* residual = nullptr;
+  const CrossEntropyKernel* cross_entropy = nullptr;
+};
+
+// All ops from one variant set; error if any op lacks that variant.
+KernelSet kernel_set(const std::string& variant);
+
+}  // namespace titan

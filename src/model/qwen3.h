@@ -1,0 +1,72 @@
+// Qwen3ForCausalLM (dense): forward and explicit backward, HF parameter names, on kernel sets.
+//
+// Shapes (T = B * S tokens, H hidden, Q = heads * head_dim, K = kv_heads * head_dim, I ffn):
+//   x  [T, H] residual stream
+//   per layer: xn1 = rmsnorm(x); qkv = xn1 @ Wqkv^T [T, Q+2K]; q, k <- per-head rmsnorm(q_norm,
+//   k_norm) then RoPE; a = attention(q, k, v) [T, Q]; h = x + a @ Wo^T; xn2 = rmsnorm(h);
+//   gu = xn2 @ Wgu^T [T, 2I]; x' = h + swiglu(gu) @ Wdown^T
+//   final: xf = rmsnorm(x_L); loss = CE(xf @ Wlm^T, labels) in vocab-sized chunks.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/kernels.h"
+#include "model/params.h"
+
+namespace titan {
+
+enum class InitScheme { Torchtitan, HF };
+InitScheme parse_init_scheme(const std::string& s);
+
+// What to keep between forward and backward. Full recomputes each layer from its input during
+// backward; Selective keeps the attention outputs (the expensive part) and recomputes the rest.
+enum class Checkpointing { None, Selective, Full };
+Checkpointing parse_checkpointing(const std::string& s);
+
+struct LayerActs;  // saved activations of one decoder layer (model/qwen3_layer.h)
+
+class Qwen3Model {
+ public:
+  Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant = "cpu");
+  ~Qwen3Model();
+
+  const ModelConfig& config() const { return cfg_; }
+  ParamStore& params() { return params_; }
+  const ParamStore& params() const { return params_; }
+
+  // Kernels per layer (index n_layers is the embedding / final norm / head set).
+  KernelSet& layer_kernels(int64_t layer) { return kernels_.at(size_t(layer)); }
+  KernelSet& head_kernels() { return kernels_.back(); }
+
+  void init_weights(InitScheme scheme, uint64_t seed);
+  void set_compute_dtype(DType d) { compute_ = d; }
+  DType compute_dtype() const { return compute_; }
+  void set_checkpointing(Checkpointing c) { ckpt_ = c; }
+
+  // ids, labels: [B, S] i64; label -100 is ignored. Returns the SUM of token losses; the number
+  // of counted tokens is count_labels(labels). logits_out (optional): [B*S, V] f32.
+  double forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out = nullptr);
+  // Forward and backward: gradients of grad_scale * (sum of token losses) are ADDED to the
+  // params' grads. Returns the loss sum.
+  double forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale);
+
+ private:
+  struct Layer;
+  void build_params();
+  void layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs& a, int64_t B, int64_t S);
+  void layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S);
+  const Tensor& lm_head_weight();
+  Tensor& lm_head_grad();
+
+  ModelConfig cfg_;
+  ParamStore params_;
+  std::vector<Layer> layers_;
+  std::vector<KernelSet> kernels_;
+  RopeCache rope_;
+  DType compute_ = DType::F32;
+  Checkpointing ckpt_ = Checkpointing::None;
+};
+
+}  // namespace titan
