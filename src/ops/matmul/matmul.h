@@ -1,8 +1,12 @@
 // GEMM and the linear layer.
 //   gemm:   C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X or X^T.
 //           A and B share one input dtype (f32 or bf16); C is always f32 (f32 accumulation).
+//           beta == 0 overwrites C without reading it (BLAS convention: NaN in C is ignored).
 //   linear: y[M,N] = x[M,K] @ W[N,K]^T (HF nn.Linear without bias).
 //           backward: dx[M,K] = dy @ W (overwrite), dW[N,K] += dy^T @ x (accumulate).
+//
+// Variants: "reference" (plain loops, double accumulation) and "cpu" (oneDNN matmul primitives,
+// cached per shape; chosen by measurement, see bench/gemm/RESULTS.md).
 #pragma once
 #include <cstdint>
 
@@ -27,18 +31,35 @@ struct GemmArgs {
 struct GemmKernel {
   static constexpr const char* op_name = "gemm";
   const char* variant;
-  void (*gemm)(const GemmArgs& g);
+  void (*gemm)(const GemmArgs& g);  // called by titan::gemm with validated, non-empty arguments
 };
 
+// Shapes: x [..., K] (all leading dims flattened into M), W [N, K], y/dy [..., N], dx like x,
+// dW [N, K]. y, dx and dW are f32 and must be allocated by the caller.
+//
+// compute: F32, or BF16 to round x, W and dy to bf16 before the products (f32 accumulation,
+// f32 outputs). With compute BF16, any of x, W, dy may instead be given as a BF16 tensor that is
+// used as is: this is how a caller passes an already-converted bf16 copy of W (the trainer
+// rounds each weight once per step instead of once per call), or a bf16 activation it kept.
+// A BF16 input with compute F32 is an error (the product would silently lose precision).
+//
+// backward: dx is overwritten (skipped when dx is null); dW is accumulated into (skipped when
+// dw is null), so gradient accumulation over micro-batches needs no extra buffer.
 struct LinearKernel {
   static constexpr const char* op_name = "linear";
   const char* variant;
-  // compute: F32, or BF16 to round x and W to bf16 before the product (f32 accumulation).
   void (*forward)(const Tensor& x, const Tensor& w, Tensor& y, DType compute);
   void (*backward)(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw, DType compute);
 };
 
-// Fills defaults (ld = packed row length) and dispatches to the variant.
+// Fills defaults (ld = packed row length), validates, handles the empty cases (m or n == 0:
+// nothing; k == 0: C = beta * C) and dispatches to the variant.
 void gemm(const GemmKernel& k, GemmArgs g);
+
+// The linear layer built on a GEMM kernel (both registered Linear variants are this over their
+// own GemmKernel); exposed so that other ops (chunked lm_head, MoE experts) reuse the same math.
+void linear_forward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w, Tensor& y, DType compute);
+void linear_backward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
+                          Tensor* dw, DType compute);
 
 }  // namespace titan

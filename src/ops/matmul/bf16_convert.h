@@ -1,0 +1,23 @@
+// Bulk f32 -> bf16 rounding for the bf16 matmul path (inputs of every bf16 GEMM pass through it).
+// Round to nearest even, NaN kept quiet, subnormals kept: bit-identical to titan::f32_to_bf16 on
+// every input, whichever code path runs.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace titan {
+
+// True when this CPU runs the AVX-512 path (avx512f + avx512bw, checked at run time).
+bool bf16_convert_has_avx512();
+
+// dst[i] = bf16(src[i]) for i < n, split over the thread pool in fixed chunks. allow_avx512 =
+// false forces the portable scalar loop (for tests and the benchmark).
+void f32_to_bf16_array(const float* src, uint16_t* dst, size_t n, bool allow_avx512 = true);
+
+// A BF16 tensor of t's shape: t itself when it already is BF16, else a new rounded copy of an
+// F32 tensor (other dtypes are an error).
+Tensor to_bf16(const Tensor& t);
+
+}  // namespace titan

@@ -1,0 +1,169 @@
+// CPU GEMM on oneDNN (chosen by measurement: bench/gemm/RESULTS.md).
+//
+// Every call runs a oneDNN matmul primitive. Creating one costs far more than most GEMMs here
+// (JIT code generation), so primitives are cached by everything they are specialized on:
+// transposes, sizes, leading dimensions, input dtype, alpha and beta. The cache is shared by all
+// threads (a mutex guards the map; a primitive may execute concurrently from several threads),
+// and each call supplies its own scratchpad (thread-local), so concurrent calls never share
+// oneDNN's global scratch memory.
+//
+//   A [m,k] (or stored [k,m] with trans_a) -> matmul src,  strides {lda,1} or {1,lda}
+//   B [k,n] (or stored [n,k] with trans_b) -> matmul weights, strides {ldb,1} or {1,ldb}
+//   C [m,n] f32, strides {ldc,1};  alpha -> output scale, beta -> sum post-op (C read only then)
+//
+// oneDNN in this build runs on the same OpenMP runtime (libgomp) as titan, so it uses
+// omp_get_max_threads() threads and never oversubscribes the cores alongside titan's own loops.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "oneapi/dnnl/dnnl.hpp"
+#include "ops/matmul/matmul.h"
+
+namespace titan {
+namespace {
+
+struct Key {
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  DType dt;
+  uint32_t alpha_bits, beta_bits;
+  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(&k);
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the bytes (padding is zeroed at construction)
+    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
+struct Entry {
+  dnnl::matmul prim;
+  dnnl::memory::desc a, b, c;
+  size_t scratch_bytes;
+};
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+class PrimitiveCache {
+ public:
+  // Bounded: when a run somehow cycles through very many shapes, start over rather than grow.
+  static constexpr size_t kMaxEntries = 4096;
+
+  std::shared_ptr<const Entry> get(const Key& key) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(key);
+      if (it != map_.end()) return it->second;
+    }
+    // Built outside the lock (JIT takes milliseconds); if two threads race, one copy wins.
+    auto e = std::make_shared<Entry>(create(key));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.size() >= kMaxEntries) map_.clear();
+    return map_.emplace(key, std::move(e)).first->second;
+  }
+
+ private:
+  static Entry create(const Key& k) {
+    using dims = dnnl::memory::dims;
+    const auto dt = k.dt == DType::BF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+    Entry e;
+    e.a = dnnl::memory::desc({k.m, k.k}, dt, k.ta ? dims{1, k.lda} : dims{k.lda, 1});
+    e.b = dnnl::memory::desc({k.k, k.n}, dt, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
+    e.c = dnnl::memory::desc({k.m, k.n}, dnnl::memory::data_type::f32, dims{k.ldc, 1});
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    float alpha, beta;
+    std::memcpy(&alpha, &k.alpha_bits, 4);
+    std::memcpy(&beta, &k.beta_bits, 4);
+    if (alpha != 1.f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.f) {
+      dnnl::post_ops po;
+      po.append_sum(beta);
+      attr.set_post_ops(po);
+    }
+    try {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a, e.b, e.c), attr, engine());
+      e.scratch_bytes = pd.scratchpad_desc().get_size();
+      e.prim = dnnl::matmul(pd);
+    } catch (const dnnl::error& err) {
+      fail("gemm.cpu: oneDNN cannot build a matmul for m=", k.m, " n=", k.n, " k=", k.k, " (", err.what(), ")");
+    }
+    return e;
+  }
+
+  std::mutex mu_;
+  std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> map_;
+};
+
+PrimitiveCache& cache() {
+  static PrimitiveCache c;
+  return c;
+}
+
+// Per-thread scratchpad, grown on demand, 64-byte aligned as oneDNN expects.
+void* scratchpad(size_t bytes) {
+  struct Buf {
+    void* p = nullptr;
+    size_t size = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf;
+  if (bytes > buf.size) {
+    std::free(buf.p);
+    buf.size = (bytes + 63) / 64 * 64;
+    buf.p = std::aligned_alloc(64, buf.size);
+    TITAN_CHECK(buf.p != nullptr, "gemm.cpu: out of memory for a ", bytes, "-byte scratchpad");
+  }
+  return buf.p;
+}
+
+void gemm_cpu(const GemmArgs& g) {
+  Key key;
+  std::memset(&key, 0, sizeof key);  // the hash reads padding bytes too
+  key.ta = g.trans_a, key.tb = g.trans_b;
+  key.m = g.m, key.n = g.n, key.k = g.k, key.lda = g.lda, key.ldb = g.ldb, key.ldc = g.ldc;
+  key.dt = g.in_dtype;
+  std::memcpy(&key.alpha_bits, &g.alpha, 4);
+  std::memcpy(&key.beta_bits, &g.beta, 4);
+  std::shared_ptr<const Entry> e = cache().get(key);
+
+  thread_local dnnl::stream strm(engine());
+  dnnl::engine& eng = engine();
+  dnnl::memory ma(e->a, eng, const_cast<void*>(g.a));
+  dnnl::memory mb(e->b, eng, const_cast<void*>(g.b));
+  dnnl::memory mc(e->c, eng, g.c);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+  if (e->scratch_bytes > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(dnnl::memory::desc({int64_t(e->scratch_bytes)},
+                                                                      dnnl::memory::data_type::u8, {1}),
+                                                   eng, scratchpad(e->scratch_bytes)));
+  e->prim.execute(strm, args);
+  strm.wait();
+}
+
+const GemmKernel kGemmCpu{"cpu", gemm_cpu};
+
+void linear_forward_cpu(const Tensor& x, const Tensor& w, Tensor& y, DType compute) {
+  linear_forward_with(kGemmCpu, x, w, y, compute);
+}
+void linear_backward_cpu(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw, DType compute) {
+  linear_backward_with(kGemmCpu, x, w, dy, dx, dw, compute);
+}
+
+const LinearKernel kLinearCpu{"cpu", linear_forward_cpu, linear_backward_cpu};
+
+}  // namespace
+
+TITAN_REGISTER_KERNEL(GemmKernel, "cpu", DeviceType::CPU, kGemmCpu);
+TITAN_REGISTER_KERNEL(LinearKernel, "cpu", DeviceType::CPU, kLinearCpu);
+
+}  // namespace titan

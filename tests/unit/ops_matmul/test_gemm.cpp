@@ -1,0 +1,179 @@
+// gemm: the cpu variant against the reference on random shapes (odd sizes, all transposes,
+// padded leading dimensions, alpha/beta), in f32 and bf16 inputs; and the reference itself
+// against an independent definition.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "ops/matmul/matmul.h"
+
+using namespace titan;
+
+namespace {
+
+struct Problem {
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  DType dt;
+  std::vector<float> a, b, c0;       // f32 values (for bf16, already rounded to bf16 values)
+  std::vector<uint16_t> a16, b16;    // bf16 bits of a and b
+};
+
+Problem make(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t pad, float alpha, float beta, DType dt,
+             uint32_t seed) {
+  Problem p{ta, tb, m, n, k, 0, 0, 0, alpha, beta, dt, {}, {}, {}, {}, {}};
+  p.lda = (ta ? m : k) + pad;
+  p.ldb = (tb ? k : n) + pad;
+  p.ldc = n + pad;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  auto fill = [&](std::vector<float>& v, std::vector<uint16_t>& v16, int64_t rows, int64_t ld) {
+    v.assign(size_t(rows * ld), 0.f);
+    v16.assign(v.size(), 0);
+    for (size_t i = 0; i < v.size(); ++i) {
+      v[i] = u(rng);
+      v16[i] = f32_to_bf16(v[i]);
+      if (dt == DType::BF16) v[i] = bf16_to_f32(v16[i]);
+    }
+  };
+  fill(p.a, p.a16, ta ? k : m, p.lda);
+  fill(p.b, p.b16, tb ? n : k, p.ldb);
+  p.c0.resize(size_t(m * p.ldc));
+  for (float& x : p.c0) x = u(rng);
+  return p;
+}
+
+std::vector<float> run(const GemmKernel& kern, const Problem& p) {
+  std::vector<float> c = p.c0;
+  GemmArgs g;
+  g.trans_a = p.ta, g.trans_b = p.tb, g.m = p.m, g.n = p.n, g.k = p.k, g.alpha = p.alpha, g.beta = p.beta;
+  g.a = p.dt == DType::BF16 ? (const void*)p.a16.data() : p.a.data();
+  g.b = p.dt == DType::BF16 ? (const void*)p.b16.data() : p.b.data();
+  g.lda = p.lda, g.ldb = p.ldb, g.ldc = p.ldc, g.c = c.data(), g.in_dtype = p.dt;
+  gemm(kern, g);
+  return c;
+}
+
+double opa(const Problem& p, int64_t i, int64_t q) { return p.a[size_t(p.ta ? q * p.lda + i : i * p.lda + q)]; }
+double opb(const Problem& p, int64_t q, int64_t j) { return p.b[size_t(p.tb ? j * p.ldb + q : q * p.ldb + j)]; }
+
+// Checks c against the exact product: |c - exact| <= tol * (|alpha| sum|a||b| + |beta c0|) per
+// element, and padding columns of C untouched.
+void expect_close(const Problem& p, const std::vector<float>& c, double tol, const char* what) {
+  int bad = 0;
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t j = 0; j < p.ldc; ++j) {
+      size_t idx = size_t(i * p.ldc + j);
+      if (j >= p.n) {
+        if (c[idx] != p.c0[idx] && bad++ < 5) ADD_FAILURE() << what << ": padding of C written at " << i << "," << j;
+        continue;
+      }
+      double s = 0, mag = 0;
+      for (int64_t q = 0; q < p.k; ++q) {
+        s += opa(p, i, q) * opb(p, q, j);
+        mag += std::fabs(opa(p, i, q) * opb(p, q, j));
+      }
+      double c0 = p.beta == 0.f ? 0.0 : double(p.c0[idx]);
+      double exact = double(p.alpha) * s + double(p.beta) * c0;
+      double bound = tol * (std::fabs(p.alpha) * mag + std::fabs(p.beta * c0)) + 1e-30;
+      if (!(std::fabs(c[idx] - exact) <= bound) && bad++ < 5)
+        ADD_FAILURE() << what << " m=" << p.m << " n=" << p.n << " k=" << p.k << " ta=" << p.ta << " tb=" << p.tb
+                      << " at (" << i << "," << j << "): " << c[idx] << " vs " << exact << " bound " << bound;
+    }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+const GemmKernel& ref_k() { return kernel<GemmKernel>("reference"); }
+const GemmKernel& cpu_k() { return kernel<GemmKernel>("cpu"); }
+
+}  // namespace
+
+TEST(Gemm, ReferenceMatchesDefinition) {
+  // Double accumulation: only the final rounding to f32 separates it from the exact value.
+  for (DType dt : {DType::F32, DType::BF16})
+    for (int t = 0; t < 4; ++t) {
+      Problem p = make(t & 1, t & 2, 17, 33, 65, 3, 0.75f, -0.5f, dt, 10u + unsigned(t));
+      expect_close(p, run(ref_k(), p), 1e-7, "reference");
+    }
+}
+
+TEST(Gemm, CpuMatchesReferenceOddShapesTransposesStrides) {
+  const int64_t sizes[][3] = {{1, 1, 1},   {1, 17, 3},   {3, 1, 33},  {17, 33, 3},  {33, 17, 257},
+                              {257, 3, 17}, {64, 48, 96}, {5, 257, 1}, {130, 67, 129}};
+  const float ab[][2] = {{1.f, 0.f}, {1.f, 1.f}, {-0.5f, 2.f}, {2.f, -0.25f}};
+  uint32_t seed = 1;
+  for (DType dt : {DType::F32, DType::BF16})
+    for (auto& s : sizes)
+      for (int t = 0; t < 4; ++t)
+        for (int64_t pad : {0, 5}) {
+          auto [alpha, beta] = ab[seed % 4];
+          Problem p = make(t & 1, t & 2, s[0], s[1], s[2], pad, alpha, beta, dt, seed++);
+          std::vector<float> cr = run(ref_k(), p), cc = run(cpu_k(), p);
+          // Both see identical (bf16-exact) inputs, so only f32 vs double accumulation differs:
+          // the f32 error bound is ~k * 2^-24 relative to sum |a||b|; 1e-5 covers k <= 257 amply.
+          expect_close(p, cc, 1e-5, dt == DType::F32 ? "cpu f32" : "cpu bf16");
+          expect_close(p, cr, 1e-7, "reference");
+          if (HasFailure()) return;
+        }
+}
+
+TEST(Gemm, BetaZeroIgnoresNanInC) {
+  for (const GemmKernel* k : {&ref_k(), &cpu_k()}) {
+    Problem p = make(false, true, 4, 5, 6, 0, 1.f, 0.f, DType::F32, 7);
+    for (float& x : p.c0) x = NAN;
+    std::vector<float> c = run(*k, p);
+    for (float x : c) EXPECT_FALSE(std::isnan(x)) << k->variant;
+  }
+}
+
+TEST(Gemm, EmptyProductScalesC) {
+  for (const GemmKernel* k : {&ref_k(), &cpu_k()}) {
+    Problem p = make(false, false, 3, 4, 0, 0, 1.f, 0.5f, DType::F32, 8);
+    std::vector<float> c = run(*k, p);
+    for (size_t i = 0; i < c.size(); ++i) EXPECT_EQ(c[i], 0.5f * p.c0[i]);
+    p.beta = 0.f;
+    c = run(*k, p);
+    for (float x : c) EXPECT_EQ(x, 0.f);
+    Problem e = make(false, false, 0, 4, 3, 0, 1.f, 0.f, DType::F32, 9);  // m == 0: nothing to do
+    EXPECT_TRUE(run(*k, e).empty());
+  }
+}
+
+TEST(Gemm, CachedPrimitiveSeesNewData) {
+  // Same shape twice with different buffers: the cache keys on shape only, never on pointers.
+  Problem p1 = make(true, false, 33, 17, 9, 0, 1.f, 0.f, DType::BF16, 11);
+  Problem p2 = make(true, false, 33, 17, 9, 0, 1.f, 0.f, DType::BF16, 12);
+  expect_close(p1, run(cpu_k(), p1), 1e-5, "first");
+  expect_close(p2, run(cpu_k(), p2), 1e-5, "second");
+}
+
+TEST(Gemm, ConcurrentCallsFromSeveralThreads) {
+  std::vector<Problem> ps;
+  for (int i = 0; i < 4; ++i) ps.push_back(make(i & 1, i & 2, 40 + i, 31, 50, 0, 1.f, 1.f, i < 2 ? DType::F32 : DType::BF16, 20u + unsigned(i)));
+  std::vector<std::vector<float>> out(ps.size());
+  std::vector<std::thread> th;
+  for (size_t i = 0; i < ps.size(); ++i)
+    th.emplace_back([&, i] {
+      for (int rep = 0; rep < 5; ++rep) out[i] = run(cpu_k(), ps[i]);
+    });
+  for (auto& t : th) t.join();
+  for (size_t i = 0; i < ps.size(); ++i) expect_close(ps[i], out[i], 1e-5, "threaded");
+}
+
+TEST(Gemm, BadArgumentsAreErrors) {
+  float a[4] = {}, b[4] = {}, c[4] = {};
+  GemmArgs g;
+  g.m = g.n = g.k = 2, g.a = a, g.b = b, g.c = c;
+  g.lda = 1;  // narrower than k
+  EXPECT_THROW(gemm(cpu_k(), g), Error);
+  g.lda = 0, g.in_dtype = DType::I32;
+  EXPECT_THROW(gemm(ref_k(), g), Error);
+  g.in_dtype = DType::F32, g.k = -1;
+  EXPECT_THROW(gemm(cpu_k(), g), Error);
+}
