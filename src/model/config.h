@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -25,7 +26,8 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = true;
   DType torch_dtype = DType::BF16;  // dtype the checkpoint declares (export default)
-  int64_t bos_token_id = 151643, eos_token_id = 151645;
+  int64_t bos_token_id = 151643, eos_token_id = 151645;  // -1: null in config.json
+  double initializer_range = 0.02;  // std of HF's normal init
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
@@ -39,6 +41,14 @@ std::vector<std::string> flavor_names();
 
 // Parse a Hugging Face config.json (path names the file in errors).
 ModelConfig load_hf_config(const std::string& path);
+// Same from text in memory (the fuzzing entry point); origin names the source in errors.
+// Required: model_type "qwen3", vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+// num_attention_heads, num_key_value_heads. Absent optional fields take Qwen3Config's defaults in
+// transformers (head_dim 128, rms_norm_eps 1e-6, rope_theta 10000, max_position_embeddings 32768,
+// tie_word_embeddings false). Refused: rope_scaling / rope_parameters of a type other than
+// "default", use_sliding_window true, layer_types other than "full_attention", attention_bias
+// true, hidden_act other than "silu", attention_dropout != 0, quantization_config.
+ModelConfig parse_hf_config(std::string_view text, const std::string& origin);
 // The config.json text for export (HF field names, architectures, torch_dtype).
 std::string hf_config_json(const ModelConfig& c, DType export_dtype);
 
@@ -50,5 +60,7 @@ struct ParamSpec {
 // All parameters of Qwen3ForCausalLM in HF naming, in module order. A tied model has no
 // lm_head.weight entry (it is model.embed_tokens.weight).
 std::vector<ParamSpec> model_param_specs(const ModelConfig& c);
+// Number of parameters (sum over model_param_specs: a tied embedding counts once).
+int64_t model_param_count(const ModelConfig& c);
 
 }  // namespace titan

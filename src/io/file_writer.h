@@ -1,0 +1,28 @@
+// Streamed atomic file write (invariant 5 of DESIGN.md): bytes go to a temporary file next to the
+// target; commit() fsyncs it, renames it over the target and fsyncs the folder. Destroyed without
+// commit() (an error part-way), the temporary file is removed and the target is untouched.
+// Unlike write_file_atomic (util/strings.h) it never holds the whole file in memory.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace titan {
+
+class FileWriter {
+ public:
+  explicit FileWriter(const std::string& path);
+  ~FileWriter();
+  FileWriter(const FileWriter&) = delete;
+  FileWriter& operator=(const FileWriter&) = delete;
+
+  void write(const void* data, size_t n);
+  void commit();
+  uint64_t bytes_written() const { return written_; }
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint64_t written_ = 0;
+};
+
+}  // namespace titan

@@ -1,0 +1,269 @@
+#include "io/hf_checkpoint.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "io/json_util.h"
+#include "util/strings.h"
+
+namespace titan {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const char* kSingleFile = "model.safetensors";
+const char* kIndexFile = "model.safetensors.index.json";
+
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string real_path(const std::string& p) {
+  char buf[PATH_MAX];
+  return ::realpath(p.c_str(), buf) ? std::string(buf) : std::string();
+}
+
+// A weight_map value must name an existing file inside the folder, also after resolving symlinks.
+std::string shard_path(const std::string& dir, const std::string& real_dir, const std::string& file,
+                       const std::string& index_path) {
+  TITAN_CHECK(!file.empty() && file.find('\0') == std::string::npos, index_path, ": weight_map has an invalid file name ",
+              quote(file));
+  TITAN_CHECK(file[0] != '/', index_path, ": weight_map file ", quote(file), " is an absolute path; shards must be inside the folder");
+  for (const auto& part : split(file, '/'))
+    TITAN_CHECK(part != "..", index_path, ": weight_map file ", quote(file), " escapes the folder (\"..\")");
+  std::string p = dir + "/" + file;
+  std::string real = real_path(p);
+  TITAN_CHECK(!real.empty(), index_path, ": weight_map names shard ", quote(file), ", which does not exist (",
+              std::strerror(errno), ")");
+  TITAN_CHECK(real.compare(0, real_dir.size() + 1, real_dir + "/") == 0, index_path, ": weight_map file ", quote(file),
+              " resolves to ", quote(real, 200), ", outside the folder");
+  TITAN_CHECK(is_file(real), index_path, ": weight_map file ", quote(file), " is not a regular file");
+  return p;
+}
+
+// Bitwise equality of two stored tensors, comparing in f32 when their dtypes differ.
+bool same_values(const SafetensorsFile& fa, const std::string& a, const SafetensorsFile& fb, const std::string& b) {
+  if (fa.find(a)->dtype == fb.find(b)->dtype) return fa.bytes(a) == fb.bytes(b);
+  Tensor x = fa.get(a, DType::F32), y = fb.get(b, DType::F32);
+  return x.numel() == y.numel() && std::memcmp(x.raw(), y.raw(), x.nbytes()) == 0;
+}
+
+bool same_values(const Tensor& x, const Tensor& y) {
+  if (x.shape() != y.shape()) return false;
+  if (x.raw() == y.raw() && x.dtype() == y.dtype()) return true;
+  Tensor a = x.dtype() == DType::F32 ? x : x.to(DType::F32);
+  Tensor b = y.dtype() == DType::F32 ? y : y.to(DType::F32);
+  return std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+}  // namespace
+
+HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  struct stat st {};
+  TITAN_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), dir, ": not a checkpoint folder (not a directory)");
+  HfCheckpoint ck;
+  ck.dir_ = dir;
+  ck.config_ = load_hf_config(dir + "/config.json");
+  ck.specs_ = model_param_specs(ck.config_);
+
+  const std::string single = dir + "/" + kSingleFile, index = dir + "/" + kIndexFile;
+  if (is_file(single)) {  // transformers prefers the single file when both exist
+    ck.files_.push_back(SafetensorsFile::open(single));
+    for (const auto& e : ck.files_[0].entries()) ck.where_[e.name] = 0;
+  } else if (is_file(index)) {
+    json j = parse_json_strict(read_file(index), index);
+    TITAN_CHECK(j.is_object(), index, ": must be a JSON object, got ", json_kind(j));
+    TITAN_CHECK(j.contains("weight_map"), index, ": missing \"weight_map\"");
+    const json& wm = j["weight_map"];
+    TITAN_CHECK(wm.is_object(), index, ": weight_map must be an object, got ", json_kind(wm));
+    if (j.contains("metadata"))
+      TITAN_CHECK(j["metadata"].is_object() || j["metadata"].is_null(), index, ": metadata must be an object");
+    const std::string real_dir = real_path(dir);
+    std::map<std::string, std::vector<std::string>> by_file;  // shard file -> tensor names
+    for (auto it = wm.begin(); it != wm.end(); ++it) {
+      TITAN_CHECK(it->is_string(), index, ": weight_map value for ", quote(it.key()), " must be a file name, got ", json_kind(*it));
+      by_file[it->get<std::string>()].push_back(it.key());
+    }
+    for (const auto& [file, names] : by_file) {
+      ck.files_.push_back(SafetensorsFile::open(shard_path(dir, real_dir, file, index)));
+      const SafetensorsFile& sf = ck.files_.back();
+      for (const auto& n : names) {
+        TITAN_CHECK(sf.contains(n), index, ": weight_map puts tensor ", quote(n), " in ", quote(file), ", which has no such tensor");
+        ck.where_[n] = ck.files_.size() - 1;
+      }
+      for (const auto& e : sf.entries()) {
+        auto w = wm.find(e.name);
+        TITAN_CHECK(w != wm.end() && *w == file, sf.origin(), ": tensor ", quote(e.name),
+                    w == wm.end() ? " is not listed in " : " is listed under another shard in ", kIndexFile);
+      }
+    }
+  } else {
+    fail(dir, ": no ", kSingleFile, " or ", kIndexFile, " in the checkpoint folder");
+  }
+
+  // Every parameter present with the config's shape, in a floating dtype.
+  std::set<std::string> expected;
+  for (const auto& s : ck.specs_) {
+    expected.insert(s.name);
+    auto it = ck.where_.find(s.name);
+    TITAN_CHECK(it != ck.where_.end(), dir, ": missing tensor ", quote(s.name), " (shape ", shape_str(s.shape),
+                ") in the checkpoint");
+    const SafetensorsFile& f = ck.files_[it->second];
+    const SafetensorsEntry& e = *f.find(s.name);
+    TITAN_CHECK(e.shape == s.shape, f.origin(), ": tensor ", quote(s.name), " has shape ", shape_str(e.shape),
+                " but config.json implies ", shape_str(s.shape));
+    TITAN_CHECK(e.dtype == "F32" || e.dtype == "BF16" || e.dtype == "F16", f.origin(), ": tensor ", quote(s.name),
+                " has dtype ", e.dtype, "; parameters must be F32, BF16 or F16");
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& [name, fi] : ck.where_) {
+    if (expected.count(name)) continue;
+    if (name == "lm_head.weight" && ck.config_.tie_word_embeddings) {
+      const SafetensorsFile& f = ck.files_[fi];
+      const SafetensorsFile& fe = ck.files_[ck.where_.at("model.embed_tokens.weight")];
+      TITAN_CHECK(f.find(name)->shape == fe.find("model.embed_tokens.weight")->shape, f.origin(),
+                  ": lm_head.weight has shape ", shape_str(f.find(name)->shape), " but the embedding is tied (",
+                  shape_str(fe.find("model.embed_tokens.weight")->shape), ")");
+      TITAN_CHECK(f.dtype(name) == DType::F32 || f.dtype(name) == DType::BF16 || f.dtype(name) == DType::F16, f.origin(),
+                  ": lm_head.weight has dtype ", f.find(name)->dtype);
+      TITAN_CHECK(same_values(f, name, fe, "model.embed_tokens.weight"), f.origin(),
+                  ": tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
+      continue;
+    }
+    unexpected.push_back(name);
+  }
+  if (!unexpected.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unexpected.size() && i < 3; ++i) list += (i ? ", " : "") + quote(unexpected[i]);
+    if (unexpected.size() > 3) list += " and " + std::to_string(unexpected.size() - 3) + " more";
+    fail(dir, ": unexpected tensor", unexpected.size() > 1 ? "s " : " ", list, " (not parameters of this Qwen3 config)");
+  }
+  return ck;
+}
+
+const SafetensorsFile& HfCheckpoint::file_of(const std::string& name) const {
+  auto it = where_.find(name);
+  TITAN_CHECK(it != where_.end(), dir_, ": no tensor ", quote(name), " in the checkpoint");
+  return files_[it->second];
+}
+
+Tensor HfCheckpoint::get(const std::string& name, DType dt) const { return file_of(name).get(name, dt); }
+
+void HfCheckpoint::read_into(const std::string& name, Tensor& dst) const { file_of(name).read_into(name, dst); }
+
+TensorMap HfCheckpoint::load_all(DType dt) const {
+  TensorMap m;
+  for (const auto& s : specs_) m[s.name] = get(s.name, dt);
+  return m;
+}
+
+TensorMap load_hf_weights(const std::string& dir, ModelConfig* config) {
+  HfCheckpoint ck = HfCheckpoint::open(dir);
+  if (config) *config = ck.config();
+  return ck.load_all(DType::F32);
+}
+
+void export_hf_checkpoint(const std::string& dir_in, const ModelConfig& c, const TensorMap& params,
+                          const HfExportOptions& opt) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  TITAN_CHECK(opt.dtype == DType::F32 || opt.dtype == DType::BF16 || opt.dtype == DType::F16, "export to ", dir,
+              ": dtype ", dtype_name(opt.dtype), " is not f32, bf16 or f16");
+  TITAN_CHECK(opt.max_shard_bytes > 0, "export to ", dir, ": max shard size must be positive");
+  c.validate("export to " + dir);
+  const std::vector<ParamSpec> specs = model_param_specs(c);
+
+  std::set<std::string> expected;
+  for (const auto& s : specs) {
+    expected.insert(s.name);
+    auto it = params.find(s.name);
+    TITAN_CHECK(it != params.end() && it->second.defined(), "export to ", dir, ": missing parameter ", quote(s.name));
+    TITAN_CHECK(it->second.shape() == s.shape, "export to ", dir, ": parameter ", quote(s.name), " has shape ",
+                shape_str(it->second.shape()), ", the config implies ", shape_str(s.shape));
+  }
+  for (const auto& [name, t] : params) {
+    if (expected.count(name)) continue;
+    TITAN_CHECK(name == "lm_head.weight" && c.tie_word_embeddings, "export to ", dir, ": unexpected parameter ", quote(name));
+    TITAN_CHECK(same_values(t, params.at("model.embed_tokens.weight")), "export to ", dir,
+                ": tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
+  }
+
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  TITAN_CHECK(!ec, dir, ": cannot create the folder: ", ec.message());
+
+  // Shards in module order: a new one starts when the next tensor would pass the limit.
+  std::vector<std::vector<NamedTensor>> shards(1);
+  uint64_t shard_bytes = 0, total_bytes = 0;
+  for (const auto& s : specs) {
+    const Tensor& t = params.at(s.name);
+    uint64_t bytes = uint64_t(t.numel()) * dtype_size(opt.dtype);
+    if (!shards.back().empty() && shard_bytes + bytes > opt.max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back({s.name, t});
+    shard_bytes += bytes;
+    total_bytes += bytes;
+  }
+
+  std::set<std::string> written;
+  if (shards.size() == 1) {
+    save_safetensors(dir + "/" + kSingleFile, shards[0], opt.dtype);
+    written.insert(kSingleFile);
+  } else {
+    json wm = json::object();
+    const size_t n = shards.size();
+    for (size_t k = 0; k < n; ++k) {
+      char name[64];
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, n);
+      save_safetensors(dir + "/" + name, shards[k], opt.dtype);
+      written.insert(name);
+      for (const auto& t : shards[k]) wm[t.name] = name;
+    }
+    json index = {{"metadata", {{"total_size", total_bytes}, {"total_parameters", model_param_count(c)}}},
+                  {"weight_map", wm}};
+    write_file_atomic(dir + "/" + kIndexFile, index.dump(2) + "\n");
+    written.insert(kIndexFile);
+  }
+  write_file_atomic(dir + "/config.json", hf_config_json(c, opt.dtype));
+
+  // Remove what an earlier export left that would contradict this one.
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    unsigned a = 0, b = 0;
+    char tail[32] = {0};
+    bool is_shard = std::sscanf(name.c_str(), "model-%5u-of-%5u.%31s", &a, &b, tail) == 3 && std::string(tail) == "safetensors";
+    if ((is_shard || name == kSingleFile || name == kIndexFile) && !written.count(name)) fs::remove(entry.path(), ec);
+  }
+
+  if (!opt.tokenizer_dir.empty()) {
+    static const char* kTokenizerFiles[] = {"tokenizer.json",  "tokenizer_config.json", "special_tokens_map.json",
+                                            "vocab.json",      "merges.txt",            "added_tokens.json",
+                                            "generation_config.json", "chat_template.jinja"};
+    const bool same_dir = real_path(opt.tokenizer_dir) == real_path(dir);
+    int found = 0;
+    for (const char* f : kTokenizerFiles) {
+      const std::string src = opt.tokenizer_dir + "/" + f;
+      if (!is_file(src)) continue;
+      ++found;
+      if (!same_dir) write_file_atomic(dir + "/" + f, read_file(src));
+    }
+    TITAN_CHECK(found > 0, opt.tokenizer_dir, ": no tokenizer files (tokenizer.json, tokenizer_config.json, ...) to copy");
+  }
+}
+
+}  // namespace titan

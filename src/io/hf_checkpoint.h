@@ -1,0 +1,77 @@
+// Hugging Face checkpoint folders: config.json + model.safetensors, or shards listed in
+// model.safetensors.index.json ({"metadata": {...}, "weight_map": {tensor: shard file}}).
+//
+// Loading validates everything before any weight is used: the config (load_hf_config), every
+// weight_map entry (must name an existing file inside the folder: no absolute paths, no "..", no
+// symlink leading out), the index against the shards (each tensor in exactly the shard the index
+// names), and the tensors against model_param_specs (missing, unexpected, shape, dtype).
+//
+// Tied embeddings: transformers saves a tied model without lm_head.weight. If a tied checkpoint
+// does carry lm_head.weight, it is accepted only when it equals model.embed_tokens.weight
+// bit for bit (after conversion to f32 when their dtypes differ) and then ignored; a differing
+// copy is an error, since using either one silently would change the model.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+
+namespace titan {
+
+using TensorMap = std::map<std::string, Tensor>;
+
+class HfCheckpoint {
+ public:
+  // Opens and validates the folder; errors name the file at fault and the reason.
+  static HfCheckpoint open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const ModelConfig& config() const { return config_; }
+  // The parameters the model needs, in module order (model_param_specs(config())).
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  // The file holding `name` (for messages) and the stored dtype string ("BF16", ...).
+  const SafetensorsFile& file_of(const std::string& name) const;
+
+  // One parameter in dtype dt (zero-copy when stored in dt: it then borrows the mapping).
+  Tensor get(const std::string& name, DType dt = DType::F32) const;
+  // Copies (converting) a parameter into a caller-provided tensor of the spec's shape.
+  void read_into(const std::string& name, Tensor& dst) const;
+  // All parameters of specs() in dtype dt.
+  TensorMap load_all(DType dt = DType::F32) const;
+
+ private:
+  std::string dir_;
+  ModelConfig config_;
+  std::vector<ParamSpec> specs_;
+  std::vector<SafetensorsFile> files_;
+  std::map<std::string, size_t> where_;  // tensor name -> index in files_
+};
+
+// Shortcut: open `dir`, return all parameters as f32 and, when config is given, the config.
+TensorMap load_hf_weights(const std::string& dir, ModelConfig* config = nullptr);
+
+struct HfExportOptions {
+  DType dtype = DType::BF16;                  // dtype of the written tensors (f32, bf16, f16)
+  uint64_t max_shard_bytes = 5'000'000'000;   // HF's default max_shard_size "5GB"
+  std::string tokenizer_dir;                  // copy tokenizer files from here ("" = none)
+};
+
+// Writes an HF folder loadable by transformers' from_pretrained: config.json (torch_dtype =
+// opt.dtype); model.safetensors when everything fits in one shard, else
+// model-0000k-of-0000N.safetensors + model.safetensors.index.json (metadata.total_size = tensor
+// bytes, weight_map). Shards are filled in module order, a new shard starting when the next
+// tensor would pass max_shard_bytes (as transformers does). A tied model writes only
+// model.embed_tokens.weight. `params` must hold exactly model_param_specs(c) (plus, for a tied
+// model, optionally an lm_head.weight equal to the embedding). Each file is written atomically;
+// stale files of an earlier export in `dir` (the other layout, extra shards) are removed after.
+// Tokenizer files copied when present: tokenizer.json, tokenizer_config.json,
+// special_tokens_map.json, vocab.json, merges.txt, added_tokens.json, generation_config.json,
+// chat_template.jinja (at least one must exist).
+void export_hf_checkpoint(const std::string& dir, const ModelConfig& c, const TensorMap& params,
+                          const HfExportOptions& opt = {});
+
+}  // namespace titan

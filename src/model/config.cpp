@@ -1,0 +1,366 @@
+#include "model/config.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "io/json_util.h"
+#include "util/strings.h"
+
+namespace titan {
+
+using nlohmann::json;
+
+namespace {
+
+struct FlavorRow {
+  const char* name;
+  int64_t vocab, hidden, inter, layers, heads, kv_heads, head_dim, max_pos;
+  bool tied;
+};
+
+// Published Qwen3 dense shapes (config.json of Qwen/Qwen3-*), head_dim 128 throughout; and two
+// debug flavors: "debugmodel" keeps the real vocabulary (so the lm_head cost is realistic) and
+// "debug-tiny" is small enough for unit tests. Both debug flavors have head_dim != hidden/heads.
+const FlavorRow kFlavors[] = {
+    {"0.6B", 151936, 1024, 3072, 28, 16, 8, 128, 40960, true},
+    {"1.7B", 151936, 2048, 6144, 28, 16, 8, 128, 40960, true},
+    {"4B", 151936, 2560, 9728, 36, 32, 8, 128, 40960, true},
+    {"8B", 151936, 4096, 12288, 36, 32, 8, 128, 40960, false},
+    {"14B", 151936, 5120, 17408, 40, 40, 8, 128, 40960, false},
+    {"32B", 151936, 5120, 25600, 64, 64, 8, 128, 40960, false},
+    {"debugmodel", 151936, 256, 768, 4, 8, 4, 32, 2048, true},
+    {"debug-tiny", 512, 64, 160, 2, 4, 2, 32, 256, true},
+};
+
+const char* hf_dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "float32";
+    case DType::BF16: return "bfloat16";
+    case DType::F16: return "float16";
+    default: return nullptr;
+  }
+}
+
+// Field access with type checks; every error names the file and the field.
+class Fields {
+ public:
+  Fields(const json& j, const std::string& origin) : j_(j), origin_(origin) {}
+
+  const json* find(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() ? nullptr : &*it;
+  }
+  bool present(const char* key) const {  // present and not null
+    const json* v = find(key);
+    return v && !v->is_null();
+  }
+  [[noreturn]] void bad(const char* key, const char* expected, const json& v) const {
+    fail(origin_, ": field \"", key, "\" must be ", expected, ", got ", printable(v.dump(), 60));
+  }
+  int64_t integer(const char* key, bool required, int64_t def) const {
+    const json* v = find(key);
+    if (!v) {
+      TITAN_CHECK(!required, origin_, ": missing required field \"", key, "\"");
+      return def;
+    }
+    if (v->is_number_unsigned()) {
+      if (v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) bad(key, "an integer in range", *v);
+      return int64_t(v->get<uint64_t>());
+    }
+    if (!v->is_number_integer()) bad(key, "an integer", *v);
+    return v->get<int64_t>();
+  }
+  int64_t positive(const char* key, bool required, int64_t def) const {
+    int64_t x = integer(key, required, def);
+    if (x <= 0) bad(key, "a positive integer", *find(key));
+    return x;
+  }
+  double number(const char* key, double def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    if (!v->is_number()) bad(key, "a number", *v);
+    double x = v->get<double>();
+    if (!std::isfinite(x)) bad(key, "a finite number", *v);
+    return x;
+  }
+  bool boolean(const char* key, bool def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    if (!v->is_boolean()) bad(key, "true or false", *v);
+    return v->get<bool>();
+  }
+  std::string string(const char* key, bool required, const std::string& def) const {
+    const json* v = find(key);
+    if (!v) {
+      TITAN_CHECK(!required, origin_, ": missing required field \"", key, "\"");
+      return def;
+    }
+    if (!v->is_string()) bad(key, "a string", *v);
+    return v->get<std::string>();
+  }
+  // Token ids: an integer, null (-> -1) or a list of integers (-> the first; they do not affect
+  // the computation, only generation).
+  int64_t token_id(const char* key, int64_t def) const {
+    const json* v = find(key);
+    if (!v) return def;
+    if (v->is_null()) return -1;
+    const json* x = v;
+    if (v->is_array()) {
+      if (v->empty()) return -1;
+      x = &(*v)[0];
+      for (const auto& e : *v)
+        if (!e.is_number_integer()) bad(key, "an integer, null or a list of integers", *v);
+    }
+    if (!x->is_number_integer() || x->get<int64_t>() < 0) bad(key, "a non-negative integer, null or a list of them", *v);
+    return x->get<int64_t>();
+  }
+
+ private:
+  const json& j_;
+  const std::string& origin_;
+};
+
+// rope_scaling (transformers 4.x) / rope_parameters (5.x): only the plain RoPE is implemented.
+// Returns rope_theta when the object carries one, else NaN.
+double check_rope_object(const json& v, const char* key, const std::string& origin) {
+  if (v.is_null()) return NAN;
+  TITAN_CHECK(v.is_object(), origin, ": field \"", key, "\" must be an object or null, got ", printable(v.dump(), 60));
+  double theta = NAN;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "rope_type" || k == "type") {
+      TITAN_CHECK(it->is_string(), origin, ": field \"", key, ".", k, "\" must be a string");
+      const std::string& t = it->get_ref<const std::string&>();
+      TITAN_CHECK(t == "default", origin, ": ", key, " of type ", quote(t),
+                  " is not supported (only plain RoPE: null or \"default\")");
+    } else if (k == "rope_theta") {
+      TITAN_CHECK(it->is_number() && std::isfinite(it->get<double>()), origin, ": field \"", key,
+                  ".rope_theta\" must be a number");
+      theta = it->get<double>();
+    } else {
+      fail(origin, ": field \"", key, ".", printable(k), "\" is not supported (only plain RoPE: rope_type \"default\" and rope_theta)");
+    }
+  }
+  return theta;
+}
+
+}  // namespace
+
+void ModelConfig::validate(const std::string& origin) const {
+  TITAN_CHECK(model_type == "qwen3", origin, ": model_type ", quote(model_type), " is not supported (expected \"qwen3\")");
+  struct Limit {
+    const char* name;
+    int64_t value, max;
+  };
+  // Bounds keep every derived size (param counts, q_dim * hidden) far from int64 overflow.
+  const Limit limits[] = {{"vocab_size", vocab_size, int64_t(1) << 31},
+                          {"hidden_size", hidden_size, int64_t(1) << 20},
+                          {"intermediate_size", intermediate_size, int64_t(1) << 22},
+                          {"num_hidden_layers", num_hidden_layers, 4096},
+                          {"num_attention_heads", num_attention_heads, 4096},
+                          {"num_key_value_heads", num_key_value_heads, 4096},
+                          {"head_dim", head_dim, 4096},
+                          {"max_position_embeddings", max_position_embeddings, int64_t(1) << 31}};
+  for (const auto& l : limits)
+    TITAN_CHECK(l.value > 0 && l.value <= l.max, origin, ": ", l.name, " must be in [1, ", l.max, "], got ", l.value);
+  TITAN_CHECK(num_attention_heads % num_key_value_heads == 0, origin, ": num_attention_heads (", num_attention_heads,
+              ") must be a multiple of num_key_value_heads (", num_key_value_heads, ")");
+  TITAN_CHECK(head_dim % 2 == 0, origin, ": head_dim must be even for the half-split RoPE, got ", head_dim);
+  TITAN_CHECK(std::isfinite(rope_theta) && rope_theta > 0, origin, ": rope_theta must be positive, got ", rope_theta);
+  TITAN_CHECK(std::isfinite(rms_norm_eps) && rms_norm_eps > 0, origin, ": rms_norm_eps must be positive, got ", rms_norm_eps);
+  TITAN_CHECK(std::isfinite(initializer_range) && initializer_range >= 0, origin,
+              ": initializer_range must be non-negative, got ", initializer_range);
+  TITAN_CHECK(hf_dtype_name(torch_dtype) != nullptr, origin, ": torch_dtype must be a floating type, got ",
+              dtype_name(torch_dtype));
+}
+
+std::vector<std::string> flavor_names() {
+  std::vector<std::string> names;
+  for (const auto& f : kFlavors) names.push_back(f.name);
+  return names;
+}
+
+ModelConfig flavor_config(const std::string& name) {
+  for (const auto& f : kFlavors) {
+    if (name != f.name) continue;
+    ModelConfig c;
+    c.flavor = f.name;
+    c.vocab_size = f.vocab;
+    c.hidden_size = f.hidden;
+    c.intermediate_size = f.inter;
+    c.num_hidden_layers = f.layers;
+    c.num_attention_heads = f.heads;
+    c.num_key_value_heads = f.kv_heads;
+    c.head_dim = f.head_dim;
+    c.max_position_embeddings = f.max_pos;
+    c.tie_word_embeddings = f.tied;
+    c.validate("flavor " + name);
+    return c;
+  }
+  std::string known;
+  for (const auto& n : flavor_names()) known += (known.empty() ? "" : ", ") + n;
+  std::string guess = closest_match(name, flavor_names());
+  fail("unknown model flavor ", quote(name), guess.empty() ? "" : " (did you mean \"" + guess + "\"?)",
+       "; known flavors: ", known);
+}
+
+ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
+  json j = parse_json_strict(text, origin);
+  TITAN_CHECK(j.is_object(), origin, ": config.json must be a JSON object, got ", json_kind(j));
+  Fields f(j, origin);
+  ModelConfig c;
+  c.flavor = "";
+  c.model_type = f.string("model_type", true, "");
+  TITAN_CHECK(c.model_type != "qwen3_moe", origin,
+              ": model_type \"qwen3_moe\" (mixture of experts) is not supported yet; only dense \"qwen3\"");
+  TITAN_CHECK(c.model_type == "qwen3", origin, ": model_type ", quote(c.model_type),
+              " is not supported (expected \"qwen3\")");
+  if (const json* a = f.find("architectures"); a && !a->is_null()) {
+    TITAN_CHECK(a->is_array(), origin, ": field \"architectures\" must be a list");
+    bool causal_lm = a->empty();
+    for (const auto& e : *a) causal_lm |= e.is_string() && e.get<std::string>() == "Qwen3ForCausalLM";
+    TITAN_CHECK(causal_lm, origin, ": architectures ", printable(a->dump(), 80),
+                " has no \"Qwen3ForCausalLM\" (other heads are not supported)");
+  }
+
+  c.vocab_size = f.positive("vocab_size", true, 0);
+  c.hidden_size = f.positive("hidden_size", true, 0);
+  c.intermediate_size = f.positive("intermediate_size", true, 0);
+  c.num_hidden_layers = f.positive("num_hidden_layers", true, 0);
+  c.num_attention_heads = f.positive("num_attention_heads", true, 0);
+  // HF's Qwen3Config turns an explicit null into num_attention_heads.
+  if (const json* kv = f.find("num_key_value_heads"); kv && kv->is_null())
+    c.num_key_value_heads = c.num_attention_heads;
+  else
+    c.num_key_value_heads = f.positive("num_key_value_heads", true, 0);
+  // Absent head_dim: Qwen3Config's default 128 (HF uses it, not hidden/heads).
+  c.head_dim = f.positive("head_dim", false, 128);
+  c.max_position_embeddings = f.positive("max_position_embeddings", false, 32768);
+  c.rms_norm_eps = f.number("rms_norm_eps", 1e-6);
+  c.initializer_range = f.number("initializer_range", 0.02);
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+  c.bos_token_id = f.token_id("bos_token_id", -1);
+  c.eos_token_id = f.token_id("eos_token_id", -1);
+
+  // RoPE: plain rotary only; theta from rope_parameters (transformers 5) or rope_theta (4.x).
+  double theta_top = f.present("rope_theta") ? f.number("rope_theta", 0) : NAN;
+  double theta_params = f.find("rope_parameters") ? check_rope_object(*f.find("rope_parameters"), "rope_parameters", origin) : NAN;
+  double theta_scaling = f.find("rope_scaling") ? check_rope_object(*f.find("rope_scaling"), "rope_scaling", origin) : NAN;
+  double theta = 10000.0;  // Qwen3Config's default
+  const char* theta_from = nullptr;
+  auto take = [&](double t, const char* from) {
+    if (std::isnan(t)) return;
+    if (theta_from)
+      TITAN_CHECK(t == theta, origin, ": ", theta_from, " (", theta, ") and ", from, " (", t, ") disagree");
+    theta = t;
+    theta_from = from;
+  };
+  take(theta_top, "rope_theta");
+  take(theta_scaling, "rope_scaling.rope_theta");
+  take(theta_params, "rope_parameters.rope_theta");
+  c.rope_theta = theta;
+
+  // dtype: "torch_dtype" (transformers 4.x) or "dtype" (5.x); it only sets the export default.
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (!f.present(key)) continue;
+    std::string s = f.string(key, false, "");
+    DType t;
+    TITAN_CHECK(parse_dtype(s, &t) && hf_dtype_name(t), origin, ": field \"", key, "\" ", quote(s),
+                " is not supported (float32, bfloat16 or float16)");
+    c.torch_dtype = t;
+  }
+
+  // Fields that would change the computation in ways this engine does not implement.
+  TITAN_CHECK(!f.boolean("use_sliding_window", false), origin,
+              ": use_sliding_window is true; sliding-window attention is not supported");
+  if (const json* sw = f.find("sliding_window"); sw && !sw->is_null() && !sw->is_number_integer())
+    f.bad("sliding_window", "an integer or null", *sw);
+  if (const json* lt = f.find("layer_types"); lt && !lt->is_null()) {
+    TITAN_CHECK(lt->is_array(), origin, ": field \"layer_types\" must be a list");
+    TITAN_CHECK(int64_t(lt->size()) == c.num_hidden_layers, origin, ": layer_types has ", lt->size(),
+                " entries but num_hidden_layers is ", c.num_hidden_layers);
+    for (size_t i = 0; i < lt->size(); ++i) {
+      const json& e = (*lt)[i];
+      TITAN_CHECK(e.is_string() && e.get<std::string>() == "full_attention", origin, ": layer_types[", i, "] is ",
+                  printable(e.dump(), 40), "; only \"full_attention\" is supported");
+    }
+  }
+  TITAN_CHECK(!f.boolean("attention_bias", false), origin, ": attention_bias is true; biased attention projections are not supported");
+  std::string act = f.string("hidden_act", false, "silu");
+  TITAN_CHECK(act == "silu", origin, ": hidden_act ", quote(act), " is not supported (only \"silu\")");
+  double dropout = f.number("attention_dropout", 0.0);
+  TITAN_CHECK(dropout == 0.0, origin, ": attention_dropout ", dropout, " is not supported (only 0)");
+  TITAN_CHECK(!f.present("quantization_config"), origin, ": quantized checkpoints (quantization_config) are not supported");
+
+  c.validate(origin);
+  return c;
+}
+
+ModelConfig load_hf_config(const std::string& path) { return parse_hf_config(read_file(path), path); }
+
+std::string hf_config_json(const ModelConfig& c, DType export_dtype) {
+  const char* dt = hf_dtype_name(export_dtype);
+  TITAN_CHECK(dt, "config.json export: dtype ", dtype_name(export_dtype), " is not a floating type");
+  json j = json::object();
+  j["architectures"] = json::array({"Qwen3ForCausalLM"});
+  j["model_type"] = c.model_type;
+  j["attention_bias"] = false;
+  j["attention_dropout"] = 0.0;
+  j["bos_token_id"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);
+  j["eos_token_id"] = c.eos_token_id >= 0 ? json(c.eos_token_id) : json(nullptr);
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = "silu";
+  j["hidden_size"] = c.hidden_size;
+  j["initializer_range"] = c.initializer_range;
+  j["intermediate_size"] = c.intermediate_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["max_window_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_scaling"] = nullptr;
+  j["rope_theta"] = c.rope_theta;
+  j["sliding_window"] = nullptr;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["torch_dtype"] = dt;
+  j["use_cache"] = true;
+  j["use_sliding_window"] = false;
+  j["vocab_size"] = c.vocab_size;
+  return j.dump(2) + "\n";
+}
+
+std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
+  const int64_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  const int64_t Q = c.q_dim(), KV = c.kv_dim();
+  std::vector<ParamSpec> specs;
+  specs.push_back({"model.embed_tokens.weight", {V, H}});
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    specs.push_back({p + "input_layernorm.weight", {H}});
+    specs.push_back({p + "self_attn.q_proj.weight", {Q, H}});
+    specs.push_back({p + "self_attn.k_proj.weight", {KV, H}});
+    specs.push_back({p + "self_attn.v_proj.weight", {KV, H}});
+    specs.push_back({p + "self_attn.o_proj.weight", {H, Q}});
+    specs.push_back({p + "self_attn.q_norm.weight", {D}});
+    specs.push_back({p + "self_attn.k_norm.weight", {D}});
+    specs.push_back({p + "post_attention_layernorm.weight", {H}});
+    specs.push_back({p + "mlp.gate_proj.weight", {I, H}});
+    specs.push_back({p + "mlp.up_proj.weight", {I, H}});
+    specs.push_back({p + "mlp.down_proj.weight", {H, I}});
+  }
+  specs.push_back({"model.norm.weight", {H}});
+  if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", {V, H}});
+  return specs;
+}
+
+int64_t model_param_count(const ModelConfig& c) {
+  int64_t n = 0;
+  for (const auto& s : model_param_specs(c)) n += shape_numel(s.shape);
+  return n;
+}
+
+}  // namespace titan
