@@ -1,0 +1,37 @@
+// The cos/sin cache, computed exactly as HF Qwen3RotaryEmbedding does it, in f32 arithmetic:
+//   inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=int64).float() / D))   (f32 pow, f32 divide)
+//   freqs = positions.float() @ inv_freq  (a K=1 product: one f32 multiply)
+//   emb = cat(freqs, freqs); cos = emb.cos(); sin = emb.sin()   (f32)
+// base is a Python float that torch hands to the f32 pow as a float, so theta is rounded to f32 first.
+#include <cmath>
+
+#include "ops/rope/rope.h"
+
+namespace titan {
+
+RopeCache make_rope_cache(double theta, int64_t head_dim, int64_t max_pos) {
+  TITAN_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim must be a positive even number, got ", head_dim);
+  TITAN_CHECK(max_pos > 0, "rope: max_pos must be positive, got ", max_pos);
+  TITAN_CHECK(theta > 1.0 && std::isfinite(theta), "rope: rope_theta must be a finite number > 1, got ", theta);
+  TITAN_CHECK(max_pos <= (int64_t(1) << 24), "rope: max_pos ", max_pos, " exceeds the exactly representable f32 positions");
+  const int64_t half = head_dim / 2;
+  const float base = float(theta);
+  RopeCache c;
+  c.cos = Tensor::empty({max_pos, head_dim}, DType::F32);
+  c.sin = Tensor::empty({max_pos, head_dim}, DType::F32);
+  float* cp = c.cos.data<float>();  // [P, D]
+  float* sp = c.sin.data<float>();  // [P, D]
+  for (int64_t i = 0; i < half; ++i) {
+    const float expo = float(2 * i) / float(head_dim);
+    const float inv_freq = 1.0f / std::pow(base, expo);
+    for (int64_t p = 0; p < max_pos; ++p) {
+      const float f = float(p) * inv_freq;
+      const float cv = std::cos(f), sv = std::sin(f);
+      cp[p * head_dim + i] = cp[p * head_dim + i + half] = cv;
+      sp[p * head_dim + i] = sp[p * head_dim + i + half] = sv;
+    }
+  }
+  return c;
+}
+
+}  // namespace titan
