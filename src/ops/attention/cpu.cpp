@@ -1,0 +1,184 @@
+// Flash-style causal GQA attention on CPU ("cpu" variant). Work is cut into kTile x kTile blocks of
+// (keys x queries); key blocks entirely above the diagonal are skipped, so no [S, S] score matrix
+// exists, only one block per thread at a time. Tile arithmetic lives in tiles.h (AVX-512 or portable).
+//
+// Forward, one task per (query block, b, h), online softmax over the key blocks <= the query block:
+//   St = K_j (scale Q_i)^T, m' = max(m, colmax St), P = exp(St - m'), l = e^{m-m'} l + colsum P,
+//   O = e^{m-m'} O + P^T V_j;  finally out = O / l and lse = m + log l.
+// Backward (flash-attention 2), one task per (b, kv head, range of key blocks), which owns dK and dV
+// of its key rows and accumulates dQ of its query heads with no other writer:
+//   P = exp(St - lse), dP = V_j dO_i^T, dS = P * (dP - D) with D = rowsum(dO * O),
+//   dV_j += P dO_i, dK_j += scale dS Q_i, dQ_i += scale dS^T K_j.
+// When there are few (b, kv head) pairs the key blocks are split into several ranges whose dQ
+// contributions go to separate buffers summed in range order afterwards. The split depends only on
+// the shapes, so results are bitwise identical for any thread count.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/threading.h"
+#include "ops/attention/attention.h"
+#include "ops/attention/shape.h"
+#include "ops/attention/tiles.h"
+
+namespace titan::attention {
+namespace {
+
+int64_t num_blocks(int64_t S) { return (S + kTile - 1) / kTile; }
+
+void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
+  const Dims d = check_forward(q, k, v, scale, out, lse, "attention.cpu forward");
+  const TileOps& ops = tile_ops();
+  const int64_t D = d.D, S = d.S, nb = num_blocks(S), qs = d.Hq * D, ks = d.Hkv * D;
+  const float* Q = q.data<float>();  // [B, S, Hq, D]
+  const float* K = k.data<float>();  // [B, S, Hkv, D]
+  const float* V = v.data<float>();  // [B, S, Hkv, D]
+  float* O = out.data<float>();      // [B, S, Hq, D]
+  float* L = lse.data<float>();      // [B, Hq, S]
+  const int64_t heads = d.B * d.Hq;
+  parallel_for(nb * heads, 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> buf;
+    buf.resize(size_t(2 * D * kTile + kTile * kTile + 3 * kTile));
+    float* qt = buf.data();          // [D, kTile]  scale * Q_i^T, zero past the sequence end
+    float* acc = qt + D * kTile;     // [kTile, D]  unnormalized output rows
+    float* st = acc + kTile * D;     // [kTile, kTile]  scores / probabilities, key-major
+    float* m = st + kTile * kTile;   // [kTile] running max
+    float* l = m + kTile;            // [kTile] running sum
+    float* alpha = l + kTile;        // [kTile] rescale factor of this step
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t qb = nb - 1 - t / heads, b = (t % heads) / d.Hq, h = t % d.Hq, g = h / d.group();
+      const int64_t q0 = qb * kTile, qn = std::min<int64_t>(kTile, S - q0);
+      for (int64_t i = 0; i < kTile; ++i) {
+        const float* qrow = Q + (b * S + q0 + i) * qs + h * D;
+        for (int64_t c = 0; c < D; ++c) qt[c * kTile + i] = i < qn ? scale * qrow[c] : 0.f;
+      }
+      std::fill(m, m + kTile, -INFINITY);
+      std::fill(l, l + kTile, 0.f);
+      for (int64_t kb = 0; kb <= qb; ++kb) {
+        const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, S - k0);
+        const float* krows = K + (b * S + k0) * ks + g * D;
+        const float* vrows = V + (b * S + k0) * ks + g * D;
+        ops.gemm(kn, kTile, D, krows, ks, 1, qt, kTile, st, kTile, false);
+        ops.softmax_step(st, int(kn), kb == qb, m, l, alpha);
+        if (kb > 0)
+          for (int64_t i = 0; i < qn; ++i)
+            for (int64_t c = 0; c < D; ++c) acc[i * D + c] *= alpha[i];
+        ops.gemm(qn, D, kn, st, 1, kTile, vrows, ks, acc, D, kb > 0);
+      }
+      for (int64_t i = 0; i < qn; ++i) {
+        float* orow = O + (b * S + q0 + i) * qs + h * D;
+        for (int64_t c = 0; c < D; ++c) orow[c] = acc[i * D + c] / l[i];
+        L[(b * d.Hq + h) * S + q0 + i] = m[i] + std::log(l[i]);
+      }
+    }
+  });
+}
+
+// Key-block ranges for the backward: about `want` ranges of equal work, the work of key block kb
+// being the number of query blocks that see it (nb - kb). Returns the range starts plus nb.
+std::vector<int64_t> key_ranges(int64_t nb, int64_t want) {
+  std::vector<int64_t> starts{0};
+  const double total = double(nb) * double(nb + 1) / 2;
+  double done = 0;
+  for (int64_t kb = 0; kb + 1 < nb && int64_t(starts.size()) < want; ++kb) {
+    done += double(nb - kb);
+    if (done >= total * double(starts.size()) / double(want)) starts.push_back(kb + 1);
+  }
+  starts.push_back(nb);
+  return starts;
+}
+
+void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+              const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
+  const Dims d = check_backward(q, k, v, out, lse, dout, scale, dq, dk, dv, "attention.cpu backward");
+  const TileOps& ops = tile_ops();
+  const int64_t D = d.D, S = d.S, nb = num_blocks(S), Sp = nb * kTile, qs = d.Hq * D, ks = d.Hkv * D;
+  const float* Q = q.data<float>();     // [B, S, Hq, D]
+  const float* K = k.data<float>();     // [B, S, Hkv, D]
+  const float* V = v.data<float>();     // [B, S, Hkv, D]
+  const float* O = out.data<float>();   // [B, S, Hq, D]
+  const float* dO = dout.data<float>(); // [B, S, Hq, D]
+  const float* L = lse.data<float>();   // [B, Hq, S]
+  float* dQ = dq.data<float>();
+  float* dK = dk.data<float>();
+  float* dV = dv.data<float>();
+
+  // At least 16 tasks where the sequence allows, from the shapes alone (never the thread count).
+  const int64_t pairs = d.B * d.Hkv;
+  const std::vector<int64_t> ranges = key_ranges(nb, std::min(nb, (16 + pairs - 1) / pairs));
+  const int64_t nr = int64_t(ranges.size()) - 1;
+  Tensor partial;  // [nr, B, S, Hq, D] dQ of each key range, when nr > 1
+  if (nr > 1) partial = Tensor::empty({nr, d.B, S, d.Hq, D}, DType::F32);
+
+  parallel_for(pairs * nr, 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> buf;
+    buf.resize(size_t(2 * D * Sp + 2 * Sp + 2 * kTile * kTile));
+    float* qt = buf.data();      // [D, Sp] scale * Q^T of one head, zero past the end
+    float* dot = qt + D * Sp;    // [D, Sp] dO^T
+    float* lsep = dot + D * Sp;  // [Sp] lse
+    float* dsum = lsep + Sp;     // [Sp] D = rowsum(dO * O)
+    float* st = dsum + Sp;       // [kTile, kTile] scores, then P (key-major)
+    float* dpt = st + kTile * kTile;  // [kTile, kTile] dP, then scale * dS
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r = t % nr, b = (t / nr) / d.Hkv, g = (t / nr) % d.Hkv;
+      const int64_t kb0 = ranges[size_t(r)], kb1 = ranges[size_t(r) + 1];
+      const int64_t lo = kb0 * kTile, hi = std::min(S, kb1 * kTile);  // key rows owned; queries from lo
+      float* dqbase = nr > 1 ? partial.data<float>() + r * d.B * S * qs : dQ;
+      for (int64_t s = lo; s < hi; ++s) {
+        std::fill_n(dK + (b * S + s) * ks + g * D, D, 0.f);
+        std::fill_n(dV + (b * S + s) * ks + g * D, D, 0.f);
+      }
+      for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
+        for (int64_t s = lo; s < S; ++s) std::fill_n(dqbase + (b * S + s) * qs + h * D, D, 0.f);
+        for (int64_t s = lo; s < Sp; ++s) {
+          const int64_t row = (b * S + s) * qs + h * D;
+          double dd = 0;
+          for (int64_t c = 0; c < D; ++c) {
+            qt[c * Sp + s] = s < S ? scale * Q[row + c] : 0.f;
+            dot[c * Sp + s] = s < S ? dO[row + c] : 0.f;
+            if (s < S) dd += double(dO[row + c]) * double(O[row + c]);
+          }
+          lsep[s] = s < S ? L[(b * d.Hq + h) * S + s] : 0.f;
+          dsum[s] = float(dd);
+        }
+        for (int64_t kb = kb0; kb < kb1; ++kb) {
+          const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, S - k0);
+          const float* krows = K + (b * S + k0) * ks + g * D;
+          const float* vrows = V + (b * S + k0) * ks + g * D;
+          float* dkrows = dK + (b * S + k0) * ks + g * D;
+          float* dvrows = dV + (b * S + k0) * ks + g * D;
+          for (int64_t qb = kb; qb < nb; ++qb) {
+            const int64_t q0 = qb * kTile, qn = std::min<int64_t>(kTile, S - q0);
+            const int64_t qrow = (b * S + q0) * qs + h * D;
+            ops.gemm(kn, kTile, D, krows, ks, 1, qt + q0, Sp, st, kTile, false);    // St = K (sQ)^T
+            ops.gemm(kn, kTile, D, vrows, ks, 1, dot + q0, Sp, dpt, kTile, false);  // dPt = V dO^T
+            ops.backward_step(st, dpt, int(kn), qb == kb, lsep + q0, dsum + q0, scale);
+            ops.gemm(kn, D, qn, st, kTile, 1, dO + qrow, qs, dvrows, ks, true);        // dV += P dO
+            ops.gemm(kn, D, qn, dpt, kTile, 1, Q + qrow, qs, dkrows, ks, true);        // dK += s dS Q
+            ops.gemm(qn, D, kn, dpt, 1, kTile, krows, ks, dqbase + qrow, qs, true);    // dQ += s dS^T K
+          }
+        }
+      }
+    }
+  });
+
+  if (nr > 1) {
+    const float* part = partial.data<float>();
+    const int64_t stride = d.B * S * qs;
+    parallel_for(d.B * S, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t row = r0; row < r1; ++row) {  // row = b * S + s
+        const int64_t s = row % S;
+        float* dst = dQ + row * qs;
+        std::fill_n(dst, qs, 0.f);
+        for (int64_t r = 0; r < nr && ranges[size_t(r)] * kTile <= s; ++r)
+          for (int64_t c = 0; c < qs; ++c) dst[c] += part[r * stride + row * qs + c];
+      }
+    });
+  }
+}
+
+const AttentionKernel kCpu{"cpu", forward, backward};
+TITAN_REGISTER_KERNEL(AttentionKernel, "cpu", DeviceType::CPU, kCpu);
+
+}  // namespace
+}  // namespace titan::attention

@@ -1,0 +1,133 @@
+// Reference causal GQA attention: Hugging Face eager semantics spelled out with plain loops in
+// double. For query s of head h (kv head g = h / (Hq / Hkv)) over keys t <= s:
+//   z_t = scale * q_s . k_t,  P_t = exp(z_t - m) / sum_u exp(z_u - m)  (m = max_t z_t),
+//   out_s = sum_t P_t v_t,    lse_s = m + log sum_t exp(z_t - m).
+// Backward (softmax Jacobian): dP_t = dO_s . v_t, D_s = sum_t P_t dP_t, dS_t = P_t (dP_t - D_s),
+//   dq_s = scale sum_t dS_t k_t,  dk_t += scale dS_t q_s,  dv_t += P_t dO_s.
+// One [S] row of scores is held at a time.
+#include "ops/attention/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ops/attention/attention.h"
+
+namespace titan::attention {
+namespace {
+
+// Element offsets of row (b, s, head) in [B, S, H, D].
+inline int64_t at(const Dims& d, int64_t H, int64_t b, int64_t s, int64_t h) { return ((b * d.S + s) * H + h) * d.D; }
+
+double dot(const double* a, const double* b, int64_t n) {
+  double r = 0;
+  for (int64_t i = 0; i < n; ++i) r += a[i] * b[i];
+  return r;
+}
+
+// Fills p[0..s] with the softmax probabilities of query (b, s, h); returns the log-sum-exp.
+double probabilities(const Dims& d, const double* q, const double* k, double scale, int64_t b, int64_t s, int64_t h,
+                     double* p) {
+  const int64_t g = h / d.group();
+  const double* qs = q + at(d, d.Hq, b, s, h);
+  double m = -INFINITY;
+  for (int64_t t = 0; t <= s; ++t) {
+    p[t] = scale * dot(qs, k + at(d, d.Hkv, b, t, g), d.D);
+    m = std::max(m, p[t]);
+  }
+  double sum = 0;
+  for (int64_t t = 0; t <= s; ++t) sum += (p[t] = std::exp(p[t] - m));
+  for (int64_t t = 0; t <= s; ++t) p[t] /= sum;
+  return m + std::log(sum);
+}
+
+}  // namespace
+
+void reference_forward(const Dims& d, const double* q, const double* k, const double* v, double scale, double* out,
+                       double* lse) {
+  std::vector<double> p(size_t(d.S));
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.Hq; ++h) {
+      const int64_t g = h / d.group();
+      for (int64_t s = 0; s < d.S; ++s) {
+        lse[(b * d.Hq + h) * d.S + s] = probabilities(d, q, k, scale, b, s, h, p.data());
+        double* o = out + at(d, d.Hq, b, s, h);
+        std::fill(o, o + d.D, 0.0);
+        for (int64_t t = 0; t <= s; ++t) {
+          const double* vt = v + at(d, d.Hkv, b, t, g);
+          for (int64_t i = 0; i < d.D; ++i) o[i] += p[t] * vt[i];
+        }
+      }
+    }
+}
+
+void reference_backward(const Dims& d, const double* q, const double* k, const double* v, const double* dout,
+                        double scale, double* dq, double* dk, double* dv) {
+  std::fill(dk, dk + d.B * d.S * d.Hkv * d.D, 0.0);
+  std::fill(dv, dv + d.B * d.S * d.Hkv * d.D, 0.0);
+  std::vector<double> p(size_t(d.S)), dp(size_t(d.S));
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.Hq; ++h) {
+      const int64_t g = h / d.group();
+      for (int64_t s = 0; s < d.S; ++s) {
+        probabilities(d, q, k, scale, b, s, h, p.data());
+        const double* dos = dout + at(d, d.Hq, b, s, h);
+        const double* qs = q + at(d, d.Hq, b, s, h);
+        double D = 0;
+        for (int64_t t = 0; t <= s; ++t) {
+          dp[t] = dot(dos, v + at(d, d.Hkv, b, t, g), d.D);
+          D += p[t] * dp[t];
+        }
+        double* dqs = dq + at(d, d.Hq, b, s, h);
+        std::fill(dqs, dqs + d.D, 0.0);
+        for (int64_t t = 0; t <= s; ++t) {
+          const double ds = p[t] * (dp[t] - D) * scale;
+          const double* kt = k + at(d, d.Hkv, b, t, g);
+          double* dkt = dk + at(d, d.Hkv, b, t, g);
+          double* dvt = dv + at(d, d.Hkv, b, t, g);
+          for (int64_t i = 0; i < d.D; ++i) {
+            dqs[i] += ds * kt[i];
+            dkt[i] += ds * qs[i];
+            dvt[i] += p[t] * dos[i];
+          }
+        }
+      }
+    }
+}
+
+namespace {
+
+std::vector<double> to_double(const Tensor& t) {
+  const float* p = t.data<float>();
+  return std::vector<double>(p, p + t.numel());
+}
+void from_double(const std::vector<double>& src, Tensor& t) {
+  float* p = t.data<float>();
+  for (size_t i = 0; i < src.size(); ++i) p[i] = float(src[i]);
+}
+
+void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
+  Dims d = check_forward(q, k, v, scale, out, lse, "attention.reference forward");
+  auto qd = to_double(q), kd = to_double(k), vd = to_double(v);
+  std::vector<double> od(size_t(out.numel())), ld(size_t(lse.numel()));
+  reference_forward(d, qd.data(), kd.data(), vd.data(), scale, od.data(), ld.data());
+  from_double(od, out);
+  from_double(ld, lse);
+}
+
+void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+              const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
+  Dims d = check_backward(q, k, v, out, lse, dout, scale, dq, dk, dv, "attention.reference backward");
+  auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
+  std::vector<double> dqd(size_t(q.numel())), dkd(size_t(k.numel())), dvd(size_t(v.numel()));
+  reference_backward(d, qd.data(), kd.data(), vd.data(), dod.data(), scale, dqd.data(), dkd.data(), dvd.data());
+  from_double(dqd, dq);
+  from_double(dkd, dk);
+  from_double(dvd, dv);
+}
+
+const AttentionKernel kReference{"reference", forward, backward};
+TITAN_REGISTER_KERNEL(AttentionKernel, "reference", DeviceType::CPU, kReference);
+
+}  // namespace
+}  // namespace titan::attention

@@ -1,0 +1,79 @@
+// Argument checks shared by the attention kernels. Every check runs before a kernel writes
+// anything, so a rejected call leaves its outputs untouched; each failure is one line naming the
+// kernel, the argument and what it got. Outputs may be passed undefined: they are then allocated
+// (f32, owned); a defined output must already have the right shape and dtype.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace titan::attention {
+
+struct Dims {
+  int64_t B = 0, S = 0, Hq = 0, Hkv = 0, D = 0;
+  int64_t group() const { return Hq / Hkv; }  // query heads per kv head
+};
+
+inline void check_f32_4d(const Tensor& t, const char* who, const char* name) {
+  TITAN_CHECK(t.defined(), who, ": tensor '", name, "' is undefined");
+  TITAN_CHECK(t.dtype() == DType::F32, who, ": '", name, "' must be f32 (attention runs in f32), got ", t.str());
+  TITAN_CHECK(t.ndim() == 4, who, ": '", name, "' must be 4-d [B, S, H, D], got ", t.str());
+}
+
+// q [B, S, Hq, D], k and v [B, S, Hkv, D], Hq % Hkv == 0, finite scale.
+inline Dims check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const char* who) {
+  check_f32_4d(q, who, "q");
+  check_f32_4d(k, who, "k");
+  check_f32_4d(v, who, "v");
+  Dims d{q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3)};
+  TITAN_CHECK(d.B > 0 && d.S > 0 && d.Hq > 0 && d.D > 0, who, ": 'q' has an empty dimension: ", q.str());
+  TITAN_CHECK(k.shape() == v.shape(), who, ": 'k' ", k.str(), " and 'v' ", v.str(), " must have the same shape");
+  TITAN_CHECK(k.dim(0) == d.B && k.dim(1) == d.S && k.dim(3) == d.D && d.Hkv > 0, who, ": 'k' ", k.str(),
+              " does not match 'q' ", q.str(), " (expected [B, S, Hkv, D])");
+  TITAN_CHECK(d.Hq % d.Hkv == 0, who, ": query heads (", d.Hq, ") must be a multiple of kv heads (", d.Hkv, ")");
+  TITAN_CHECK(std::isfinite(scale), who, ": scale must be finite, got ", scale);
+  return d;
+}
+
+// An f32 tensor of exactly `shape`, or allocated when undefined.
+inline void check_or_allocate(Tensor& t, const Shape& shape, const char* who, const char* name) {
+  if (!t.defined()) return;  // allocated by prepare_output after all checks passed
+  TITAN_CHECK(t.dtype() == DType::F32 && t.shape() == shape, who, ": '", name, "' must be f32", shape_str(shape),
+              ", got ", t.str());
+}
+inline void prepare_output(Tensor& t, const Shape& shape) {
+  if (!t.defined()) t = Tensor::empty(shape, DType::F32);
+}
+
+inline Dims check_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse,
+                          const char* who) {
+  Dims d = check_inputs(q, k, v, scale, who);
+  check_or_allocate(out, q.shape(), who, "out");
+  check_or_allocate(lse, {d.B, d.Hq, d.S}, who, "lse");
+  prepare_output(out, q.shape());
+  prepare_output(lse, {d.B, d.Hq, d.S});
+  return d;
+}
+
+inline Dims check_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                           const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv, const char* who) {
+  Dims d = check_inputs(q, k, v, scale, who);
+  check_f32_4d(out, who, "out");
+  check_f32_4d(dout, who, "dout");
+  TITAN_CHECK(out.shape() == q.shape(), who, ": 'out' ", out.str(), " must have the shape of 'q' ", q.str());
+  TITAN_CHECK(dout.shape() == q.shape(), who, ": 'dout' ", dout.str(), " must have the shape of 'q' ", q.str());
+  TITAN_CHECK(lse.defined() && lse.dtype() == DType::F32 && lse.shape() == Shape({d.B, d.Hq, d.S}), who,
+              ": 'lse' must be f32", shape_str({d.B, d.Hq, d.S}), " (from the forward), got ",
+              lse.defined() ? lse.str() : std::string("undefined"));
+  check_or_allocate(dq, q.shape(), who, "dq");
+  check_or_allocate(dk, k.shape(), who, "dk");
+  check_or_allocate(dv, v.shape(), who, "dv");
+  prepare_output(dq, q.shape());
+  prepare_output(dk, k.shape());
+  prepare_output(dv, v.shape());
+  return d;
+}
+
+}  // namespace titan::attention

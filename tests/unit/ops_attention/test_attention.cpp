@@ -1,0 +1,230 @@
+// Causal GQA attention: the double reference against finite differences and against the
+// definition (head mapping, one-token sequences), the "cpu" kernel (both tile implementations)
+// against the reference on odd shapes, thread-count independence, and argument errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "core/threading.h"
+#include "ops/attention/attention.h"
+#include "ops/attention/reference.h"
+#include "ops/attention/tiles.h"
+
+using namespace titan;
+using attention::Dims;
+
+namespace {
+
+Tensor randn(const Shape& s, uint64_t stream, double std = 1.0) {
+  Tensor t = Tensor::empty(s, DType::F32);
+  fill_normal(t, 0.0, std, Philox{1234, stream});
+  return t;
+}
+
+// max |a - r| / max |r|: the error relative to the tensor's scale (elementwise relative error is
+// meaningless for entries that cancel to near zero). A reference that is exactly zero (dq and dk
+// of a one-token sequence) is measured against 1, the scale of the unit-normal inputs.
+double rel_err(const Tensor& a, const Tensor& r) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    num = std::max(num, double(std::fabs(a.data<float>()[i] - r.data<float>()[i])));
+    den = std::max(den, double(std::fabs(r.data<float>()[i])));
+  }
+  return num / (den > 0 ? den : 1.0);
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && std::equal(a.data<float>(), a.data<float>() + a.numel(), b.data<float>());
+}
+
+struct Case {
+  int64_t B, S, Hq, Hkv, D;
+  std::string str() const {
+    return "B" + std::to_string(B) + " S" + std::to_string(S) + " Hq" + std::to_string(Hq) + " Hkv" +
+           std::to_string(Hkv) + " D" + std::to_string(D);
+  }
+};
+
+struct Grads {
+  Tensor out, lse, dq, dk, dv;
+};
+
+Grads run(const AttentionKernel& kern, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+        float scale) {
+  Grads r;
+  kern.forward(q, k, v, scale, r.out, r.lse);
+  kern.backward(q, k, v, r.out, r.lse, dout, scale, r.dq, r.dk, r.dv);
+  return r;
+}
+
+struct Inputs {
+  Tensor q, k, v, dout;
+  float scale;
+};
+
+Inputs inputs(const Case& c, double qstd = 1.0) {
+  return {randn({c.B, c.S, c.Hq, c.D}, 1, qstd), randn({c.B, c.S, c.Hkv, c.D}, 2),
+          randn({c.B, c.S, c.Hkv, c.D}, 3), randn({c.B, c.S, c.Hq, c.D}, 4), float(1.0 / std::sqrt(double(c.D)))};
+}
+
+void expect_close(const Case& c, const Grads& got, const Grads& ref, double tol) {
+  EXPECT_LE(rel_err(got.out, ref.out), tol) << c.str() << " out";
+  EXPECT_LE(rel_err(got.lse, ref.lse), tol) << c.str() << " lse";
+  EXPECT_LE(rel_err(got.dq, ref.dq), tol) << c.str() << " dq";
+  EXPECT_LE(rel_err(got.dk, ref.dk), tol) << c.str() << " dk";
+  EXPECT_LE(rel_err(got.dv, ref.dv), tol) << c.str() << " dv";
+}
+
+std::vector<Case> odd_cases() {
+  std::vector<Case> cases;
+  int i = 0;
+  for (int64_t S : {1, 7, 65, 130})
+    for (int64_t D : {24, 64, 128})
+      for (int64_t ratio : {1, 2, 4}) {
+        const int64_t B = 1 + (i++ % 2), Hkv = (S == 130 && D == 128) ? 1 : 2;
+        cases.push_back({B, S, ratio * Hkv, Hkv, D});
+      }
+  cases.push_back({1, 300, 2, 1, 32});  // five key blocks split into several backward ranges
+  cases.push_back({2, 257, 3, 3, 5});   // tiny odd head dim, one token past four blocks
+  return cases;
+}
+
+}  // namespace
+
+TEST(AttentionReference, BackwardMatchesFiniteDifferencesInDouble) {
+  for (Dims d : {Dims{2, 5, 4, 2, 3}, Dims{1, 4, 2, 2, 5}, Dims{1, 3, 3, 1, 2}}) {
+    const int64_t nq = d.B * d.S * d.Hq * d.D, nk = d.B * d.S * d.Hkv * d.D;
+    std::vector<double> q(static_cast<size_t>(nq)), k(static_cast<size_t>(nk)), v(static_cast<size_t>(nk)), w(static_cast<size_t>(nq));
+    Philox rng{7, 99};
+    uint64_t ctr = 0;
+    for (auto* vec : {&q, &k, &v, &w})
+      for (double& x : *vec) x = rng.normal(ctr++);
+    const double scale = 0.7;
+    // loss = sum(out * w), so dout = w.
+    auto loss = [&]() {
+      std::vector<double> out(static_cast<size_t>(nq)), lse(size_t(d.B * d.Hq * d.S));
+      attention::reference_forward(d, q.data(), k.data(), v.data(), scale, out.data(), lse.data());
+      double s = 0;
+      for (int64_t i = 0; i < nq; ++i) s += out[size_t(i)] * w[size_t(i)];
+      return s;
+    };
+    std::vector<double> dq(static_cast<size_t>(nq)), dk(static_cast<size_t>(nk)), dv(static_cast<size_t>(nk));
+    attention::reference_backward(d, q.data(), k.data(), v.data(), w.data(), scale, dq.data(), dk.data(),
+                                  dv.data());
+    const double eps = 1e-6;
+    for (auto [x, g, name] : {std::tuple{&q, &dq, "dq"}, std::tuple{&k, &dk, "dk"}, std::tuple{&v, &dv, "dv"}}) {
+      for (size_t i = 0; i < x->size(); ++i) {
+        const double keep = (*x)[i];
+        (*x)[i] = keep + eps;
+        const double up = loss();
+        (*x)[i] = keep - eps;
+        const double down = loss();
+        (*x)[i] = keep;
+        EXPECT_NEAR((*g)[i], (up - down) / (2 * eps), 1e-8) << name << "[" << i << "]";
+      }
+    }
+  }
+}
+
+TEST(AttentionReference, FollowsTheDefinition) {
+  // Each kv head's values are one constant vector, so every output row of query head h equals the
+  // constant of kv head h / (Hq / Hkv) whatever the probabilities are (HF repeat_kv order).
+  const Case c{2, 6, 8, 2, 4};
+  Inputs in = inputs(c);
+  for (int64_t i = 0; i < in.v.numel(); ++i) in.v.data<float>()[i] = float((i / c.D) % c.Hkv + 1);
+  Tensor out, lse;
+  kernel<AttentionKernel>("reference").forward(in.q, in.k, in.v, in.scale, out, lse);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t s = 0; s < c.S; ++s)
+      for (int64_t h = 0; h < c.Hq; ++h)
+        EXPECT_NEAR(out.data<float>()[((b * c.S + s) * c.Hq + h) * c.D], float(h / 4 + 1), 1e-6);
+  // The first query sees only key 0: out = v_0 and lse = its scaled score.
+  in = inputs(c);
+  kernel<AttentionKernel>("reference").forward(in.q, in.k, in.v, in.scale, out, lse);
+  for (int64_t h = 0; h < c.Hq; ++h) {
+    double z = 0;
+    for (int64_t i = 0; i < c.D; ++i) z += double(in.q.data<float>()[h * c.D + i]) * in.k.data<float>()[(h / 4) * c.D + i];
+    EXPECT_NEAR(lse.data<float>()[h * c.S], in.scale * z, 1e-6);
+    for (int64_t i = 0; i < c.D; ++i)
+      EXPECT_EQ(out.data<float>()[h * c.D + i], in.v.data<float>()[(h / 4) * c.D + i]);
+  }
+}
+
+TEST(AttentionCpu, MatchesReferenceOnOddShapes) {
+  const AttentionKernel& ref = kernel<AttentionKernel>("reference");
+  const AttentionKernel& cpu = kernel<AttentionKernel>("cpu");
+  for (const Case& c : odd_cases()) {
+    const Inputs in = inputs(c);
+    const Grads want = run(ref, in.q, in.k, in.v, in.dout, in.scale);
+    for (bool portable : {false, true}) {
+      attention::prefer_portable_tiles(portable);
+      SCOPED_TRACE(attention::tile_ops().name);
+      expect_close(c, run(cpu, in.q, in.k, in.v, in.dout, in.scale), want, 1e-5);
+    }
+    attention::prefer_portable_tiles(false);
+  }
+}
+
+TEST(AttentionCpu, PeakedSoftmaxStaysAccurate) {
+  // Scores of size ~100: exp overflows unless the running max is subtracted.
+  const Case c{1, 97, 4, 2, 64};
+  const Inputs in = inputs(c, 12.0);
+  const Grads want = run(kernel<AttentionKernel>("reference"), in.q, in.k, in.v, in.dout, in.scale);
+  expect_close(c, run(kernel<AttentionKernel>("cpu"), in.q, in.k, in.v, in.dout, in.scale), want, 1e-5);
+}
+
+TEST(AttentionCpu, BitwiseIndependentOfThreadCount) {
+  const AttentionKernel& cpu = kernel<AttentionKernel>("cpu");
+  for (const Case& c : {Case{1, 200, 4, 1, 64}, Case{2, 130, 4, 2, 24}, Case{4, 96, 8, 4, 128}}) {
+    const Inputs in = inputs(c);
+    const int keep = num_threads();
+    set_num_threads(1);
+    const Grads one = run(cpu, in.q, in.k, in.v, in.dout, in.scale);
+    set_num_threads(2);
+    const Grads two = run(cpu, in.q, in.k, in.v, in.dout, in.scale);
+    set_num_threads(keep);
+    EXPECT_TRUE(bitwise_equal(one.out, two.out)) << c.str();
+    EXPECT_TRUE(bitwise_equal(one.lse, two.lse)) << c.str();
+    EXPECT_TRUE(bitwise_equal(one.dq, two.dq)) << c.str();
+    EXPECT_TRUE(bitwise_equal(one.dk, two.dk)) << c.str();
+    EXPECT_TRUE(bitwise_equal(one.dv, two.dv)) << c.str();
+  }
+}
+
+TEST(Attention, RejectsBadArguments) {
+  for (const char* variant : {"reference", "cpu"}) {
+    const AttentionKernel& kern = kernel<AttentionKernel>(variant);
+    const Case c{1, 4, 4, 2, 8};
+    const Inputs in = inputs(c);
+    auto expect_error = [&](auto&& call, const std::string& needle) {
+      try {
+        call();
+        ADD_FAILURE() << variant << ": no error, expected one containing '" << needle << "'";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << variant << ": " << e.what();
+      }
+    };
+    Tensor out, lse;
+    expect_error([&] { kern.forward(in.q.to(DType::BF16), in.k, in.v, in.scale, out, lse); }, "must be f32");
+    expect_error([&] { kern.forward(in.q, randn({1, 4, 3, 8}, 5), randn({1, 4, 3, 8}, 6), in.scale, out, lse); },
+                 "multiple of kv heads");
+    expect_error([&] { kern.forward(in.q, in.k, randn({1, 4, 2, 7}, 6), in.scale, out, lse); }, "same shape");
+    expect_error([&] { kern.forward(in.q, randn({1, 5, 2, 8}, 5), randn({1, 5, 2, 8}, 6), in.scale, out, lse); },
+                 "does not match");
+    expect_error([&] { kern.forward(in.q.view({4, 4, 8}), in.k, in.v, in.scale, out, lse); }, "4-d");
+    expect_error([&] { kern.forward(in.q, in.k, in.v, NAN, out, lse); }, "scale");
+    Tensor bad_out = Tensor::zeros({1, 4, 4, 9}, DType::F32);
+    expect_error([&] { kern.forward(in.q, in.k, in.v, in.scale, bad_out, lse); }, "'out'");
+    EXPECT_FALSE(lse.defined()) << "a rejected call allocated an output";
+    kern.forward(in.q, in.k, in.v, in.scale, out, lse);
+    Tensor dq, dk, dv, short_lse = Tensor::zeros({1, 4, 3}, DType::F32);
+    expect_error([&] { kern.backward(in.q, in.k, in.v, out, short_lse, in.dout, in.scale, dq, dk, dv); }, "'lse'");
+    expect_error([&] { kern.backward(in.q, in.k, in.v, out, lse, in.dout.to(DType::BF16), in.scale, dq, dk, dv); },
+                 "must be f32");
+  }
+}
