@@ -1,0 +1,49 @@
+// titan info: parameter count, training FLOPs per token and training-state memory of a model
+// given as an HF folder or a built-in flavor name.
+#include <sys/stat.h>
+
+#include <cstdio>
+
+#include "cli/command.h"
+#include "core/allocator.h"
+#include "model/flops.h"
+
+namespace titan::cli {
+
+static int cmd_info(const std::vector<std::string>& argv) {
+  Args args(argv, {"json"});
+  args.check_known({"model", "seq-len", "json"});
+  const std::string m = args.require("model");
+  struct stat st {};
+  ModelConfig cfg = (::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ? load_hf_config(m + "/config.json")
+                                                                          : flavor_config(m);
+  const int64_t seq = std::stoll(args.get("seq-len", "2048"));
+  ModelSize s = model_size(cfg, seq);
+  const double gib = double(1ull << 30);
+  const double state = double(s.param_bytes() + s.grad_bytes() + s.optimizer_bytes());
+  if (args.has("json")) {
+    std::printf(
+        "{\"model\": \"%s\", \"params\": %lld, \"embedding_params\": %lld, \"flops_per_token\": %.6g, "
+        "\"seq_len\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, \"optimizer_bytes\": %lld}\n",
+        m.c_str(), (long long)s.params, (long long)s.embedding_params, s.flops_per_token, (long long)seq,
+        (long long)s.param_bytes(), (long long)s.grad_bytes(), (long long)s.optimizer_bytes());
+    return 0;
+  }
+  std::printf("model            %s (%s, %lld layers, hidden %lld, heads %lld/%lld, head_dim %lld, ffn %lld, vocab %lld%s)\n",
+              m.c_str(), cfg.model_type.c_str(), (long long)cfg.num_hidden_layers, (long long)cfg.hidden_size,
+              (long long)cfg.num_attention_heads, (long long)cfg.num_key_value_heads, (long long)cfg.head_dim,
+              (long long)cfg.intermediate_size, (long long)cfg.vocab_size, cfg.tie_word_embeddings ? ", tied" : "");
+  std::printf("parameters       %lld (%.3f B), embedding %lld\n", (long long)s.params, double(s.params) / 1e9,
+              (long long)s.embedding_params);
+  std::printf("flops/token      %.4g (training, seq_len %lld)\n", s.flops_per_token, (long long)seq);
+  std::printf("weights f32      %.2f GiB\n", double(s.param_bytes()) / gib);
+  std::printf("grads f32        %.2f GiB\n", double(s.grad_bytes()) / gib);
+  std::printf("adamw states     %.2f GiB\n", double(s.optimizer_bytes()) / gib);
+  std::printf("training state   %.2f GiB (%.0f%% of this machine's %.1f GiB), activations extra\n", state / gib,
+              100.0 * state / double(machine_memory_bytes()), double(machine_memory_bytes()) / gib);
+  return 0;
+}
+
+TITAN_COMMAND("info", "parameters, FLOPs per token and memory of a model folder or flavor", cmd_info);
+
+}  // namespace titan::cli

@@ -1,0 +1,14 @@
+// Token id batches as text: one sequence per line, ids separated by spaces, all lines of equal
+// length (the input of `titan score`). Blank lines are skipped.
+#pragma once
+#include <string>
+
+#include "core/tensor.h"
+
+namespace titan {
+
+// Returns i64 [sequences, positions]; errors name the file, line and reason.
+Tensor read_token_lines(const std::string& path);
+Tensor parse_token_lines(const std::string& text, const std::string& origin);
+
+}  // namespace titan

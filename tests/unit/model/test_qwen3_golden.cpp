@@ -1,0 +1,86 @@
+// The whole model against transformers' goldens (tools/oracle/qwen3_goldens.py): logits, loss
+// and the gradient of every parameter, for each kernel set.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "io/token_lines.h"
+#include "model/hf_model.h"
+#include "util/strings.h"
+
+using namespace titan;
+
+namespace {
+
+struct Case {
+  std::string name, kernels;
+};
+
+std::string fixture(const std::string& name) { return std::string(TITAN_FIXTURES) + "/qwen3/" + name; }
+
+Tensor shifted_labels(const Tensor& ids) {
+  const int64_t B = ids.dim(0), S = ids.dim(1);
+  Tensor labels = Tensor::empty({B, S}, DType::I64);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < S; ++t)
+      labels.data<int64_t>()[b * S + t] = t + 1 < S ? ids.data<int64_t>()[b * S + t + 1] : kIgnoreIndex;
+  return labels;
+}
+
+class Golden : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Golden, LogitsLossAndGradientsMatchTransformers) {
+  const Case& c = GetParam();
+  const std::string dir = fixture(c.name);
+  auto model = load_hf_model(dir, c.kernels);
+  Tensor ids = read_token_lines(dir + "/tokens.txt");
+  Tensor labels = shifted_labels(ids);
+  const int64_t count = count_labels(labels);
+  auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
+  auto meta = nlohmann::json::parse(read_file(dir + "/golden.json"));
+  const double want_loss = meta["loss"].get<double>();
+
+  const int64_t N = ids.numel(), V = model->config().vocab_size;
+  Tensor logits = Tensor::empty({N, V}, DType::F32);
+  double loss = model->forward(ids, labels, &logits) / double(count);
+  EXPECT_NEAR(loss, want_loss, 1e-5);
+  Tensor gl = golden.get("logits", DType::F32);
+  ASSERT_EQ(gl.numel(), logits.numel());
+  double max_abs = 0;
+  for (int64_t i = 0; i < N * V; ++i)
+    max_abs = std::max(max_abs, double(std::fabs(gl.data<float>()[i] - logits.data<float>()[i])));
+  EXPECT_LE(max_abs, 1e-4) << "logits max abs diff";
+
+  model->params().zero_grad();
+  double loss2 = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
+  EXPECT_NEAR(loss2, want_loss, 1e-5);
+  for (auto& p : model->params().all()) {
+    SCOPED_TRACE(p.name);
+    ASSERT_TRUE(golden.contains(p.name));
+    Tensor g = golden.get(p.name, DType::F32);
+    ASSERT_EQ(g.shape(), p.grad.shape());
+    double max_diff = 0, max_ref = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      max_diff = std::max(max_diff, double(std::fabs(g.data<float>()[i] - p.grad.data<float>()[i])));
+      max_ref = std::max(max_ref, double(std::fabs(g.data<float>()[i])));
+    }
+    // Relative to the tensor's largest gradient entry, so near-zero entries do not dominate.
+    EXPECT_LE(max_diff / std::max(max_ref, 1e-12), 1e-3) << "max abs diff " << max_diff << " max |ref| " << max_ref;
+  }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (const char* n : {"tied_gqa2_hd16", "untied_gqa1", "tied_gqa4_odd", "untied_gqa2_long"})
+    for (const char* k : {"reference", "cpu"}) v.push_back({n, k});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Qwen3, Golden, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name + "_" + info.param.kernels; });
+
+}  // namespace
