@@ -273,7 +273,7 @@ std::string float_text(double x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
   char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, x);
+  auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::general);
   std::string s(buf, r.ptr);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
@@ -336,7 +336,8 @@ void apply_toml(JobConfig& cfg, const std::string& text, const std::string& orig
     for (auto& s : section_names()) known |= (s == sec);
     if (!known) {
       // A top-level key that names a known key ("steps = 3") is probably missing its section.
-      std::string h = hint(sec, section_names());
+      std::string m = closest_match(sec, section_names());
+      std::string h = m.empty() ? "" : " (did you mean [" + m + "]?)";
       for (auto& f : fs)
         if (sec == f.key && h.empty()) h = std::string(" (did you mean [") + f.section + "] " + f.key + "?)";
       fail(at(origin, snode), ": unknown section [", sec, "]", h);
@@ -346,10 +347,10 @@ void apply_toml(JobConfig& cfg, const std::string& text, const std::string& orig
       std::string key(kkey.str());
       Field* f = find_field(fs, sec, key);
       if (!f) {
-        std::string h = hint(key, keys_in(fs, sec));
-        if (h.empty())  // the key may belong to another section
-          for (auto& g : fs)
-            if (key == g.key) h = std::string(" (did you mean [") + g.section + "] " + g.key + "?)";
+        std::string h;  // a key of another section wins over a fuzzy match in this one
+        for (auto& g : fs)
+          if (key == g.key && h.empty()) h = std::string(" (did you mean [") + g.section + "] " + g.key + "?)";
+        if (h.empty()) h = hint(key, keys_in(fs, sec));
         fail(at(origin, knode), ": unknown key [", sec, "] ", key, h);
       }
       set_from_toml(*f, knode, at(origin, knode));
