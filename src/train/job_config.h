@@ -1,0 +1,157 @@
+// Job configuration: TOML job files with torchtitan's section and key names, plus command-line
+// overrides `--section.key value` / `--section.key=value` typed by the key's declared type.
+// Unknown sections and keys are errors with the closest known key suggested; type errors name the
+// file (or option), the key and the expected type. render_toml() writes the effective config back
+// (the copy kept in the dump folder).
+//
+// Defaults follow torchtitan except where this CPU-first system differs on purpose (each noted
+// next to the field).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace titan {
+
+struct JobSection {
+  std::string dump_folder = "./outputs";
+  std::string description = "default job";
+};
+
+struct ModelSection {
+  std::string name = "qwen3";  // qwen3 | qwen3_moe
+  std::string flavor = "debugmodel";
+  std::string hf_assets_path;  // HF folder: config.json + tokenizer (+ weights); "" = none
+  // Flavor-field overrides for experiments; -1 keeps the flavor's value. num_experts / top_k are
+  // stored for the MoE model, which decides their use.
+  int64_t n_layers = -1;
+  int64_t num_experts = -1;
+  int64_t top_k = -1;
+};
+
+struct OptimizerSection {
+  std::string name = "AdamW";
+  double lr = 8e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+struct LrSchedulerSection {
+  int64_t warmup_steps = 200;
+  std::optional<double> decay_ratio;  // unset: decay over all steps after warm-up
+  std::string decay_type = "linear";  // linear | sqrt | cosine
+  double min_lr_factor = 0.0;
+};
+
+struct TrainingSection {
+  int64_t local_batch_size = 8;
+  int64_t global_batch_size = -1;  // -1: local_batch_size x data-parallel degree (no accumulation)
+  int64_t seq_len = 2048;
+  double max_norm = 1.0;
+  int64_t steps = 10000;
+  std::string dataset = "c4_test";  // torchtitan: "c4"; c4_test is the bundled sample
+  std::string dataset_path;
+  int64_t seed = 0;  // torchtitan: unset (random); a fixed default keeps runs reproducible
+  bool deterministic = false;
+  // torchtitan: bfloat16. Here f32 stays the default until bf16 mixed precision measures better.
+  std::string mixed_precision_param = "float32";  // float32 | bfloat16
+};
+
+struct ParallelismSection {
+  int64_t data_parallel_shard_degree = -1;  // -1: all remaining ranks
+  int64_t data_parallel_replicate_degree = 1;
+  int64_t tensor_parallel_degree = 1;
+  int64_t pipeline_parallel_degree = 1;
+  int64_t context_parallel_degree = 1;
+  int64_t expert_parallel_degree = 1;
+};
+
+struct CheckpointSection {
+  bool enable = false;
+  std::string folder = "checkpoint";  // relative to job.dump_folder unless absolute
+  int64_t interval = 500;
+  std::string initial_load_path;
+  bool initial_load_in_hf = false;
+  bool last_save_in_hf = false;
+  std::string export_dtype = "float32";  // float32 | bfloat16 | float16
+  int64_t keep_latest_k = 10;            // 0 keeps all
+  int64_t load_step = -1;                // -1: resume from the latest checkpoint
+};
+
+struct ActivationCheckpointSection {
+  // torchtitan: selective. Here none: recomputation trades compute for memory, and on the CPU
+  // memory is rarely the limit for the default model.
+  std::string mode = "none";  // none | selective | full
+};
+
+struct MetricsSection {
+  int64_t log_freq = 10;
+  bool enable_tensorboard = false;
+  std::string save_tb_folder = "tb";  // relative to job.dump_folder
+  bool disable_color_printing = false;
+  // Peak FLOP/s (in TFLOP/s) that MFU is measured against; 0 = this machine's measured peak for
+  // the chosen precision (default_peak_tflops()).
+  double peak_tflops = 0.0;
+  int64_t perf_warmup_steps = 2;  // first steps reported apart (allocator, caches, page faults)
+};
+
+struct KernelsSection {
+  std::vector<std::string> replace;  // "pattern=kernel" entries, interpreted by the kernel registry
+};
+
+struct ComputeSection {
+  int64_t threads = 0;  // 0: leave the thread count as is (TITAN_NUM_THREADS or all cores)
+};
+
+struct JobConfig {
+  JobSection job;
+  ModelSection model;
+  OptimizerSection optimizer;
+  LrSchedulerSection lr_scheduler;
+  TrainingSection training;
+  ParallelismSection parallelism;
+  CheckpointSection checkpoint;
+  ActivationCheckpointSection activation_checkpoint;
+  MetricsSection metrics;
+  KernelsSection kernels;
+  ComputeSection compute;
+
+  // Range and consistency checks (enum values, positive sizes, parallel degrees that are not
+  // implemented yet). `origin` names the source in the error (a file or "command line").
+  void validate(const std::string& origin) const;
+
+  // Data-parallel degree implied by the config for a world of `world_size` ranks.
+  int64_t data_parallel_degree(int64_t world_size = 1) const;
+  // global / (local x dp): micro-batches accumulated per optimizer step. Error when not integral.
+  int64_t grad_accumulation_steps(int64_t world_size = 1) const;
+  // Paths resolved against job.dump_folder (absolute paths are kept).
+  std::string checkpoint_folder() const;
+  std::string tensorboard_folder() const;
+};
+
+// Parse a TOML job file over the defaults. Errors name the file (and line where known).
+JobConfig load_job_config_file(const std::string& path);
+// Parse TOML text (origin names it in errors), starting from `base`.
+void apply_toml(JobConfig& cfg, const std::string& toml_text, const std::string& origin);
+// Apply one override; `dotted` is "section.key", value is parsed by the key's type.
+void apply_override(JobConfig& cfg, const std::string& dotted, const std::string& value);
+
+// Full command line of `titan train`: `--job.config_file PATH` (alias `--config PATH`) loads a
+// file first, then every `--section.key value` / `--section.key=value` is applied in order, then
+// the result is validated. Anything else is an error naming the argument.
+JobConfig parse_job_command_line(const std::vector<std::string>& args);
+
+// The effective config as TOML (every known key; unset optionals are omitted).
+std::string render_toml(const JobConfig& cfg);
+// 64-bit FNV-1a over the rendered sections that determine the numerical trajectory ([model],
+// [optimizer], [lr_scheduler], [training], [parallelism], [activation_checkpoint], [kernels]),
+// as 16 hex digits. Stored in checkpoints to warn when a resumed run's config differs.
+std::string config_hash(const JobConfig& cfg);
+
+// All known "section.key" names (for help text and suggestions).
+std::vector<std::string> job_config_keys();
+
+}  // namespace titan

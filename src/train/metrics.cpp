@@ -1,0 +1,230 @@
+#include "train/metrics.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "train/flops.h"
+#include "train/job_config.h"
+#include "train/tensorboard.h"
+#include "util/strings.h"
+
+namespace titan {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// 12345.6 -> "12,346" (torchtitan prints tps with thousands separators).
+std::string with_commas(double v) {
+  long long n = std::llround(v);
+  std::string s = std::to_string(n < 0 ? -n : n), o;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) o += ',';
+    o += s[i];
+  }
+  return n < 0 ? "-" + o : o;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// JSON has no NaN/Inf: a non-finite loss is written as null (the run stops on it anyway).
+nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+MetricsOptions metrics_options_from(const JobConfig& cfg, double flops_per_token) {
+  MetricsOptions o;
+  o.dump_folder = cfg.job.dump_folder;
+  o.log_freq = cfg.metrics.log_freq;
+  o.total_steps = cfg.training.steps;
+  o.perf_warmup_steps = cfg.metrics.perf_warmup_steps;
+  o.flops_per_token = flops_per_token;
+  double peak = cfg.metrics.peak_tflops > 0 ? cfg.metrics.peak_tflops
+                                            : default_peak_tflops(cfg.training.mixed_precision_param == "bfloat16");
+  o.peak_flops = peak * 1e12;
+  o.tensorboard = cfg.metrics.enable_tensorboard;
+  o.tb_folder = cfg.tensorboard_folder();
+  o.color = cfg.metrics.disable_color_printing ? ColorMode::Never : ColorMode::Auto;
+  return o;
+}
+
+MetricsLogger::MetricsLogger(MetricsOptions opt) : opt_(std::move(opt)), start_(now_s()) {
+  TITAN_CHECK(opt_.log_freq >= 1, "[metrics] log_freq must be >= 1");
+  color_ = opt_.color == ColorMode::Always ||
+           (opt_.color == ColorMode::Auto && opt_.console && isatty(fileno(opt_.console)));
+  if (!opt_.dump_folder.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt_.dump_folder, ec);
+    TITAN_CHECK(!ec, opt_.dump_folder, ": cannot create dump folder: ", ec.message());
+    std::string p = opt_.dump_folder + "/metrics.jsonl";
+    jsonl_.open(p, opt_.append_jsonl ? std::ios::app : std::ios::trunc);
+    TITAN_CHECK(jsonl_.good(), p, ": cannot open for writing");
+  }
+  if (opt_.tensorboard) tb_ = std::make_unique<TensorBoardWriter>(opt_.tb_folder);
+}
+
+MetricsLogger::~MetricsLogger() = default;
+
+LogLine MetricsLogger::make_line(const StepRecord& r) {
+  MemoryStats m = cpu_allocator().stats();
+  size_t machine = machine_memory_bytes();
+  LogLine l;
+  l.step = r.step;
+  l.loss = r.loss;
+  l.grad_norm = r.grad_norm;
+  l.lr = r.lr;
+  l.memory_gib = double(m.live_bytes) / kGiB;
+  l.memory_peak_gib = double(m.peak_bytes) / kGiB;
+  l.memory_pct = machine ? 100.0 * double(m.peak_bytes) / double(machine) : 0;
+  l.tps = win_seconds_ > 0 ? double(win_tokens_) / win_seconds_ : 0;
+  l.tflops = opt_.flops_per_token * l.tps / 1e12;
+  l.mfu = opt_.peak_flops > 0 ? 100.0 * opt_.flops_per_token * l.tps / opt_.peak_flops : 0;
+  l.data_pct = win_seconds_ > 0 ? 100.0 * win_data_ / win_seconds_ : 0;
+  l.elapsed_s = now_s() - start_;
+  l.warmup = r.step <= opt_.perf_warmup_steps;
+  return l;
+}
+
+std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
+  ++steps_;
+  last_loss_ = r.loss;
+  win_tokens_ += r.tokens;
+  win_seconds_ += r.step_seconds;
+  win_data_ += r.data_seconds;
+  double tps = r.step_seconds > 0 ? double(r.tokens) / r.step_seconds : 0;
+  all_tps_.push_back(tps);
+  if (r.step > opt_.perf_warmup_steps) steady_tps_.push_back(tps);
+  max_peak_bytes_ = std::max(max_peak_bytes_, double(cpu_allocator().stats().peak_bytes));
+
+  bool log = r.step == 1 || r.step % opt_.log_freq == 0 || r.step == opt_.perf_warmup_steps ||
+             (opt_.total_steps > 0 && r.step == opt_.total_steps);
+  if (!log) return std::nullopt;
+
+  LogLine l = make_line(r);
+  win_tokens_ = 0;
+  win_seconds_ = win_data_ = 0;
+
+  if (opt_.console) {
+    std::fprintf(opt_.console, "%s\n", format_line(l, color_).c_str());
+    std::fflush(opt_.console);
+  }
+  if (jsonl_.is_open()) {
+    nlohmann::json j = {{"step", l.step},
+                        {"loss", num(l.loss)},
+                        {"grad_norm", num(l.grad_norm)},
+                        {"lr", l.lr},
+                        {"memory_gib", l.memory_gib},
+                        {"memory_peak_gib", l.memory_peak_gib},
+                        {"memory_pct", l.memory_pct},
+                        {"tps", l.tps},
+                        {"tflops", l.tflops},
+                        {"mfu", l.mfu},
+                        {"data_pct", l.data_pct},
+                        {"elapsed_s", l.elapsed_s},
+                        {"warmup", l.warmup}};
+    jsonl_ << j.dump() << "\n";
+    jsonl_.flush();
+  }
+  if (tb_) {
+    tb_->add_scalars(l.step, {{"loss_metrics/global_avg_loss", l.loss},
+                              {"grad_norm", l.grad_norm},
+                              {"lr", l.lr},
+                              {"throughput(tps)", l.tps},
+                              {"tflops", l.tflops},
+                              {"mfu(%)", l.mfu},
+                              {"memory/current(GiB)", l.memory_gib},
+                              {"memory/peak(GiB)", l.memory_peak_gib},
+                              {"memory/peak(%)", l.memory_pct},
+                              {"time_metrics/data_loading(%)", l.data_pct}});
+  }
+  return l;
+}
+
+RunSummary MetricsLogger::summary() const {
+  RunSummary s;
+  s.steps = steps_;
+  s.steady_steps = int64_t(steady_tps_.size());
+  s.median_tps = median(steady_tps_.empty() ? all_tps_ : steady_tps_);
+  s.median_tflops = opt_.flops_per_token * s.median_tps / 1e12;
+  s.median_mfu = opt_.peak_flops > 0 ? 100.0 * opt_.flops_per_token * s.median_tps / opt_.peak_flops : 0;
+  double peak = std::max(max_peak_bytes_, double(cpu_allocator().stats().peak_bytes));
+  s.peak_memory_gib = peak / kGiB;
+  size_t machine = machine_memory_bytes();
+  s.peak_memory_pct = machine ? 100.0 * peak / double(machine) : 0;
+  s.total_seconds = now_s() - start_;
+  s.final_loss = last_loss_;
+  return s;
+}
+
+RunSummary MetricsLogger::finish() {
+  RunSummary s = summary();
+  if (opt_.console) {
+    std::fprintf(opt_.console, "%s\n", format_summary(s).c_str());
+    std::fflush(opt_.console);
+  }
+  if (!opt_.dump_folder.empty()) {
+    nlohmann::json j = {{"steps", s.steps},
+                        {"steady_steps", s.steady_steps},
+                        {"median_tps", s.median_tps},
+                        {"median_tflops", s.median_tflops},
+                        {"median_mfu", s.median_mfu},
+                        {"peak_memory_gib", s.peak_memory_gib},
+                        {"peak_memory_pct", s.peak_memory_pct},
+                        {"total_seconds", s.total_seconds},
+                        {"final_loss", num(s.final_loss)}};
+    write_file_atomic(opt_.dump_folder + "/summary.json", j.dump(2) + "\n");
+  }
+  if (jsonl_.is_open()) jsonl_.flush();
+  return s;
+}
+
+std::string MetricsLogger::format_line(const LogLine& l, bool color) {
+  // torchtitan's palette: step red, loss green, memory yellow, tps blue, tflops cyan, mfu magenta.
+  auto c = [&](const char* code) { return color ? std::string("\033[") + code + "m" : std::string(); };
+  std::string s;
+  s += c("31") + "step: " + fmt("%2.0f", double(l.step));
+  s += "  " + c("32") + "loss: " + fmt("%7.4f", l.loss);
+  s += "  " + c("0") + "grad_norm: " + fmt("%7.4f", l.grad_norm);
+  s += "  lr: " + fmt("%.4e", l.lr);
+  s += "  " + c("33") + "memory: " + fmt("%5.2f", l.memory_peak_gib) + "GiB(" + fmt("%.2f", l.memory_pct) + "%)";
+  s += "  " + c("34") + "tps: " + with_commas(l.tps);
+  s += "  " + c("36") + "tflops: " + fmt("%.3f", l.tflops);
+  s += "  " + c("35") + "mfu: " + fmt("%.2f", l.mfu) + "%";
+  s += "  " + c("0") + "data: " + fmt("%.1f", l.data_pct) + "%";
+  if (l.warmup) s += "  (warm-up)";
+  s += c("0");
+  return s;
+}
+
+std::string MetricsLogger::format_summary(const RunSummary& s) {
+  std::string o = "summary: " + std::to_string(s.steps) + " steps in " + fmt("%.1f", s.total_seconds) + " s";
+  o += "  steady-state (" + std::to_string(s.steady_steps) + " steps) median tps: " + with_commas(s.median_tps);
+  o += "  tflops: " + fmt("%.3f", s.median_tflops) + "  mfu: " + fmt("%.2f", s.median_mfu) + "%";
+  o += "  peak memory: " + fmt("%.2f", s.peak_memory_gib) + "GiB(" + fmt("%.2f", s.peak_memory_pct) + "%)";
+  o += "  final loss: " + fmt("%.4f", s.final_loss);
+  return o;
+}
+
+}  // namespace titan

@@ -1,0 +1,109 @@
+// Training metrics: per logged step a console line (torchtitan's layout), one JSON object in
+// <dump_folder>/metrics.jsonl and, when enabled, TensorBoard scalars; a run summary at the end.
+//
+// Logged steps: step 1, the last warm-up step, every log_freq-th step and the last step. The
+// first perf_warmup_steps steps are warm-up (first-touch page faults, allocator growth, caches):
+// they are flagged "warmup": true and kept out of the summary's steady-state medians. Rates in a
+// log line cover the steps since the previous log line (never mixing warm-up and steady steps).
+//
+//   tps     = tokens / seconds (this process)
+//   tflops  = flops_per_token * tps / 1e12
+//   mfu     = 100 * flops_per_token * tps / peak_flops           (percent)
+//   memory  = allocator live bytes now; memory_peak = allocator peak; memory_pct = peak / machine
+//   data_pct = 100 * seconds waiting for data / step seconds
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace titan {
+
+class TensorBoardWriter;
+struct JobConfig;
+
+struct StepRecord {
+  int64_t step = 0;           // 1-based training step
+  double loss = 0;
+  double grad_norm = 0;
+  double lr = 0;
+  int64_t tokens = 0;         // tokens processed in this step (all micro-batches of this process)
+  double step_seconds = 0;    // wall time of the whole step, data loading included
+  double data_seconds = 0;    // part of step_seconds spent waiting for the data loader
+};
+
+enum class ColorMode { Auto, Never, Always };  // Auto: colors only when the console is a TTY
+
+struct MetricsOptions {
+  std::string dump_folder;        // metrics.jsonl and summary.json go here ("" = no files)
+  bool append_jsonl = false;      // a resumed run continues the existing metrics.jsonl
+  int64_t log_freq = 10;
+  int64_t total_steps = 0;        // the last step is always logged (0 = unknown)
+  int64_t perf_warmup_steps = 2;
+  double flops_per_token = 0;
+  double peak_flops = 0;          // FLOP/s for MFU; 0 leaves mfu at 0
+  bool tensorboard = false;
+  std::string tb_folder;
+  ColorMode color = ColorMode::Auto;
+  std::FILE* console = stdout;    // nullptr: no console output
+};
+
+// The options a JobConfig implies ([metrics], [job] dump_folder, [training] steps; peak from
+// [metrics] peak_tflops or default_peak_tflops() of [training] mixed_precision_param).
+MetricsOptions metrics_options_from(const JobConfig& cfg, double flops_per_token);
+
+struct LogLine {
+  int64_t step = 0;
+  double loss = 0, grad_norm = 0, lr = 0;
+  double memory_gib = 0, memory_peak_gib = 0, memory_pct = 0;
+  double tps = 0, tflops = 0, mfu = 0, data_pct = 0;
+  double elapsed_s = 0;  // since the logger was created
+  bool warmup = false;
+};
+
+struct RunSummary {
+  int64_t steps = 0;         // steps recorded
+  int64_t steady_steps = 0;  // of which after warm-up
+  double median_tps = 0, median_tflops = 0, median_mfu = 0;  // over steady steps (all if none)
+  double peak_memory_gib = 0, peak_memory_pct = 0;
+  double total_seconds = 0;  // wall time from logger creation to finish()
+  double final_loss = 0;
+};
+
+class MetricsLogger {
+ public:
+  explicit MetricsLogger(MetricsOptions opt);
+  ~MetricsLogger();
+  MetricsLogger(const MetricsLogger&) = delete;
+  MetricsLogger& operator=(const MetricsLogger&) = delete;
+
+  // Record one finished step; returns the log line when this step is logged.
+  std::optional<LogLine> record(const StepRecord& r);
+  RunSummary summary() const;
+  // Print the summary, write <dump_folder>/summary.json, flush everything; returns the summary.
+  RunSummary finish();
+
+  // The console text of a line (no newline); ANSI colors when `color`.
+  static std::string format_line(const LogLine& l, bool color);
+  static std::string format_summary(const RunSummary& s);
+
+ private:
+  LogLine make_line(const StepRecord& r);
+  MetricsOptions opt_;
+  bool color_ = false;
+  double start_ = 0;
+  // Accumulated since the previous log line.
+  int64_t win_tokens_ = 0;
+  double win_seconds_ = 0, win_data_ = 0;
+  std::vector<double> steady_tps_, all_tps_;
+  int64_t steps_ = 0;
+  double last_loss_ = 0;
+  double max_peak_bytes_ = 0;
+  std::ofstream jsonl_;
+  std::unique_ptr<TensorBoardWriter> tb_;
+};
+
+}  // namespace titan

@@ -1,0 +1,284 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "train/checkpoint.h"
+#include "util/strings.h"
+
+using namespace titan;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("titan_ckpt_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(p);
+  return p.string();
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Tensor random_f32(const Shape& s, uint64_t stream) {
+  Tensor t = Tensor::empty(s, DType::F32);
+  fill_normal(t, 0.0, 1.0, Philox{1234, stream});
+  return t;
+}
+
+std::vector<NamedTensor> model_tensors(uint64_t salt) {
+  Tensor bf = random_f32({7}, salt + 3).to(DType::BF16);
+  Tensor ids = Tensor::empty({2, 2}, DType::I64);
+  for (int i = 0; i < 4; ++i) ids.data<int64_t>()[i] = int64_t(salt) * 10 + i;
+  return {{"model.embed_tokens.weight", random_f32({3, 5}, salt + 1)},
+          {"model.norm.weight", random_f32({5}, salt + 2)},
+          {"model.bf16_thing", bf},
+          {"model.ids", ids}};
+}
+
+std::vector<NamedTensor> optim_tensors(uint64_t salt) {
+  return {{"exp_avg.model.embed_tokens.weight", random_f32({3, 5}, salt + 11)},
+          {"exp_avg_sq.model.embed_tokens.weight", random_f32({3, 5}, salt + 12)}};
+}
+
+// Same names/shapes/dtypes, zero-filled: the destination a resumed run loads into.
+std::vector<NamedTensor> zeros_like(const std::vector<NamedTensor>& ts) {
+  std::vector<NamedTensor> out;
+  for (auto& t : ts) out.push_back({t.name, Tensor::zeros(t.tensor.shape(), t.tensor.dtype())});
+  return out;
+}
+
+void expect_same(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    ASSERT_EQ(a[i].tensor.nbytes(), b[i].tensor.nbytes());
+    EXPECT_EQ(std::memcmp(a[i].tensor.raw(), b[i].tensor.raw(), a[i].tensor.nbytes()), 0) << a[i].name;
+  }
+}
+
+TrainState state_at(int64_t step) {
+  TrainState st;
+  st.step = step;
+  st.config_hash = "0123456789abcdef";
+  st.data_state = std::string("pos\0\xff\x01", 6) + std::to_string(step);  // arbitrary bytes
+  st.rng_state = "philox:42:" + std::to_string(step * 7);
+  st.extra = {{"tokens_seen", step * 1000}};
+  return st;
+}
+
+void flip_byte(const std::string& path, int64_t from_end) {
+  std::string b = read_file(path);
+  b[b.size() - size_t(from_end)] ^= 0x20;
+  write_file_atomic(path, b);
+}
+
+}  // namespace
+
+TEST(Checkpoint, SaveLoadRoundTripsTensorsAndState) {
+  std::string dir = temp_dir("rt");
+  CheckpointManager cm(dir, 3);
+  auto m = model_tensors(1), o = optim_tensors(1);
+  std::string path = cm.save(state_at(10), m, o);
+  EXPECT_EQ(path, dir + "/step-10");
+  EXPECT_FALSE(fs::exists(dir + "/step-10.tmp"));
+  EXPECT_TRUE(fs::exists(path + "/model.tensors") && fs::exists(path + "/optimizer.tensors"));
+  ASSERT_EQ(cm.latest_step().value_or(-1), 10);
+
+  auto m2 = zeros_like(m), o2 = zeros_like(o);
+  TrainState st = cm.load(10, m2, o2);
+  expect_same(m, m2);
+  expect_same(o, o2);
+  TrainState want = state_at(10);
+  EXPECT_EQ(st.step, 10);
+  EXPECT_EQ(st.config_hash, want.config_hash);
+  EXPECT_EQ(st.data_state, want.data_state);
+  EXPECT_EQ(st.rng_state, want.rng_state);
+  EXPECT_EQ(st.extra, want.extra);
+
+  // Re-saving the same step replaces it.
+  auto m3 = model_tensors(5);
+  cm.save(state_at(10), m3, o);
+  auto m4 = zeros_like(m);
+  cm.load(10, m4, o2);
+  expect_same(m3, m4);
+  EXPECT_EQ(cm.list_steps(), (std::vector<int64_t>{10}));
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, KeepLatestKAndLatestByScanning) {
+  std::string dir = temp_dir("keep");
+  CheckpointManager cm(dir, 2);
+  EXPECT_FALSE(cm.latest_step().has_value());  // no folder yet
+  auto m = model_tensors(1), o = optim_tensors(1);
+  for (int64_t s : {10, 20, 30, 5}) cm.save(state_at(s), m, o);
+  // Newest by step, not by write order: 5 is the oldest and is pruned right away.
+  EXPECT_EQ(cm.list_steps(), (std::vector<int64_t>{20, 30}));
+  EXPECT_EQ(cm.latest_step().value(), 30);
+  // Foreign names are ignored.
+  fs::create_directories(dir + "/step-007");
+  fs::create_directories(dir + "/step-x");
+  fs::create_directories(dir + "/notes");
+  fs::create_directories(dir + "/step-99");  // no state.json: incomplete
+  EXPECT_EQ(cm.list_steps(), (std::vector<int64_t>{20, 30}));
+
+  std::string all = temp_dir("keepall");
+  CheckpointManager keep_all(all, 0);
+  for (int64_t s : {1, 2, 3}) keep_all.save(state_at(s), m, o);
+  EXPECT_EQ(keep_all.list_steps(), (std::vector<int64_t>{1, 2, 3}));
+  fs::remove_all(dir);
+  fs::remove_all(all);
+}
+
+TEST(Checkpoint, CrashMidWriteLeavesAnIgnoredTmp) {
+  std::string dir = temp_dir("crash");
+  auto m = model_tensors(1), o = optim_tensors(1);
+  {
+    CheckpointManager cm(dir, 5);
+    cm.save(state_at(20), m, o);
+  }
+  for (const char* crash_at : {"model", "optimizer", "state", "fsync"}) {
+    CheckpointManager cm(dir, 5);
+    cm.on_save_stage = [&](const std::string& s) {
+      if (s == crash_at) throw std::runtime_error("simulated crash");
+    };
+    EXPECT_THROW(cm.save(state_at(40), model_tensors(2), o), std::runtime_error);
+    EXPECT_TRUE(fs::exists(dir + "/step-40.tmp")) << crash_at;
+    // Resume sees only the complete checkpoint and loads it.
+    CheckpointManager resume(dir, 5);
+    EXPECT_EQ(resume.latest_step().value(), 20) << crash_at;
+    auto m2 = zeros_like(m), o2 = zeros_like(o);
+    EXPECT_EQ(resume.load(20, m2, o2).step, 20);
+    expect_same(m, m2);
+    EXPECT_NE(error_of([&] { resume.read_state(40); }).find("no such checkpoint"), std::string::npos);
+  }
+  // The next save clears the stale .tmp and succeeds.
+  CheckpointManager cm(dir, 5);
+  cm.save(state_at(40), m, o);
+  EXPECT_FALSE(fs::exists(dir + "/step-40.tmp"));
+  EXPECT_EQ(cm.list_steps(), (std::vector<int64_t>{20, 40}));
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, ResaveCrashRestoresTheMovedAsideCopy) {
+  std::string dir = temp_dir("old");
+  auto m = model_tensors(1), o = optim_tensors(1);
+  CheckpointManager cm(dir, 0);
+  cm.save(state_at(50), m, o);
+  // A re-save of step 50 that crashed between "move aside" and "rename": only step-50.old is left.
+  fs::rename(dir + "/step-50", dir + "/step-50.old");
+  EXPECT_TRUE(cm.list_steps().empty());
+  cm.save(state_at(60), m, o);
+  EXPECT_EQ(cm.list_steps(), (std::vector<int64_t>{50, 60}));
+  auto m2 = zeros_like(m), o2 = zeros_like(o);
+  cm.load(50, m2, o2);
+  expect_same(m, m2);
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, CorruptionIsDetectedAndNamed) {
+  std::string dir = temp_dir("corrupt");
+  auto m = model_tensors(1), o = optim_tensors(1);
+  CheckpointManager cm(dir, 0);
+  cm.save(state_at(1), m, o);
+  cm.save(state_at(2), m, o);
+  cm.save(state_at(3), m, o);
+  cm.save(state_at(4), m, o);
+  auto m2 = zeros_like(m), o2 = zeros_like(o);
+
+  // A flipped bit inside the first tensor's data.
+  std::string mf = dir + "/step-1/model.tensors";
+  {
+    std::string b = read_file(mf);
+    b[64 + 3] ^= 0x01;
+    write_file_atomic(mf, b);
+  }
+  std::string e = error_of([&] { cm.load(1, m2, o2); });
+  EXPECT_NE(e.find(mf), std::string::npos) << e;
+  EXPECT_NE(e.find("'model.embed_tokens.weight' checksum mismatch"), std::string::npos) << e;
+
+  // A truncated optimizer file: the recorded size no longer matches.
+  std::string of = dir + "/step-2/optimizer.tensors";
+  fs::resize_file(of, fs::file_size(of) - 5);
+  e = error_of([&] { cm.load(2, m2, o2); });
+  EXPECT_NE(e.find(of), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated or corrupt"), std::string::npos) << e;
+
+  // A damaged index (near the end of the file).
+  std::string mf3 = dir + "/step-3/model.tensors";
+  flip_byte(mf3, 40);
+  e = error_of([&] { cm.load(3, m2, o2); });
+  EXPECT_NE(e.find(mf3), std::string::npos) << e;
+
+  // Malformed state.json.
+  std::string sj = dir + "/step-4/state.json";
+  write_file_atomic(sj, "{\"format\": \"titan-checkpoint\", ");
+  e = error_of([&] { cm.load(4, m2, o2); });
+  EXPECT_NE(e.find(sj), std::string::npos) << e;
+  EXPECT_NE(e.find("malformed"), std::string::npos) << e;
+
+  // Not a tensor file at all.
+  write_file_atomic(dir + "/junk.tensors", std::string(100, 'x'));
+  e = error_of([&] { TensorFileReader r(dir + "/junk.tensors"); });
+  EXPECT_NE(e.find("bad magic"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, LoadRequiresExactNamesShapesAndDtypes) {
+  std::string dir = temp_dir("names");
+  auto m = model_tensors(1), o = optim_tensors(1);
+  CheckpointManager cm(dir, 0);
+  cm.save(state_at(1), m, o);
+  auto o2 = zeros_like(o);
+
+  auto more = zeros_like(m);
+  more.push_back({"model.extra", Tensor::zeros({2}, DType::F32)});
+  EXPECT_NE(error_of([&] { cm.load(1, more, o2); }).find("missing tensor 'model.extra'"), std::string::npos);
+
+  auto fewer = zeros_like(m);
+  fewer.pop_back();
+  EXPECT_NE(error_of([&] { cm.load(1, fewer, o2); }).find("unexpected tensor 'model.ids'"), std::string::npos);
+
+  auto reshaped = zeros_like(m);
+  reshaped[0].tensor = Tensor::zeros({5, 3}, DType::F32);
+  std::string e = error_of([&] { cm.load(1, reshaped, o2); });
+  EXPECT_NE(e.find("'model.embed_tokens.weight' is f32[3, 5] but the destination is f32[5, 3]"), std::string::npos)
+      << e;
+
+  auto retyped = zeros_like(m);
+  retyped[1].tensor = Tensor::zeros({5}, DType::BF16);
+  EXPECT_NE(error_of([&] { cm.load(1, retyped, o2); }).find("model.norm.weight"), std::string::npos);
+
+  EXPECT_NE(error_of([&] { write_tensor_file(dir + "/d.tensors", {{"a", m[0].tensor}, {"a", m[1].tensor}}); })
+                .find("duplicate tensor name 'a'"),
+            std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, TensorFileLayoutIsAligned) {
+  std::string dir = temp_dir("layout");
+  fs::create_directories(dir);
+  auto m = model_tensors(3);
+  write_tensor_file(dir + "/x.tensors", m);
+  TensorFileReader r(dir + "/x.tensors");
+  ASSERT_EQ(r.entries().size(), m.size());
+  for (size_t i = 0; i < m.size(); ++i) {
+    EXPECT_EQ(r.entries()[i].offset % 64, 0u);
+    EXPECT_EQ(r.entries()[i].nbytes, m[i].tensor.nbytes());
+    Tensor t = r.read(m[i].name);
+    EXPECT_EQ(std::memcmp(t.raw(), m[i].tensor.raw(), t.nbytes()), 0);
+  }
+  EXPECT_EQ(from_hex(to_hex(std::string("\x00\xff\x10z", 4)), "t"), std::string("\x00\xff\x10z", 4));
+  EXPECT_THROW(from_hex("0g", "t"), Error);
+  fs::remove_all(dir);
+}
