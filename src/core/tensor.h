@@ -85,4 +85,10 @@ class Tensor {
   DType dtype_ = DType::F32;
 };
 
+// A tensor with its name (checkpoint files, gradient lists).
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
 }  // namespace titan

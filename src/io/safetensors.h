@@ -71,11 +71,6 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-struct NamedTensor {
-  std::string name;
-  Tensor tensor;
-};
-
 // Writes a spec-conformant file atomically (temporary file in the same folder, streamed, fsync,
 // rename, fsync of the folder): header padded with spaces to a multiple of 8 bytes, __metadata__
 // {"format": "pt"} plus `metadata`, tensors in name order, data contiguous. With `as`, floating

@@ -20,11 +20,6 @@
 
 namespace titan {
 
-struct NamedTensor {
-  std::string name;
-  Tensor tensor;
-};
-
 // Write (and fsync) `path`. Names must be unique and non-empty; tensors CPU and contiguous.
 void write_tensor_file(const std::string& path, const std::vector<NamedTensor>& tensors);
 
