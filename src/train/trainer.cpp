@@ -1,0 +1,248 @@
+#include "train/trainer.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "core/allocator.h"
+#include "core/threading.h"
+#include "io/hf_checkpoint.h"
+#include "model/flops.h"
+#include "model/hf_model.h"
+#include "ops/adamw/adamw.h"
+#include "train/checkpoint.h"
+#include "train/grad_utils.h"
+#include "train/lr_schedule.h"
+#include "train/metrics.h"
+#include "train/signals.h"
+#include "train/train_data.h"
+
+namespace titan {
+
+namespace {
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void log(const char* fmt, const std::string& a = "") { std::fprintf(stderr, fmt, a.c_str()); }
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// AdamW state of every parameter, in the parameter order.
+struct OptimizerState {
+  std::vector<Tensor> m, v;
+  explicit OptimizerState(const ParamStore& ps) {
+    for (auto& p : ps.all()) {
+      m.push_back(Tensor::zeros(p.value.shape(), DType::F32));
+      v.push_back(Tensor::zeros(p.value.shape(), DType::F32));
+    }
+  }
+  std::vector<NamedTensor> named(const ParamStore& ps) {
+    std::vector<NamedTensor> out;
+    for (size_t i = 0; i < ps.all().size(); ++i) {
+      out.push_back({ps.all()[i].name + ".exp_avg", m[i]});
+      out.push_back({ps.all()[i].name + ".exp_avg_sq", v[i]});
+    }
+    return out;
+  }
+};
+
+std::vector<NamedTensor> named_values(ParamStore& ps) {
+  std::vector<NamedTensor> out;
+  for (auto& p : ps.all()) out.push_back({p.name, p.value});
+  return out;
+}
+std::vector<NamedTensor> named_grads(ParamStore& ps) {
+  std::vector<NamedTensor> out;
+  for (auto& p : ps.all()) out.push_back({p.name, p.grad});
+  return out;
+}
+
+DType export_dtype(const std::string& s) {
+  DType d;
+  TITAN_CHECK(parse_dtype(s, &d) && d != DType::I32 && d != DType::I64, "[checkpoint] export_dtype must be float32, ",
+              "bfloat16 or float16, got '", s, "'");
+  return d;
+}
+
+}  // namespace
+
+std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weights) {
+  *loaded_weights = false;
+  std::unique_ptr<HfCheckpoint> ckpt;
+  ModelConfig mc;
+  if (cfg.checkpoint.initial_load_in_hf && !cfg.checkpoint.initial_load_path.empty()) {
+    ckpt = std::make_unique<HfCheckpoint>(HfCheckpoint::open(cfg.checkpoint.initial_load_path));
+    mc = ckpt->config();
+  } else if (!cfg.model.hf_assets_path.empty() && is_file(cfg.model.hf_assets_path + "/config.json")) {
+    mc = load_hf_config(cfg.model.hf_assets_path + "/config.json");
+  } else {
+    mc = flavor_config(cfg.model.flavor);
+  }
+  TITAN_CHECK(cfg.model.name == "qwen3", "[model] name '", cfg.model.name,
+              "' is not supported yet (qwen3; qwen3_moe comes with the MoE model)");
+  TITAN_CHECK(cfg.model.num_experts < 0 && cfg.model.top_k < 0,
+              "[model] num_experts / top_k apply to qwen3_moe models only");
+  if (cfg.model.n_layers > 0) {
+    TITAN_CHECK(cfg.model.n_layers <= mc.num_hidden_layers, "[model] n_layers ", cfg.model.n_layers,
+                " exceeds the model's ", mc.num_hidden_layers, " layers");
+    mc.num_hidden_layers = cfg.model.n_layers;
+  }
+  auto model = std::make_unique<Qwen3Model>(mc, "cpu");
+  if (ckpt) {
+    // With a layer override only the kept layers are read (the rest of the file is unused).
+    for (auto& p : model->params().all()) ckpt->read_into(p.name, p.value);
+    *loaded_weights = true;
+  }
+  return model;
+}
+
+TrainResult run_training(const JobConfig& cfg) {
+  if (cfg.compute.threads > 0) set_num_threads(int(cfg.compute.threads));
+  TrainResult result;
+  bool loaded = false;
+  auto model = build_model(cfg, &loaded);
+  const ModelConfig& mc = model->config();
+  ParamStore& ps = model->params();
+  const int64_t seq = cfg.training.seq_len, local_b = cfg.training.local_batch_size;
+  const int64_t world = 1, rank = 0;
+  const int64_t accum = cfg.grad_accumulation_steps(world);
+  const int64_t dp = cfg.data_parallel_degree(world);
+  const int64_t global_b = local_b * dp * accum;
+  if (!loaded) model->init_weights(InitScheme::Torchtitan, uint64_t(cfg.training.seed));
+  const bool bf16 = cfg.training.mixed_precision_param == "bfloat16";
+  model->set_compute_dtype(bf16 ? DType::BF16 : DType::F32);
+  model->set_checkpointing(parse_checkpointing(cfg.activation_checkpoint.mode));
+
+  ModelSize size = model_size(mc, seq);
+  std::fprintf(stderr,
+               "[titan] model %s: %lld layers, hidden %lld, vocab %lld, %.3fM params, %s weights; %.3g FLOPs/token\n",
+               mc.flavor.empty() ? "(config.json)" : mc.flavor.c_str(), (long long)mc.num_hidden_layers,
+               (long long)mc.hidden_size, (long long)mc.vocab_size, double(size.params) / 1e6,
+               loaded ? "loaded" : "torchtitan-init", size.flops_per_token);
+  std::fprintf(stderr, "[titan] batch: global %lld = local %lld x dp %lld x accumulation %lld, seq_len %lld, %s\n",
+               (long long)global_b, (long long)local_b, (long long)dp, (long long)accum, (long long)seq,
+               bf16 ? "bf16 matmuls, f32 master weights" : "f32");
+
+  TrainData data(cfg, mc);
+  OptimizerState opt(ps);
+  const AdamWKernel& adamw = kernel<AdamWKernel>("cpu");
+  LrSchedule sched(cfg.optimizer.lr, cfg.training.steps, cfg.lr_scheduler.warmup_steps, cfg.lr_scheduler.decay_ratio,
+                   parse_decay_type(cfg.lr_scheduler.decay_type), cfg.lr_scheduler.min_lr_factor);
+
+  std::unique_ptr<CheckpointManager> ckm;
+  int64_t start_step = 0;
+  if (cfg.checkpoint.enable) {
+    ckm = std::make_unique<CheckpointManager>(cfg.checkpoint_folder(), cfg.checkpoint.keep_latest_k);
+    std::optional<int64_t> resume =
+        cfg.checkpoint.load_step >= 0 ? std::optional<int64_t>(cfg.checkpoint.load_step) : ckm->latest_step();
+    if (resume) {
+      auto mt = named_values(ps);
+      auto ot = opt.named(ps);
+      TrainState st = ckm->load(*resume, mt, ot);
+      TITAN_CHECK(st.config_hash == config_hash(cfg), ckm->step_dir(*resume),
+                  ": checkpoint was written by a run with a different model/optimizer/training config");
+      data.restore(st.data_state);
+      start_step = st.step;
+      std::fprintf(stderr, "[titan] resumed from %s (step %lld)\n", ckm->step_dir(*resume).c_str(), (long long)st.step);
+    }
+  }
+  std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live (weights, grads, optimizer)\n",
+               double(cpu_allocator().stats().live_bytes) / double(1ull << 30));
+
+  MetricsOptions mo = metrics_options_from(cfg, size.flops_per_token);
+  mo.append_jsonl = start_step > 0;
+  MetricsLogger metrics(mo);
+  install_stop_handlers();
+
+  auto save_checkpoint = [&](int64_t step) {
+    TrainState st;
+    st.step = step;
+    st.config_hash = config_hash(cfg);
+    st.data_state = data.state();
+    st.rng_state = std::to_string(cfg.training.seed);
+    result.last_checkpoint = ckm->save(st, named_values(ps), opt.named(ps));
+    std::fprintf(stderr, "[titan] checkpoint %s\n", result.last_checkpoint.c_str());
+  };
+
+  const auto grads = named_grads(ps);
+  int64_t step = start_step;
+  while (step < cfg.training.steps) {
+    ++step;
+    const double t0 = now_s();
+    // The whole global batch's micro-batches first: the loss is the mean over every counted
+    // token of the global batch, so each micro-batch's gradient is scaled by 1 / total count.
+    std::vector<Batch> micro;
+    for (int64_t a = 0; a < accum; ++a) micro.push_back(data.next(rank, world));
+    const double t_data = now_s() - t0;
+    int64_t count = 0;
+    for (auto& b : micro) count += count_labels(b.labels);
+    TITAN_CHECK(count > 0, "step ", step, ": the batch has no labelled tokens");
+    ps.zero_grad();
+    double loss_sum = 0;
+    for (auto& b : micro) loss_sum += model->forward_backward(b.inputs, b.labels, float(1.0 / double(count)));
+    const double loss = loss_sum / double(count);
+    TITAN_CHECK(std::isfinite(loss), "step ", step, ": loss is ", loss, " (non-finite); stopping");
+    const double norm = cfg.training.max_norm > 0 ? clip_grad_norm_(grads, cfg.training.max_norm) : global_l2_norm(grads);
+    if (!std::isfinite(norm)) {
+      auto bad = first_non_finite(grads);
+      fail("step ", step, ": gradient norm is ", norm, "; first non-finite gradient: ", bad ? *bad : "(none found)");
+    }
+    AdamWParams hp;
+    hp.lr = float(sched.lr_at_step(step));
+    hp.beta1 = float(cfg.optimizer.beta1);
+    hp.beta2 = float(cfg.optimizer.beta2);
+    hp.eps = float(cfg.optimizer.eps);
+    hp.weight_decay = float(cfg.optimizer.weight_decay);
+    hp.step = step;
+    for (size_t i = 0; i < ps.all().size(); ++i) adamw.step(ps.all()[i].value, ps.all()[i].grad, opt.m[i], opt.v[i], hp);
+    const double t1 = now_s();
+
+    StepRecord rec;
+    rec.step = step;
+    rec.loss = loss;
+    rec.grad_norm = norm;
+    rec.lr = hp.lr;
+    rec.tokens = global_b / dp * seq;
+    rec.step_seconds = t1 - t0;
+    rec.data_seconds = t_data;
+    metrics.record(rec);
+    result.last_step = step;
+    result.last_loss = loss;
+
+    const bool stop = stop_requested();
+    if (ckm && ((cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0) || stop ||
+                step == cfg.training.steps))
+      save_checkpoint(step);
+    if (stop) {
+      std::fprintf(stderr, "[titan] stopping on signal %d after step %lld\n", stop_signal(), (long long)step);
+      result.stopped_by_signal = true;
+      break;
+    }
+  }
+  metrics.finish();
+  uninstall_stop_handlers();
+
+  if (cfg.checkpoint.last_save_in_hf && !result.stopped_by_signal) {
+    HfExportOptions eo;
+    eo.dtype = export_dtype(cfg.checkpoint.export_dtype);
+    eo.tokenizer_dir = data.tokenizer_dir();
+    result.hf_export = cfg.checkpoint_folder() + "/step-" + std::to_string(result.last_step) + "-hf";
+    export_hf_checkpoint(result.hf_export, mc, model_state(*model), eo);
+    std::fprintf(stderr, "[titan] exported Hugging Face checkpoint to %s (%s)\n", result.hf_export.c_str(),
+                 dtype_name(eo.dtype));
+  }
+  return result;
+}
+
+}  // namespace titan

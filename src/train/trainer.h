@@ -1,0 +1,32 @@
+// The training loop behind `titan train`: one entry point for the three ways to build a model
+// (an HF folder, a built-in flavor, either with kernel replacements).
+//
+// A step: for each micro-batch (global batch / (local batch x data-parallel degree) of them)
+// forward + backward with gradients of the token-mean loss over the whole global batch
+// accumulated; global L2 norm and clipping; a non-finite check; AdamW with the step's lr; metrics.
+// Checkpoints at [checkpoint] interval and on SIGINT/SIGTERM; an HF export at the end when asked.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "model/qwen3.h"
+#include "train/job_config.h"
+
+namespace titan {
+
+struct TrainResult {
+  int64_t last_step = 0;
+  double last_loss = 0;
+  bool stopped_by_signal = false;
+  std::string last_checkpoint;  // folder, "" when none written
+  std::string hf_export;        // folder, "" when none written
+};
+
+// Builds the model a job describes: [checkpoint] initial_load_path with initial_load_in_hf (weights
+// from the HF folder), else [model] hf_assets_path's config.json, else [model] flavor; then the
+// [model] n_layers override. `initialized` tells whether weights were loaded.
+std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weights);
+
+TrainResult run_training(const JobConfig& cfg);
+
+}  // namespace titan
