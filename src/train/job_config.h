@@ -134,7 +134,8 @@ struct JobConfig {
 
 // Parse a TOML job file over the defaults. Errors name the file (and line where known).
 JobConfig load_job_config_file(const std::string& path);
-// Parse TOML text (origin names it in errors), starting from `base`.
+// Apply TOML text over `cfg` (keys the text does not mention keep their values); origin names the
+// text in errors.
 void apply_toml(JobConfig& cfg, const std::string& toml_text, const std::string& origin);
 // Apply one override; `dotted` is "section.key", value is parsed by the key's type.
 void apply_override(JobConfig& cfg, const std::string& dotted, const std::string& value);

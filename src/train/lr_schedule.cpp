@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "train/job_config.h"
 
 namespace titan {
 
@@ -43,6 +44,11 @@ double LrSchedule::factor(int64_t i) const {
     case DecayType::Cosine: f = 0.5 * (1.0 + std::cos(M_PI * p)); break;
   }
   return min_factor_ + (1.0 - min_factor_) * f;
+}
+
+LrSchedule make_lr_schedule(const JobConfig& c) {
+  return LrSchedule(c.optimizer.lr, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_ratio,
+                    parse_decay_type(c.lr_scheduler.decay_type), c.lr_scheduler.min_lr_factor);
 }
 
 }  // namespace titan

@@ -17,6 +17,8 @@
 
 namespace titan {
 
+struct JobConfig;
+
 enum class DecayType { Linear, Sqrt, Cosine };
 DecayType parse_decay_type(const std::string& s);  // linear | sqrt | cosine, error otherwise
 
@@ -40,5 +42,8 @@ class LrSchedule {
   DecayType type_;
   double min_factor_;
 };
+
+// The schedule a job config describes: [optimizer] lr, [training] steps, [lr_scheduler] *.
+LrSchedule make_lr_schedule(const JobConfig& cfg);
 
 }  // namespace titan

@@ -153,7 +153,9 @@ TensorFileReader::TensorFileReader(const std::string& path) : path_(path) {
         TITAN_CHECK(d >= 0 && (d == 0 || numel <= INT64_MAX / d), path, ": tensor '", t.name, "' has a bad shape");
         numel *= d;
       }
-      TITAN_CHECK(uint64_t(numel) * dtype_size(t.dtype) == t.nbytes, path, ": tensor '", t.name,
+      // numel <= size keeps the byte count below overflow before it is compared with nbytes.
+      TITAN_CHECK(uint64_t(numel) <= size && uint64_t(numel) * dtype_size(t.dtype) == t.nbytes, path, ": tensor '",
+                  t.name,
                   "' byte size does not match its shape and dtype");
       TITAN_CHECK(t.offset % kAlign == 0 && t.offset >= prev_end && t.offset <= idx_off &&
                       t.nbytes <= idx_off - t.offset,

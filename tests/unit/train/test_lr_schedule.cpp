@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "train/job_config.h"
 #include "train/lr_schedule.h"
 
 using namespace titan;
@@ -68,4 +69,16 @@ TEST(LrSchedule, EdgeCases) {
   EXPECT_DOUBLE_EQ(z.factor(50), 0.0);  // held past the end
   EXPECT_EQ(parse_decay_type("sqrt"), DecayType::Sqrt);
   EXPECT_THROW(parse_decay_type("exp"), Error);
+}
+
+TEST(LrSchedule, FromJobConfig) {
+  JobConfig c;
+  c.optimizer.lr = 2.0;
+  c.training.steps = 10;
+  c.lr_scheduler.warmup_steps = 2;
+  c.lr_scheduler.decay_type = "cosine";
+  c.lr_scheduler.min_lr_factor = 0.5;
+  LrSchedule s = make_lr_schedule(c);
+  EXPECT_DOUBLE_EQ(s.lr_at_step(1), 1.0);
+  EXPECT_NEAR(s.lr_at_step(10), 2.0 * (0.5 + 0.5 * 0.038060233744356631), 1e-14);
 }

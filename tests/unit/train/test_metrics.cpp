@@ -245,3 +245,36 @@ TEST(Metrics, ColorAndNonFiniteLoss) {
   EXPECT_TRUE(j["loss"].is_null());  // JSON has no NaN
   fs::remove_all(dir);
 }
+
+// Every truncation and single-byte corruption of an event file is an Error, never a crash or a
+// silently different scalar (both CRCs cover every byte of a record).
+TEST(TensorBoard, MutatedEventFilesFailCleanly) {
+  std::string dir = temp_dir("tb_mut");
+  std::string path;
+  {
+    TensorBoardWriter w(dir);
+    path = w.path();
+    w.add_scalars(3, {{"loss", 2.0}, {"lr", 0.5}});
+  }
+  std::string bytes = read_file(path);
+  auto put = [&](const std::string& b) { std::ofstream(path, std::ios::binary | std::ios::trunc) << b; };
+  // A cut exactly after the first record leaves a valid one-record file; any other cut is an error.
+  uint64_t first_len;
+  std::memcpy(&first_len, bytes.data(), 8);
+  size_t boundary = 12 + first_len + 4;
+  for (size_t n = 1; n < bytes.size(); ++n) {
+    put(bytes.substr(0, n));
+    if (n == boundary) {
+      EXPECT_EQ(read_tfrecords(path).size(), 1u);
+      continue;
+    }
+    EXPECT_THROW(read_tb_events(path), Error) << "truncated to " << n;
+  }
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string b = bytes;
+    b[i] ^= 0x5a;
+    put(b);
+    EXPECT_THROW(read_tb_events(path), Error) << "byte " << i;
+  }
+  fs::remove_all(dir);
+}
