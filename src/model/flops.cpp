@@ -2,6 +2,10 @@
 
 namespace titan {
 
+double flops_per_token(int64_t matmul_params, int64_t n_layers, int64_t n_heads, int64_t head_dim, int64_t seq_len) {
+  return 6.0 * double(matmul_params) + 12.0 * double(n_layers) * double(n_heads) * double(head_dim) * double(seq_len);
+}
+
 ModelSize model_size(const ModelConfig& c, int64_t seq_len) {
   ModelSize s;
   for (const auto& p : model_param_specs(c)) {
@@ -10,13 +14,11 @@ ModelSize model_size(const ModelConfig& c, int64_t seq_len) {
     s.params += n;
     if (p.name == "model.embed_tokens.weight") s.embedding_params += n;
   }
-  const int64_t head = c.vocab_size * c.hidden_size;
-  s.matmul_params = s.params - s.embedding_params + (c.tie_word_embeddings ? head : 0);
-  // Norm weights are in `params` but not matmuls; they are tiny and torchtitan counts them too.
-  s.flops_per_token = 6.0 * double(s.matmul_params) +
-                      12.0 * double(c.num_hidden_layers) * double(c.num_attention_heads) * double(c.head_dim) *
-                          double(seq_len);
+  s.matmul_params = s.params - s.embedding_params + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0);
+  s.flops_per_token = flops_per_token(s.matmul_params, c.num_hidden_layers, c.num_attention_heads, c.head_dim, seq_len);
   return s;
 }
+
+double default_peak_tflops(bool bf16) { return bf16 ? 1.094 : 0.553; }
 
 }  // namespace titan

@@ -1,9 +1,16 @@
-// Parameter counts and training FLOPs per token (torchtitan's accounting).
-//   flops/token = 6 * N_matmul + 12 * n_layers * n_heads * head_dim * seq_len
-// N_matmul counts every weight that multiplies activations: all non-embedding parameters plus the
-// output projection (lm_head), which is counted even when it is tied to the embedding because its
-// matmul runs either way. The embedding lookup itself is not a matmul and is excluded.
-// The attention term counts QK^T and PV, forward (2 x 2) and backward (2 x 4), as torchtitan does.
+// Parameter counts and training FLOPs per token.
+//
+// torchtitan's formula: flops/token = 6 * N + 12 * n_layers * n_heads * head_dim * seq_len, where
+// 6N is one multiply-add per weight forward and two backward, and the second term counts the two
+// attention matmuls (QK^T, PV) forward and backward with causal sparsity ignored.
+//
+// N here is every weight that multiplies activations: all parameters except the embedding
+// lookup, PLUS the output projection (lm_head) even when it is tied to the embedding. torchtitan
+// takes N = unique parameters - embedding, which drops a tied lm_head entirely (its parameter is
+// the embedding); on Qwen3's 151,936-token vocabulary that hides most of a small model's compute
+// (75% for the benchmark model), so titan counts the matmul that actually runs. For untied models
+// the two agree. Norm weights are counted, as torchtitan does.
+// MFU = flops_per_token * tokens/s / peak FLOP/s.
 #pragma once
 #include <cstdint>
 
@@ -12,10 +19,11 @@
 namespace titan {
 
 struct ModelSize {
-  int64_t params = 0;             // unique trainable parameters (tied embedding once)
+  int64_t params = 0;             // unique trainable parameters (a tied lm_head counted once)
   int64_t embedding_params = 0;   // model.embed_tokens.weight
-  int64_t matmul_params = 0;      // N_matmul above
+  int64_t matmul_params = 0;      // N above
   double flops_per_token = 0;     // training (forward + backward)
+  int64_t non_embedding_params() const { return params - embedding_params; }
   // Training state bytes in f32: weights, grads, AdamW exp_avg + exp_avg_sq.
   int64_t param_bytes() const { return params * 4; }
   int64_t grad_bytes() const { return params * 4; }
@@ -23,5 +31,12 @@ struct ModelSize {
 };
 
 ModelSize model_size(const ModelConfig& c, int64_t seq_len);
+
+// The formula itself, for callers that count N themselves (MoE: the active parameters).
+double flops_per_token(int64_t matmul_params, int64_t n_layers, int64_t n_heads, int64_t head_dim, int64_t seq_len);
+
+// Peak FLOP/s of the project's reference machine (2 Zen 5 cores, AVX-512) in TFLOP/s, as measured
+// for the project: 0.553 f32 FMA, 1.094 bf16 dot product. [metrics] peak_tflops overrides it.
+double default_peak_tflops(bool bf16);
 
 }  // namespace titan

@@ -10,7 +10,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
-#include "train/flops.h"
+#include "model/flops.h"
 #include "train/job_config.h"
 #include "train/tensorboard.h"
 #include "util/strings.h"

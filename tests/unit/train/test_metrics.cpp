@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "train/crc32c.h"
-#include "train/flops.h"
+#include "model/flops.h"
 #include "train/metrics.h"
 #include "train/tensorboard.h"
 #include "util/strings.h"
@@ -106,36 +106,6 @@ TEST(TensorBoard, WritesScalarsThatReadBackAndDetectsCorruption) {
   write_file_atomic(path, bad);
   EXPECT_THROW(read_tfrecords(path), Error);
   fs::remove_all(dir);
-}
-
-TEST(Flops, ParamCountsAndTorchtitanFormula) {
-  // Qwen3-0.6B shapes (the ModelConfig defaults): 596,049,920 parameters, 0.44B non-embedding,
-  // as the model card states.
-  ModelConfig c;
-  ParamCounts p = qwen3_param_counts(c);
-  EXPECT_EQ(p.total, 596049920);
-  EXPECT_EQ(p.embedding, 151936 * 1024);
-  EXPECT_EQ(p.non_embedding(), 440467456);
-  EXPECT_DOUBLE_EQ(flops_per_token(c, 4096), 6.0 * 440467456 + 12.0 * 28 * 16 * 128 * 4096);
-
-  // Small config by hand: D 8, I 16, L 2, H 2, KV 1, hd 4, V 100.
-  // per layer: q 8*8 + k,v 2*8*4 + o 8*8 + q/k norms 2*4 = 200; mlp 3*8*16 = 384; norms 16.
-  ModelConfig s;
-  s.vocab_size = 100;
-  s.hidden_size = 8;
-  s.intermediate_size = 16;
-  s.num_hidden_layers = 2;
-  s.num_attention_heads = 2;
-  s.num_key_value_heads = 1;
-  s.head_dim = 4;
-  s.tie_word_embeddings = true;
-  EXPECT_EQ(qwen3_param_counts(s).total, 2 * 600 + 8 + 800);
-  EXPECT_DOUBLE_EQ(flops_per_token(s, 10), 6.0 * 1208 + 12.0 * 2 * 2 * 4 * 10);  // 9168
-  s.tie_word_embeddings = false;  // the lm_head joins the 6N term
-  EXPECT_EQ(qwen3_param_counts(s).total, 2808);
-  EXPECT_DOUBLE_EQ(flops_per_token(s, 10), 6.0 * 2008 + 1920.0);
-  EXPECT_DOUBLE_EQ(default_peak_tflops(false), 0.553);
-  EXPECT_DOUBLE_EQ(default_peak_tflops(true), 1.094);
 }
 
 TEST(Metrics, LogsJsonlTensorBoardConsoleAndSummary) {
