@@ -23,6 +23,9 @@ using json = nlohmann::json;
 // The GPT-2 pattern that a ByteLevel pre-tokenizer with use_regex=true applies.
 static const char* kGpt2Pattern =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+// The Qwen2/Qwen3 pattern (as in their tokenizer.json).
+static const char* kQwenPattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 struct Tokenizer::Impl {
   std::string origin;
@@ -36,6 +39,7 @@ struct Tokenizer::Impl {
   std::vector<int32_t> added_index;      // id -> index into `added`, or -1
   std::vector<std::string> added_bytes;  // decoded bytes of each added token
   uint32_t vocab_size = 0;
+  bool known_patterns = true;  // every split pattern is kGpt2Pattern or kQwenPattern
 
   void encode_pieces(size_t stage, std::string_view text, std::vector<uint32_t>& out) const {
     if (stage == splits.size()) {
@@ -125,6 +129,7 @@ bool parse_pre_tokenizer(const json& j, Tokenizer::Impl& m) {
     } else {
       fail(m.origin, ": Split pattern needs a Regex or String");
     }
+    if (regex != kQwenPattern && regex != kGpt2Pattern) m.known_patterns = false;
     m.splits.push_back(std::make_unique<RegexSplitter>(regex, m.origin));
     return false;
   }
@@ -349,6 +354,13 @@ uint32_t Tokenizer::eot_id() const {
 }
 
 const std::vector<AddedToken>& Tokenizer::added_tokens() const { return impl_->added; }
+bool Tokenizer::splits_after_newline() const {
+  if (!impl_->known_patterns) return false;
+  for (auto& a : impl_->added)
+    if (a.content.find('\n') != std::string::npos) return false;
+  return true;
+}
+
 uint64_t Tokenizer::fingerprint() const { return impl_->fingerprint; }
 const std::string& Tokenizer::origin() const { return impl_->origin; }
 

@@ -53,6 +53,11 @@ class Tokenizer {
   // 64-bit FNV-1a of the tokenizer.json bytes: tags token files and caches built with it.
   uint64_t fingerprint() const;
   const std::string& origin() const;
+  // True when text can be cut after a '\n' that is followed by a printable ASCII character and the
+  // parts encoded separately with the same result: every split pattern is the Qwen2/Qwen3 or GPT-2
+  // one (no match crosses such a point), NFC cannot compose across it, and no added token holds a
+  // '\n'.
+  bool splits_after_newline() const;
 
   struct Impl;
 
