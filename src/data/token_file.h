@@ -1,0 +1,80 @@
+// Pre-tokenized token files (.bin), written by `titan tokenize` and by the dataset cache, read by
+// memory mapping. Layout, little-endian:
+//   offset 0  char[8]  magic "TITANTOK"
+//          8  u32      version (1)
+//         12  u32      header bytes (64)
+//         16  u32      vocab size: every id is below it
+//         20  u32      document separator id (<|endoftext|>), or 0xFFFFFFFF when none
+//         24  u64      token count
+//         32  u64      document count
+//         40  u64      tokenizer fingerprint (FNV-1a-64 of tokenizer.json), 0 when unknown
+//         48  u8[16]   zero
+//         64  u32[token count] ids; each document is followed by the separator id.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace titan::data {
+
+struct TokenFileHeader {
+  uint32_t vocab_size = 0;
+  uint32_t eot_id = 0xFFFFFFFFu;
+  uint64_t token_count = 0;
+  uint64_t document_count = 0;
+  uint64_t tokenizer_fingerprint = 0;
+};
+
+constexpr size_t kTokenFileHeaderBytes = 64;
+
+// Streams ids to `path` through a temporary file in the same folder; close() fills in the header,
+// fsyncs and renames it into place, so a reader never sees a partial file. Destroying an unclosed
+// writer removes the temporary file.
+class TokenFileWriter {
+ public:
+  TokenFileWriter(const std::string& path, uint32_t vocab_size, uint32_t eot_id, uint64_t tokenizer_fingerprint);
+  ~TokenFileWriter();
+  TokenFileWriter(const TokenFileWriter&) = delete;
+  TokenFileWriter& operator=(const TokenFileWriter&) = delete;
+
+  // Appends one document's ids followed by the separator (when eot_id is set). Ids must be below
+  // the vocab size.
+  void add_document(const std::vector<uint32_t>& ids);
+  void close();
+  uint64_t token_count() const { return header_.token_count; }
+  uint64_t document_count() const { return header_.document_count; }
+
+ private:
+  void write_bytes(const void* p, size_t n);
+  std::string path_, tmp_;
+  int fd_ = -1;
+  TokenFileHeader header_;
+  std::vector<uint32_t> buf_;
+};
+
+// A validated, memory-mapped token file. open() checks magic, version, header size, that the file
+// length matches the token count (a truncated file is an error) and that every id is below the
+// vocab size; each error names the file and the reason.
+class TokenFile {
+ public:
+  static std::shared_ptr<const TokenFile> open(const std::string& path);
+  ~TokenFile();
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+
+  const TokenFileHeader& header() const { return header_; }
+  const uint32_t* tokens() const { return tokens_; }
+  uint64_t size() const { return header_.token_count; }
+  const std::string& path() const { return path_; }
+
+ private:
+  TokenFile() = default;
+  std::string path_;
+  TokenFileHeader header_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  const uint32_t* tokens_ = nullptr;
+};
+
+}  // namespace titan::data
