@@ -97,18 +97,22 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
       TITAN_CHECK(it->is_string(), index, ": weight_map value for ", quote(it.key()), " must be a file name, got ", json_kind(*it));
       by_file[it->get<std::string>()].push_back(it.key());
     }
+    // Resolve and validate every shard first, so that a missing or escaping file is reported as
+    // such rather than as a tensor the other shards lack.
+    for (const auto& [file, names] : by_file) ck.files_.push_back(SafetensorsFile::open(shard_path(dir, real_dir, file, index)));
+    size_t fi = 0;
     for (const auto& [file, names] : by_file) {
-      ck.files_.push_back(SafetensorsFile::open(shard_path(dir, real_dir, file, index)));
-      const SafetensorsFile& sf = ck.files_.back();
+      const SafetensorsFile& sf = ck.files_[fi];
       for (const auto& n : names) {
         TITAN_CHECK(sf.contains(n), index, ": weight_map puts tensor ", quote(n), " in ", quote(file), ", which has no such tensor");
-        ck.where_[n] = ck.files_.size() - 1;
+        ck.where_[n] = fi;
       }
       for (const auto& e : sf.entries()) {
         auto w = wm.find(e.name);
         TITAN_CHECK(w != wm.end() && *w == file, sf.origin(), ": tensor ", quote(e.name),
                     w == wm.end() ? " is not listed in " : " is listed under another shard in ", kIndexFile);
       }
+      ++fi;
     }
   } else {
     fail(dir, ": no ", kSingleFile, " or ", kIndexFile, " in the checkpoint folder");

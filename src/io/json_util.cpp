@@ -7,12 +7,15 @@
 
 namespace titan {
 
-std::string printable(std::string_view s, size_t max_len) {
+namespace {
+
+// Escapes control bytes as \xNN (and, for quoting, '"' and '\\' with a backslash); cuts after max_len.
+std::string escape(std::string_view s, size_t max_len, bool quoting) {
   static const char hex[] = "0123456789abcdef";
   std::string out;
   for (size_t i = 0; i < s.size() && i < max_len; ++i) {
     unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
+    if (quoting && (c == '"' || c == '\\')) {
       out += '\\';
       out += char(c);
     } else if (c < 0x20 || c == 0x7f) {
@@ -20,14 +23,18 @@ std::string printable(std::string_view s, size_t max_len) {
       out += hex[c >> 4];
       out += hex[c & 15];
     } else {
-      out += char(c);  // printable ASCII and UTF-8 continuation/lead bytes kept as they are
+      out += char(c);  // printable ASCII and UTF-8 bytes kept as they are
     }
   }
   if (s.size() > max_len) out += "...";
   return out;
 }
 
-std::string quote(std::string_view s, size_t max_len) { return "\"" + printable(s, max_len) + "\""; }
+}  // namespace
+
+std::string printable(std::string_view s, size_t max_len) { return escape(s, max_len, false); }
+
+std::string quote(std::string_view s, size_t max_len) { return "\"" + escape(s, max_len, true) + "\""; }
 
 const char* json_kind(const nlohmann::json& j) {
   switch (j.type()) {

@@ -129,18 +129,21 @@ double check_rope_object(const json& v, const char* key, const std::string& orig
   if (v.is_null()) return NAN;
   TITAN_CHECK(v.is_object(), origin, ": field \"", key, "\" must be an object or null, got ", printable(v.dump(), 60));
   double theta = NAN;
+  for (const char* tk : {"rope_type", "type"}) {  // the type first: it names what is unsupported
+    auto it = v.find(tk);
+    if (it == v.end()) continue;
+    TITAN_CHECK(it->is_string(), origin, ": field \"", key, ".", tk, "\" must be a string");
+    const std::string& t = it->get_ref<const std::string&>();
+    TITAN_CHECK(t == "default", origin, ": ", key, " of type ", quote(t),
+                " is not supported (only plain RoPE: null or \"default\")");
+  }
   for (auto it = v.begin(); it != v.end(); ++it) {
     const std::string& k = it.key();
-    if (k == "rope_type" || k == "type") {
-      TITAN_CHECK(it->is_string(), origin, ": field \"", key, ".", k, "\" must be a string");
-      const std::string& t = it->get_ref<const std::string&>();
-      TITAN_CHECK(t == "default", origin, ": ", key, " of type ", quote(t),
-                  " is not supported (only plain RoPE: null or \"default\")");
-    } else if (k == "rope_theta") {
+    if (k == "rope_theta") {
       TITAN_CHECK(it->is_number() && std::isfinite(it->get<double>()), origin, ": field \"", key,
                   ".rope_theta\" must be a number");
       theta = it->get<double>();
-    } else {
+    } else if (k != "rope_type" && k != "type") {
       fail(origin, ": field \"", key, ".", printable(k), "\" is not supported (only plain RoPE: rope_type \"default\" and rope_theta)");
     }
   }

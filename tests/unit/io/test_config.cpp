@@ -1,0 +1,280 @@
+// ModelConfig: the flavor table against published parameter counts, config.json parsing (each
+// refused field with its message), and hf_config_json round trips.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "model/config.h"
+
+using namespace titan;
+using nlohmann::json;
+
+namespace {
+
+// A Qwen3-0.6B config.json as transformers 4.51 wrote it.
+json qwen3_06b_json() {
+  return json::parse(R"({
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+    "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+    "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+    "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})");
+}
+
+ModelConfig parse(const json& j) { return parse_hf_config(j.dump(), "cfg/config.json"); }
+
+// The error message of parsing j (empty when it parses).
+std::string parse_error(const json& j) {
+  try {
+    parse(j);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string parse_error_text(const std::string& text) {
+  try {
+    parse_hf_config(text, "cfg/config.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_ERROR_HAS(msg, needle)                                       \
+  do {                                                                      \
+    std::string m_ = (msg);                                                 \
+    EXPECT_NE(m_.find(needle), std::string::npos) << "message: " << m_;     \
+    EXPECT_EQ(m_.find('\n'), std::string::npos) << "multi-line: " << m_;    \
+  } while (0)
+
+}  // namespace
+
+// Published totals (model cards / safetensors index total_size / 2 bytes per bf16 parameter).
+TEST(Flavors, ParameterCountsMatchPublishedQwen3) {
+  EXPECT_EQ(model_param_count(flavor_config("0.6B")), 596049920);    // Qwen3-0.6B: 0.6B (0.44B non-embedding)
+  EXPECT_EQ(model_param_count(flavor_config("1.7B")), 1720574976);   // Qwen3-1.7B: 1.7B (1.4B non-embedding)
+  EXPECT_EQ(model_param_count(flavor_config("4B")), 4022468096);     // Qwen3-4B: 4.0B (3.6B non-embedding)
+  EXPECT_EQ(model_param_count(flavor_config("8B")), 8190735360);     // Qwen3-8B index total_size 16381470720
+  EXPECT_EQ(model_param_count(flavor_config("14B")), 14768307200);   // Qwen3-14B: 14.8B
+  EXPECT_EQ(model_param_count(flavor_config("32B")), 32762123264);   // Qwen3-32B: 32.8B
+}
+
+TEST(Flavors, ShapesAndNonEmbeddingCounts) {
+  ModelConfig c = flavor_config("4B");
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_NE(c.head_dim, c.hidden_size / c.num_attention_heads);  // 2560/32 = 80
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_FALSE(flavor_config("8B").tie_word_embeddings);
+  // Model cards quote non-embedding parameters: 0.44B, 1.4B, 3.6B, 6.95B, 13.2B, 31.2B.
+  auto non_emb = [](const char* f) {
+    ModelConfig c = flavor_config(f);
+    int64_t n = model_param_count(c) - c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
+    return double(n) / 1e9;
+  };
+  EXPECT_NEAR(non_emb("0.6B"), 0.44, 0.005);
+  EXPECT_NEAR(non_emb("1.7B"), 1.4, 0.05);
+  EXPECT_NEAR(non_emb("4B"), 3.6, 0.05);
+  EXPECT_NEAR(non_emb("8B"), 6.95, 0.005);
+  EXPECT_NEAR(non_emb("14B"), 13.2, 0.05);
+  EXPECT_NEAR(non_emb("32B"), 31.2, 0.05);
+}
+
+TEST(Flavors, DebugFlavorsAndUnknownName) {
+  ModelConfig d = flavor_config("debugmodel");
+  EXPECT_EQ(d.vocab_size, 151936);
+  EXPECT_EQ(d.hidden_size, 256);
+  ModelConfig t = flavor_config("debug-tiny");
+  EXPECT_LE(t.vocab_size, 1024);
+  EXPECT_NE(t.head_dim, t.hidden_size / t.num_attention_heads);
+  EXPECT_EQ(flavor_names().size(), 8u);
+  try {
+    flavor_config("4b");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_ERROR_HAS(e.what(), "unknown model flavor \"4b\" (did you mean \"4B\"?)");
+  }
+}
+
+TEST(Flavors, ParamSpecsInModuleOrderWithShapes) {
+  ModelConfig c = flavor_config("debug-tiny");
+  c.tie_word_embeddings = false;
+  auto specs = model_param_specs(c);
+  ASSERT_EQ(specs.size(), size_t(1 + 11 * c.num_hidden_layers + 2));
+  EXPECT_EQ(specs[0].name, "model.embed_tokens.weight");
+  EXPECT_EQ(specs[0].shape, (Shape{c.vocab_size, c.hidden_size}));
+  EXPECT_EQ(specs[1].name, "model.layers.0.input_layernorm.weight");
+  EXPECT_EQ(specs[2].name, "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(specs[2].shape, (Shape{c.num_attention_heads * c.head_dim, c.hidden_size}));
+  EXPECT_EQ(specs[3].shape, (Shape{c.num_key_value_heads * c.head_dim, c.hidden_size}));
+  EXPECT_EQ(specs[5].name, "model.layers.0.self_attn.o_proj.weight");
+  EXPECT_EQ(specs[5].shape, (Shape{c.hidden_size, c.num_attention_heads * c.head_dim}));
+  EXPECT_EQ(specs[6].name, "model.layers.0.self_attn.q_norm.weight");
+  EXPECT_EQ(specs[6].shape, (Shape{c.head_dim}));
+  EXPECT_EQ(specs[11].name, "model.layers.0.mlp.down_proj.weight");
+  EXPECT_EQ(specs[11].shape, (Shape{c.hidden_size, c.intermediate_size}));
+  EXPECT_EQ(specs[specs.size() - 2].name, "model.norm.weight");
+  EXPECT_EQ(specs.back().name, "lm_head.weight");
+  c.tie_word_embeddings = true;
+  EXPECT_EQ(model_param_specs(c).back().name, "model.norm.weight");
+}
+
+TEST(HfConfig, ParsesQwen3_06B) {
+  ModelConfig c = parse(qwen3_06b_json());
+  ModelConfig f = flavor_config("0.6B");
+  EXPECT_EQ(c.flavor, "");
+  EXPECT_EQ(c.hidden_size, f.hidden_size);
+  EXPECT_EQ(c.intermediate_size, f.intermediate_size);
+  EXPECT_EQ(c.num_hidden_layers, f.num_hidden_layers);
+  EXPECT_EQ(c.num_key_value_heads, f.num_key_value_heads);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.torch_dtype, DType::BF16);
+  EXPECT_EQ(c.eos_token_id, 151645);
+  EXPECT_EQ(model_param_count(c), model_param_count(f));
+}
+
+TEST(HfConfig, ParsesTransformers5Layout) {
+  // transformers 5 writes rope_parameters, "dtype", layer_types and null token ids.
+  json j = qwen3_06b_json();
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j.erase("torch_dtype");
+  j["rope_parameters"] = {{"rope_theta", 5000000.0}, {"rope_type", "default"}};
+  j["dtype"] = "float32";
+  j["layer_types"] = json::array();
+  for (int i = 0; i < 28; ++i) j["layer_types"].push_back("full_attention");
+  j["bos_token_id"] = nullptr;
+  j["eos_token_id"] = json::array({151645, 151643});
+  j["sliding_window"] = 4096;  // ignored while use_sliding_window is false
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.rope_theta, 5e6);
+  EXPECT_EQ(c.torch_dtype, DType::F32);
+  EXPECT_EQ(c.bos_token_id, -1);
+  EXPECT_EQ(c.eos_token_id, 151645);
+}
+
+TEST(HfConfig, DefaultsFollowTransformersQwen3Config) {
+  json j = qwen3_06b_json();
+  for (const char* k : {"head_dim", "rope_theta", "rms_norm_eps", "max_position_embeddings", "tie_word_embeddings"})
+    j.erase(k);
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.head_dim, 128);  // Qwen3Config.head_dim default, not hidden/heads (64)
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_EQ(c.max_position_embeddings, 32768);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  j["num_key_value_heads"] = nullptr;  // explicit null: as many kv heads as heads
+  EXPECT_EQ(parse(j).num_key_value_heads, 16);
+}
+
+TEST(HfConfig, RefusedFieldsEachNameTheProblem) {
+  struct Case {
+    const char* key;
+    json value;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"model_type", "qwen3_moe", "model_type \"qwen3_moe\" (mixture of experts) is not supported yet"},
+      {"model_type", "llama", "model_type \"llama\" is not supported"},
+      {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}, "rope_scaling of type \"yarn\" is not supported"},
+      {"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}, "rope_scaling of type \"linear\" is not supported"},
+      {"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}, "rope_scaling of type \"dynamic\" is not supported"},
+      {"rope_parameters", {{"rope_type", "yarn"}, {"rope_theta", 1e6}}, "rope_parameters of type \"yarn\" is not supported"},
+      {"rope_parameters", {{"rope_type", "default"}, {"factor", 2.0}}, "field \"rope_parameters.factor\" is not supported"},
+      {"rope_parameters", {{"rope_theta", 5.0}}, "rope_theta (1e+06) and rope_parameters.rope_theta (5) disagree"},
+      {"use_sliding_window", true, "use_sliding_window is true; sliding-window attention is not supported"},
+      {"layer_types", json::array({"sliding_attention"}), "layer_types has 1 entries but num_hidden_layers is 28"},
+      {"attention_bias", true, "attention_bias is true"},
+      {"hidden_act", "gelu", "hidden_act \"gelu\" is not supported"},
+      {"attention_dropout", 0.1, "attention_dropout 0.1 is not supported"},
+      {"quantization_config", {{"bits", 4}}, "quantization_config"},
+      {"architectures", json::array({"Qwen3ForSequenceClassification"}), "has no \"Qwen3ForCausalLM\""},
+      {"hidden_size", "1024", "field \"hidden_size\" must be an integer, got \"1024\""},
+      {"hidden_size", 1024.5, "field \"hidden_size\" must be an integer, got 1024.5"},
+      {"hidden_size", -4, "field \"hidden_size\" must be a positive integer, got -4"},
+      {"num_hidden_layers", 0, "field \"num_hidden_layers\" must be a positive integer, got 0"},
+      {"num_key_value_heads", 5, "num_attention_heads (16) must be a multiple of num_key_value_heads (5)"},
+      {"num_key_value_heads", 32, "num_attention_heads (16) must be a multiple of num_key_value_heads (32)"},
+      {"head_dim", 127, "head_dim must be even"},
+      {"rms_norm_eps", 0, "rms_norm_eps must be positive"},
+      {"rms_norm_eps", "1e-6", "field \"rms_norm_eps\" must be a number"},
+      {"tie_word_embeddings", 1, "field \"tie_word_embeddings\" must be true or false, got 1"},
+      {"torch_dtype", "int8", "field \"torch_dtype\" \"int8\" is not supported"},
+      {"vocab_size", 18446744073709551615ull, "field \"vocab_size\" must be an integer in range"},
+      {"hidden_size", int64_t(1) << 40, "hidden_size must be in [1, 1048576]"},
+  };
+  for (const auto& c : cases) {
+    json j = qwen3_06b_json();
+    j[c.key] = c.value;
+    std::string m = parse_error(j);
+    EXPECT_ERROR_HAS(m, c.message);
+    EXPECT_EQ(m.rfind("cfg/config.json: ", 0), 0u) << m;
+  }
+  json j = qwen3_06b_json();
+  j["layer_types"] = json::array();
+  for (int i = 0; i < 28; ++i) j["layer_types"].push_back(i == 27 ? "sliding_attention" : "full_attention");
+  EXPECT_ERROR_HAS(parse_error(j), "layer_types[27] is \"sliding_attention\"; only \"full_attention\" is supported");
+}
+
+TEST(HfConfig, MissingRequiredFieldsAndBadDocuments) {
+  for (const char* k : {"model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                        "num_attention_heads", "num_key_value_heads"}) {
+    json j = qwen3_06b_json();
+    j.erase(k);
+    EXPECT_ERROR_HAS(parse_error(j), std::string("cfg/config.json: missing required field \"") + k + "\"");
+  }
+  EXPECT_ERROR_HAS(parse_error_text("[1, 2]"), "cfg/config.json: config.json must be a JSON object, got array");
+  EXPECT_ERROR_HAS(parse_error_text("{\"model_type\": "), "cfg/config.json: invalid JSON");
+  EXPECT_ERROR_HAS(parse_error_text(""), "cfg/config.json: invalid JSON");
+  std::string dup = qwen3_06b_json().dump();
+  dup.insert(1, "\"hidden_size\": 2048, ");
+  EXPECT_ERROR_HAS(parse_error_text(dup), "cfg/config.json: duplicate key \"hidden_size\"");
+  EXPECT_ERROR_HAS(parse_error_text("{\"a\": \"\x01\x02\"}"), "invalid JSON");  // control bytes stay escaped
+  try {
+    load_hf_config("/nonexistent/config.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_ERROR_HAS(e.what(), "/nonexistent/config.json: cannot open");
+  }
+}
+
+TEST(HfConfig, ExportRoundTripsAndIsHfShaped) {
+  for (const char* f : {"0.6B", "8B", "debug-tiny"}) {
+    ModelConfig c = flavor_config(f);
+    std::string text = hf_config_json(c, DType::F16);
+    json j = json::parse(text);
+    EXPECT_EQ(j["architectures"], json::array({"Qwen3ForCausalLM"}));
+    EXPECT_EQ(j["model_type"], "qwen3");
+    EXPECT_EQ(j["torch_dtype"], "float16");
+    EXPECT_EQ(j["rope_scaling"], nullptr);
+    EXPECT_EQ(j["use_sliding_window"], false);
+    ModelConfig back = parse_hf_config(text, "export");
+    EXPECT_EQ(back.torch_dtype, DType::F16);
+    EXPECT_EQ(back.vocab_size, c.vocab_size);
+    EXPECT_EQ(back.hidden_size, c.hidden_size);
+    EXPECT_EQ(back.intermediate_size, c.intermediate_size);
+    EXPECT_EQ(back.num_hidden_layers, c.num_hidden_layers);
+    EXPECT_EQ(back.num_attention_heads, c.num_attention_heads);
+    EXPECT_EQ(back.num_key_value_heads, c.num_key_value_heads);
+    EXPECT_EQ(back.head_dim, c.head_dim);
+    EXPECT_EQ(back.max_position_embeddings, c.max_position_embeddings);
+    EXPECT_EQ(back.rope_theta, c.rope_theta);
+    EXPECT_EQ(back.rms_norm_eps, c.rms_norm_eps);
+    EXPECT_EQ(back.tie_word_embeddings, c.tie_word_embeddings);
+    EXPECT_EQ(back.bos_token_id, c.bos_token_id);
+    EXPECT_EQ(back.eos_token_id, c.eos_token_id);
+  }
+  ModelConfig c = flavor_config("debug-tiny");
+  c.bos_token_id = -1;
+  EXPECT_EQ(json::parse(hf_config_json(c, DType::BF16))["bos_token_id"], nullptr);
+  EXPECT_THROW(hf_config_json(c, DType::I32), Error);
+}
