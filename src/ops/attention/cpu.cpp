@@ -26,6 +26,37 @@ namespace {
 
 int64_t num_blocks(int64_t S) { return (S + kTile - 1) / kTile; }
 
+// The three product shapes of a tile. On a diagonal block (key block == query block, so kn == qn)
+// key j is visible to query i only when j <= i; with the block cut in halves at kHalf, keys of the
+// second half never reach queries of the first, and that quarter of the work is skipped.
+constexpr int64_t kHalf = kTile / 2;
+
+// Key-major tile t[j * kTile + i] = sum_c A[j, c] Bt[c, i] (St = K (sQ)^T, dPt = V dO^T); A rows at
+// stride lda, Bt rows (one per head-dim index) at stride ldb, starting at the block's first query.
+void keys_by_queries(const TileOps& ops, bool diag, int64_t kn, int64_t D, const float* A, int64_t lda,
+                     const float* Bt, int64_t ldb, float* t) {
+  if (!diag) return ops.gemm(kn, kTile, D, A, lda, 1, Bt, ldb, t, kTile, false);
+  ops.gemm(std::min(kn, kHalf), kTile, D, A, lda, 1, Bt, ldb, t, kTile, false);
+  if (kn > kHalf) ops.gemm(kn - kHalf, kTile - kHalf, D, A + kHalf * lda, lda, 1, Bt + kHalf, ldb, t + kHalf * kTile + kHalf, kTile, false);
+}
+
+// Per key row j: C[j, :] += sum_i t[j * kTile + i] X[i, :]  (dV += P dO, dK += dS Q).
+void keys_from_queries(const TileOps& ops, bool diag, int64_t kn, int64_t qn, int64_t D, const float* t,
+                       const float* X, int64_t ldx, float* C, int64_t ldc) {
+  if (!diag) return ops.gemm(kn, D, qn, t, kTile, 1, X, ldx, C, ldc, true);
+  ops.gemm(std::min(kn, kHalf), D, qn, t, kTile, 1, X, ldx, C, ldc, true);
+  if (kn > kHalf)
+    ops.gemm(kn - kHalf, D, qn - kHalf, t + kHalf * kTile + kHalf, kTile, 1, X + kHalf * ldx, ldx, C + kHalf * ldc, ldc, true);
+}
+
+// Per query row i: C[i, :] (+)= sum_j t[j * kTile + i] Y[j, :]  (O += P^T V, dQ += dS^T K).
+void queries_from_keys(const TileOps& ops, bool diag, int64_t qn, int64_t kn, int64_t D, const float* t,
+                       const float* Y, int64_t ldy, float* C, int64_t ldc, bool accumulate) {
+  if (!diag) return ops.gemm(qn, D, kn, t, 1, kTile, Y, ldy, C, ldc, accumulate);
+  ops.gemm(std::min(qn, kHalf), D, std::min(kn, kHalf), t, 1, kTile, Y, ldy, C, ldc, accumulate);
+  if (qn > kHalf) ops.gemm(qn - kHalf, D, kn, t + kHalf, 1, kTile, Y, ldy, C + kHalf * ldc, ldc, accumulate);
+}
+
 void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
   const Dims d = check_forward(q, k, v, scale, out, lse, "attention.cpu forward");
   const TileOps& ops = tile_ops();
@@ -58,12 +89,13 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Ten
         const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, S - k0);
         const float* krows = K + (b * S + k0) * ks + g * D;
         const float* vrows = V + (b * S + k0) * ks + g * D;
-        ops.gemm(kn, kTile, D, krows, ks, 1, qt, kTile, st, kTile, false);
-        ops.softmax_step(st, int(kn), kb == qb, m, l, alpha);
+        const bool diag = kb == qb;
+        keys_by_queries(ops, diag, kn, D, krows, ks, qt, kTile, st);
+        ops.softmax_step(st, int(kn), diag, m, l, alpha);
         if (kb > 0)
           for (int64_t i = 0; i < qn; ++i)
             for (int64_t c = 0; c < D; ++c) acc[i * D + c] *= alpha[i];
-        ops.gemm(qn, D, kn, st, 1, kTile, vrows, ks, acc, D, kb > 0);
+        queries_from_keys(ops, diag, qn, kn, D, st, vrows, ks, acc, D, kb > 0);
       }
       for (int64_t i = 0; i < qn; ++i) {
         float* orow = O + (b * S + q0 + i) * qs + h * D;
@@ -130,14 +162,19 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
       }
       for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
         for (int64_t s = lo; s < S; ++s) std::fill_n(dqbase + (b * S + s) * qs + h * D, D, 0.f);
+        // Transposed copies, 16 queries at a time so that both sides stay in a few cache lines.
+        for (int64_t s0 = lo; s0 < Sp; s0 += 16)
+          for (int64_t c = 0; c < D; ++c)
+            for (int64_t s = s0; s < s0 + 16; ++s) {
+              const int64_t row = (b * S + std::min(s, S - 1)) * qs + h * D;
+              qt[c * Sp + s] = s < S ? scale * Q[row + c] : 0.f;
+              dot[c * Sp + s] = s < S ? dO[row + c] : 0.f;
+            }
         for (int64_t s = lo; s < Sp; ++s) {
           const int64_t row = (b * S + s) * qs + h * D;
           double dd = 0;
-          for (int64_t c = 0; c < D; ++c) {
-            qt[c * Sp + s] = s < S ? scale * Q[row + c] : 0.f;
-            dot[c * Sp + s] = s < S ? dO[row + c] : 0.f;
-            if (s < S) dd += double(dO[row + c]) * double(O[row + c]);
-          }
+          if (s < S)
+            for (int64_t c = 0; c < D; ++c) dd += double(dO[row + c]) * double(O[row + c]);
           lsep[s] = s < S ? L[(b * d.Hq + h) * S + s] : 0.f;
           dsum[s] = float(dd);
         }
@@ -150,12 +187,13 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
           for (int64_t qb = kb; qb < nb; ++qb) {
             const int64_t q0 = qb * kTile, qn = std::min<int64_t>(kTile, S - q0);
             const int64_t qrow = (b * S + q0) * qs + h * D;
-            ops.gemm(kn, kTile, D, krows, ks, 1, qt + q0, Sp, st, kTile, false);    // St = K (sQ)^T
-            ops.gemm(kn, kTile, D, vrows, ks, 1, dot + q0, Sp, dpt, kTile, false);  // dPt = V dO^T
-            ops.backward_step(st, dpt, int(kn), qb == kb, lsep + q0, dsum + q0, scale);
-            ops.gemm(kn, D, qn, st, kTile, 1, dO + qrow, qs, dvrows, ks, true);        // dV += P dO
-            ops.gemm(kn, D, qn, dpt, kTile, 1, Q + qrow, qs, dkrows, ks, true);        // dK += s dS Q
-            ops.gemm(qn, D, kn, dpt, 1, kTile, krows, ks, dqbase + qrow, qs, true);    // dQ += s dS^T K
+            const bool diag = qb == kb;
+            keys_by_queries(ops, diag, kn, D, krows, ks, qt + q0, Sp, st);    // St = K (sQ)^T
+            keys_by_queries(ops, diag, kn, D, vrows, ks, dot + q0, Sp, dpt);  // dPt = V dO^T
+            ops.backward_step(st, dpt, int(kn), diag, lsep + q0, dsum + q0, scale);
+            keys_from_queries(ops, diag, kn, qn, D, st, dO + qrow, qs, dvrows, ks);              // dV += P dO
+            keys_from_queries(ops, diag, kn, qn, D, dpt, Q + qrow, qs, dkrows, ks);              // dK += s dS Q
+            queries_from_keys(ops, diag, qn, kn, D, dpt, krows, ks, dqbase + qrow, qs, true);   // dQ += s dS^T K
           }
         }
       }
