@@ -26,6 +26,15 @@ namespace {
 
 int64_t num_blocks(int64_t S) { return (S + kTile - 1) / kTile; }
 
+// dst[c * ldd + r] = mul * src[r * lds + c] for r < rows, c < cols. Rows are taken 16 at a time so
+// that the 16-float pieces of the output rows they fill stay in L1 between consecutive rows.
+void transpose_scaled(const float* __restrict src, int64_t lds, int64_t rows, int64_t cols, float mul,
+                      float* __restrict dst, int64_t ldd) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 16)
+    for (int64_t r = r0; r < std::min(r0 + 16, rows); ++r)
+      for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = mul * src[r * lds + c];
+}
+
 // The three product shapes of a tile. On a diagonal block (key block == query block, so kn == qn)
 // key j is visible to query i only when j <= i; with the block cut in halves at kHalf, keys of the
 // second half never reach queries of the first, and that quarter of the work is skipped.
@@ -79,10 +88,8 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Ten
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t qb = nb - 1 - t / heads, b = (t % heads) / d.Hq, h = t % d.Hq, g = h / d.group();
       const int64_t q0 = qb * kTile, qn = std::min<int64_t>(kTile, S - q0);
-      for (int64_t i = 0; i < kTile; ++i) {
-        const float* qrow = Q + (b * S + q0 + i) * qs + h * D;
-        for (int64_t c = 0; c < D; ++c) qt[c * kTile + i] = i < qn ? scale * qrow[c] : 0.f;
-      }
+      if (qn < kTile) std::fill_n(qt, D * kTile, 0.f);
+      transpose_scaled(Q + (b * S + q0) * qs + h * D, qs, qn, D, scale, qt, kTile);
       std::fill(m, m + kTile, -INFINITY);
       std::fill(l, l + kTile, 0.f);
       for (int64_t kb = 0; kb <= qb; ++kb) {
@@ -93,13 +100,17 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Ten
         keys_by_queries(ops, diag, kn, D, krows, ks, qt, kTile, st);
         ops.softmax_step(st, int(kn), diag, m, l, alpha);
         if (kb > 0)
-          for (int64_t i = 0; i < qn; ++i)
-            for (int64_t c = 0; c < D; ++c) acc[i * D + c] *= alpha[i];
+          for (int64_t i = 0; i < qn; ++i) {
+            const float a = alpha[i];  // a local copy: acc and alpha share a buffer, so this vectorizes
+            float* row = acc + i * D;
+            for (int64_t c = 0; c < D; ++c) row[c] *= a;
+          }
         queries_from_keys(ops, diag, qn, kn, D, st, vrows, ks, acc, D, kb > 0);
       }
       for (int64_t i = 0; i < qn; ++i) {
         float* orow = O + (b * S + q0 + i) * qs + h * D;
-        for (int64_t c = 0; c < D; ++c) orow[c] = acc[i * D + c] / l[i];
+        const float li = l[i];
+        for (int64_t c = 0; c < D; ++c) orow[c] = acc[i * D + c] / li;
         L[(b * d.Hq + h) * S + q0 + i] = m[i] + std::log(l[i]);
       }
     }
@@ -162,21 +173,27 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
       }
       for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
         for (int64_t s = lo; s < S; ++s) std::fill_n(dqbase + (b * S + s) * qs + h * D, D, 0.f);
-        // Transposed copies, 16 queries at a time so that both sides stay in a few cache lines.
-        for (int64_t s0 = lo; s0 < Sp; s0 += 16)
-          for (int64_t c = 0; c < D; ++c)
-            for (int64_t s = s0; s < s0 + 16; ++s) {
-              const int64_t row = (b * S + std::min(s, S - 1)) * qs + h * D;
-              qt[c * Sp + s] = s < S ? scale * Q[row + c] : 0.f;
-              dot[c * Sp + s] = s < S ? dO[row + c] : 0.f;
-            }
+        // Transposed copies, zero past the end.
+        if (S < Sp)
+          for (int64_t c = 0; c < D; ++c) {
+            std::fill(qt + c * Sp + S, qt + (c + 1) * Sp, 0.f);
+            std::fill(dot + c * Sp + S, dot + (c + 1) * Sp, 0.f);
+          }
+        transpose_scaled(Q + (b * S + lo) * qs + h * D, qs, S - lo, D, scale, qt + lo, Sp);
+        transpose_scaled(dO + (b * S + lo) * qs + h * D, qs, S - lo, D, 1.f, dot + lo, Sp);
+        // D = rowsum(dO * O) in double, eight partial sums so the loop vectorizes.
         for (int64_t s = lo; s < Sp; ++s) {
-          const int64_t row = (b * S + s) * qs + h * D;
-          double dd = 0;
-          if (s < S)
-            for (int64_t c = 0; c < D; ++c) dd += double(dO[row + c]) * double(O[row + c]);
+          double part[8] = {};
+          if (s < S) {
+            const float* dorow = dO + (b * S + s) * qs + h * D;
+            const float* orow = O + (b * S + s) * qs + h * D;
+            int64_t c = 0;
+            for (; c + 8 <= D; c += 8)
+              for (int u = 0; u < 8; ++u) part[u] += double(dorow[c + u]) * double(orow[c + u]);
+            for (; c < D; ++c) part[0] += double(dorow[c]) * double(orow[c]);
+          }
           lsep[s] = s < S ? L[(b * d.Hq + h) * S + s] : 0.f;
-          dsum[s] = float(dd);
+          dsum[s] = float(((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7])));
         }
         for (int64_t kb = kb0; kb < kb1; ++kb) {
           const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, S - k0);
