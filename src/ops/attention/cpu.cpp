@@ -26,13 +26,34 @@ namespace {
 
 int64_t num_blocks(int64_t S) { return (S + kTile - 1) / kTile; }
 
+// Rows of q, dO and O are short (D floats) pieces of long strides that the hardware prefetcher
+// does not follow; their first touch comes from memory, so it is requested a few rows ahead.
+inline void prefetch_row(const float* p, int64_t n, bool valid) {
+  if (!valid) return;
+  for (int64_t c = 0; c < n; c += 16) __builtin_prefetch(p + c);
+}
+
 // dst[c * ldd + r] = mul * src[r * lds + c] for r < rows, c < cols. Rows are taken 16 at a time so
 // that the 16-float pieces of the output rows they fill stay in L1 between consecutive rows.
 void transpose_scaled(const float* __restrict src, int64_t lds, int64_t rows, int64_t cols, float mul,
                       float* __restrict dst, int64_t ldd) {
   for (int64_t r0 = 0; r0 < rows; r0 += 16)
-    for (int64_t r = r0; r < std::min(r0 + 16, rows); ++r)
+    for (int64_t r = r0; r < std::min(r0 + 16, rows); ++r) {
+      prefetch_row(src + (r + 8) * lds, cols, r + 8 < rows);
       for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = mul * src[r * lds + c];
+    }
+}
+
+// dst[r * cols + c] = src[r * lds + c]: one head's rows out of an interleaved [.., H, D] tensor into
+// a packed [rows, D] block.
+void pack_rows(const float* __restrict src, int64_t lds, int64_t rows, int64_t cols, float* __restrict dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    prefetch_row(src + (r + 8) * lds, cols, r + 8 < rows);
+    std::copy_n(src + r * lds, cols, dst + r * cols);
+  }
+}
+void unpack_rows(const float* __restrict src, int64_t rows, int64_t cols, float* __restrict dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(src + r * cols, cols, dst + r * ldd);
 }
 
 // The three product shapes of a tile. On a diagonal block (key block == query block, so kn == qn)
@@ -153,40 +174,54 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
   Tensor partial;  // [nr, B, S, Hq, D] dQ of each key range, when nr > 1
   if (nr > 1) partial = Tensor::empty({nr, d.B, S, d.Hq, D}, DType::F32);
 
+  // Per task, everything the tile products touch is packed into dense per-head blocks: the products
+  // then walk dense rows instead of D-float pieces at a stride of H * D, which for power-of-two
+  // strides fall into a few L1 sets and evict each other. The transposed copies get a row length of Sp + 16 floats so that their rows, read in
+  // 64-float pieces, do not share L1 sets.
+  const int64_t ldt = Sp + 16;
   parallel_for(pairs * nr, 1, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> buf;
-    buf.resize(size_t(2 * D * Sp + 2 * Sp + 2 * kTile * kTile));
-    float* qt = buf.data();      // [D, Sp] scale * Q^T of one head, zero past the end
-    float* dot = qt + D * Sp;    // [D, Sp] dO^T
-    float* lsep = dot + D * Sp;  // [Sp] lse
-    float* dsum = lsep + Sp;     // [Sp] D = rowsum(dO * O)
-    float* st = dsum + Sp;       // [kTile, kTile] scores, then P (key-major)
+    buf.resize(size_t(2 * D * ldt + 2 * Sp + 2 * kTile * kTile + 7 * S * D));
+    float* qt = buf.data();           // [D, ldt] scale * Q^T of one head, zero past the end
+    float* dot = qt + D * ldt;        // [D, ldt] dO^T
+    float* lsep = dot + D * ldt;      // [Sp] lse
+    float* dsum = lsep + Sp;          // [Sp] D = rowsum(dO * O)
+    float* st = dsum + Sp;            // [kTile, kTile] scores, then P (key-major)
     float* dpt = st + kTile * kTile;  // [kTile, kTile] dP, then scale * dS
+    float* qp = dpt + kTile * kTile;  // [S, D] Q rows of one head (rows from lo)
+    float* dop = qp + S * D;          // [S, D] dO rows
+    float* dqp = dop + S * D;         // [S, D] dQ accumulator
+    float* kp = dqp + S * D;          // [S, D] K rows of the kv head (rows lo..hi)
+    float* vp = kp + S * D;           // [S, D] V rows
+    float* dkp = vp + S * D;          // [S, D] dK accumulator
+    float* dvp = dkp + S * D;         // [S, D] dV accumulator
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t r = t % nr, b = (t / nr) / d.Hkv, g = (t / nr) % d.Hkv;
       const int64_t kb0 = ranges[size_t(r)], kb1 = ranges[size_t(r) + 1];
       const int64_t lo = kb0 * kTile, hi = std::min(S, kb1 * kTile);  // key rows owned; queries from lo
-      float* dqbase = nr > 1 ? partial.data<float>() + r * d.B * S * qs : dQ;
-      for (int64_t s = lo; s < hi; ++s) {
-        std::fill_n(dK + (b * S + s) * ks + g * D, D, 0.f);
-        std::fill_n(dV + (b * S + s) * ks + g * D, D, 0.f);
-      }
+      pack_rows(K + (b * S + lo) * ks + g * D, ks, hi - lo, D, kp + lo * D);
+      pack_rows(V + (b * S + lo) * ks + g * D, ks, hi - lo, D, vp + lo * D);
+      std::fill(dkp + lo * D, dkp + hi * D, 0.f);
+      std::fill(dvp + lo * D, dvp + hi * D, 0.f);
       for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
-        for (int64_t s = lo; s < S; ++s) std::fill_n(dqbase + (b * S + s) * qs + h * D, D, 0.f);
+        const int64_t head = (b * S) * qs + h * D;  // offset of row (b, 0, h) in q, out, dout, dq
+        pack_rows(Q + head + lo * qs, qs, S - lo, D, qp + lo * D);
+        pack_rows(dO + head + lo * qs, qs, S - lo, D, dop + lo * D);
+        std::fill(dqp + lo * D, dqp + S * D, 0.f);
         // Transposed copies, zero past the end.
-        if (S < Sp)
-          for (int64_t c = 0; c < D; ++c) {
-            std::fill(qt + c * Sp + S, qt + (c + 1) * Sp, 0.f);
-            std::fill(dot + c * Sp + S, dot + (c + 1) * Sp, 0.f);
-          }
-        transpose_scaled(Q + (b * S + lo) * qs + h * D, qs, S - lo, D, scale, qt + lo, Sp);
-        transpose_scaled(dO + (b * S + lo) * qs + h * D, qs, S - lo, D, 1.f, dot + lo, Sp);
+        for (int64_t c = 0; c < D; ++c) {
+          std::fill(qt + c * ldt + S, qt + (c + 1) * ldt, 0.f);
+          std::fill(dot + c * ldt + S, dot + (c + 1) * ldt, 0.f);
+        }
+        transpose_scaled(qp + lo * D, D, S - lo, D, scale, qt + lo, ldt);
+        transpose_scaled(dop + lo * D, D, S - lo, D, 1.f, dot + lo, ldt);
         // D = rowsum(dO * O) in double, eight partial sums so the loop vectorizes.
         for (int64_t s = lo; s < Sp; ++s) {
           double part[8] = {};
+          prefetch_row(O + head + (s + 8) * qs, D, s + 8 < S);
           if (s < S) {
-            const float* dorow = dO + (b * S + s) * qs + h * D;
-            const float* orow = O + (b * S + s) * qs + h * D;
+            const float* dorow = dop + s * D;
+            const float* orow = O + head + s * qs;
             int64_t c = 0;
             for (; c + 8 <= D; c += 8)
               for (int u = 0; u < 8; ++u) part[u] += double(dorow[c + u]) * double(orow[c + u]);
@@ -197,23 +232,24 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
         }
         for (int64_t kb = kb0; kb < kb1; ++kb) {
           const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, S - k0);
-          const float* krows = K + (b * S + k0) * ks + g * D;
-          const float* vrows = V + (b * S + k0) * ks + g * D;
-          float* dkrows = dK + (b * S + k0) * ks + g * D;
-          float* dvrows = dV + (b * S + k0) * ks + g * D;
+          const float *krows = kp + k0 * D, *vrows = vp + k0 * D;
+          float *dkrows = dkp + k0 * D, *dvrows = dvp + k0 * D;
           for (int64_t qb = kb; qb < nb; ++qb) {
             const int64_t q0 = qb * kTile, qn = std::min<int64_t>(kTile, S - q0);
-            const int64_t qrow = (b * S + q0) * qs + h * D;
             const bool diag = qb == kb;
-            keys_by_queries(ops, diag, kn, D, krows, ks, qt + q0, Sp, st);    // St = K (sQ)^T
-            keys_by_queries(ops, diag, kn, D, vrows, ks, dot + q0, Sp, dpt);  // dPt = V dO^T
+            keys_by_queries(ops, diag, kn, D, krows, D, qt + q0, ldt, st);    // St = K (sQ)^T
+            keys_by_queries(ops, diag, kn, D, vrows, D, dot + q0, ldt, dpt);  // dPt = V dO^T
             ops.backward_step(st, dpt, int(kn), diag, lsep + q0, dsum + q0, scale);
-            keys_from_queries(ops, diag, kn, qn, D, st, dO + qrow, qs, dvrows, ks);              // dV += P dO
-            keys_from_queries(ops, diag, kn, qn, D, dpt, Q + qrow, qs, dkrows, ks);              // dK += s dS Q
-            queries_from_keys(ops, diag, qn, kn, D, dpt, krows, ks, dqbase + qrow, qs, true);   // dQ += s dS^T K
+            keys_from_queries(ops, diag, kn, qn, D, st, dop + q0 * D, D, dvrows, D);            // dV += P dO
+            keys_from_queries(ops, diag, kn, qn, D, dpt, qp + q0 * D, D, dkrows, D);            // dK += s dS Q
+            queries_from_keys(ops, diag, qn, kn, D, dpt, krows, D, dqp + q0 * D, D, true);     // dQ += s dS^T K
           }
         }
+        float* dqdst = nr > 1 ? partial.data<float>() + r * d.B * S * qs : dQ;
+        unpack_rows(dqp + lo * D, S - lo, D, dqdst + head + lo * qs, qs);
       }
+      unpack_rows(dkp + lo * D, hi - lo, D, dK + (b * S + lo) * ks + g * D, ks);
+      unpack_rows(dvp + lo * D, hi - lo, D, dV + (b * S + lo) * ks + g * D, ks);
     }
   });
 
