@@ -180,8 +180,8 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
   // 64-float pieces, do not share L1 sets.
   const int64_t ldt = Sp + 16;
   parallel_for(pairs * nr, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> buf;
-    buf.resize(size_t(2 * D * ldt + 2 * Sp + 2 * kTile * kTile + 7 * S * D));
+    // O(S D) per task, so a local buffer (long sequences would otherwise pin megabytes per thread).
+    std::vector<float> buf(size_t(2 * D * ldt + 2 * Sp + 2 * kTile * kTile + 7 * S * D));
     float* qt = buf.data();           // [D, ldt] scale * Q^T of one head, zero past the end
     float* dot = qt + D * ldt;        // [D, ldt] dO^T
     float* lsep = dot + D * ldt;      // [Sp] lse
