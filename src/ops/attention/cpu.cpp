@@ -26,6 +26,67 @@ namespace {
 
 int64_t num_blocks(int64_t S) { return (S + kTile - 1) / kTile; }
 
+// Rows of q, dO and O are short (D floats) pieces of long strides that the hardware prefetcher
+// does not follow; their first touch comes from memory, so it is requested a few rows ahead.
+inline void prefetch_row(const float* p, int64_t n, bool valid) {
+  if (!valid) return;
+  for (int64_t c = 0; c < n; c += 16) __builtin_prefetch(p + c);
+}
+
+// dst[c * ldd + r] = mul * src[r * lds + c] for r < rows, c < cols. Rows are taken 16 at a time so
+// that the 16-float pieces of the output rows they fill stay in L1 between consecutive rows.
+void transpose_scaled(const float* __restrict src, int64_t lds, int64_t rows, int64_t cols, float mul,
+                      float* __restrict dst, int64_t ldd) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 16)
+    for (int64_t r = r0; r < std::min(r0 + 16, rows); ++r) {
+      prefetch_row(src + (r + 8) * lds, cols, r + 8 < rows);
+      for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = mul * src[r * lds + c];
+    }
+}
+
+// dst[r * cols + c] = src[r * lds + c]: one head's rows out of an interleaved [.., H, D] tensor into
+// a packed [rows, D] block.
+void pack_rows(const float* __restrict src, int64_t lds, int64_t rows, int64_t cols, float* __restrict dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    prefetch_row(src + (r + 8) * lds, cols, r + 8 < rows);
+    std::copy_n(src + r * lds, cols, dst + r * cols);
+  }
+}
+void unpack_rows(const float* __restrict src, int64_t rows, int64_t cols, float* __restrict dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(src + r * cols, cols, dst + r * ldd);
+}
+
+// The three product shapes of a tile. On a diagonal block (key block == query block, so kn == qn)
+// key j is visible to query i only when j <= i; with the block cut in halves at kHalf, keys of the
+// second half never reach queries of the first, and that quarter of the work is skipped.
+constexpr int64_t kHalf = kTile / 2;
+
+// Key-major tile t[j * kTile + i] = sum_c A[j, c] Bt[c, i] (St = K (sQ)^T, dPt = V dO^T); A rows at
+// stride lda, Bt rows (one per head-dim index) at stride ldb, starting at the block's first query.
+void keys_by_queries(const TileOps& ops, bool diag, int64_t kn, int64_t D, const float* A, int64_t lda,
+                     const float* Bt, int64_t ldb, float* t) {
+  if (!diag) return ops.gemm(kn, kTile, D, A, lda, 1, Bt, ldb, t, kTile, false);
+  ops.gemm(std::min(kn, kHalf), kTile, D, A, lda, 1, Bt, ldb, t, kTile, false);
+  if (kn > kHalf) ops.gemm(kn - kHalf, kTile - kHalf, D, A + kHalf * lda, lda, 1, Bt + kHalf, ldb, t + kHalf * kTile + kHalf, kTile, false);
+}
+
+// Per key row j: C[j, :] += sum_i t[j * kTile + i] X[i, :]  (dV += P dO, dK += dS Q).
+void keys_from_queries(const TileOps& ops, bool diag, int64_t kn, int64_t qn, int64_t D, const float* t,
+                       const float* X, int64_t ldx, float* C, int64_t ldc) {
+  if (!diag) return ops.gemm(kn, D, qn, t, kTile, 1, X, ldx, C, ldc, true);
+  ops.gemm(std::min(kn, kHalf), D, qn, t, kTile, 1, X, ldx, C, ldc, true);
+  if (kn > kHalf)
+    ops.gemm(kn - kHalf, D, qn - kHalf, t + kHalf * kTile + kHalf, kTile, 1, X + kHalf * ldx, ldx, C + kHalf * ldc, ldc, true);
+}
+
+// Per query row i: C[i, :] (+)= sum_j t[j * kTile + i] Y[j, :]  (O += P^T V, dQ += dS^T K).
+void queries_from_keys(const TileOps& ops, bool diag, int64_t qn, int64_t kn, int64_t D, const float* t,
+                       const float* Y, int64_t ldy, float* C, int64_t ldc, bool accumulate) {
+  if (!diag) return ops.gemm(qn, D, kn, t, 1, kTile, Y, ldy, C, ldc, accumulate);
+  ops.gemm(std::min(qn, kHalf), D, std::min(kn, kHalf), t, 1, kTile, Y, ldy, C, ldc, accumulate);
+  if (qn > kHalf) ops.gemm(qn - kHalf, D, kn, t + kHalf, 1, kTile, Y, ldy, C + kHalf * ldc, ldc, accumulate);
+}
+
 void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
   const Dims d = check_forward(q, k, v, scale, out, lse, "attention.cpu forward");
   const TileOps& ops = tile_ops();
@@ -48,26 +109,29 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Ten
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t qb = nb - 1 - t / heads, b = (t % heads) / d.Hq, h = t % d.Hq, g = h / d.group();
       const int64_t q0 = qb * kTile, qn = std::min<int64_t>(kTile, S - q0);
-      for (int64_t i = 0; i < kTile; ++i) {
-        const float* qrow = Q + (b * S + q0 + i) * qs + h * D;
-        for (int64_t c = 0; c < D; ++c) qt[c * kTile + i] = i < qn ? scale * qrow[c] : 0.f;
-      }
+      if (qn < kTile) std::fill_n(qt, D * kTile, 0.f);
+      transpose_scaled(Q + (b * S + q0) * qs + h * D, qs, qn, D, scale, qt, kTile);
       std::fill(m, m + kTile, -INFINITY);
       std::fill(l, l + kTile, 0.f);
       for (int64_t kb = 0; kb <= qb; ++kb) {
         const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, S - k0);
         const float* krows = K + (b * S + k0) * ks + g * D;
         const float* vrows = V + (b * S + k0) * ks + g * D;
-        ops.gemm(kn, kTile, D, krows, ks, 1, qt, kTile, st, kTile, false);
-        ops.softmax_step(st, int(kn), kb == qb, m, l, alpha);
+        const bool diag = kb == qb;
+        keys_by_queries(ops, diag, kn, D, krows, ks, qt, kTile, st);
+        ops.softmax_step(st, int(kn), diag, m, l, alpha);
         if (kb > 0)
-          for (int64_t i = 0; i < qn; ++i)
-            for (int64_t c = 0; c < D; ++c) acc[i * D + c] *= alpha[i];
-        ops.gemm(qn, D, kn, st, 1, kTile, vrows, ks, acc, D, kb > 0);
+          for (int64_t i = 0; i < qn; ++i) {
+            const float a = alpha[i];  // a local copy: acc and alpha share a buffer, so this vectorizes
+            float* row = acc + i * D;
+            for (int64_t c = 0; c < D; ++c) row[c] *= a;
+          }
+        queries_from_keys(ops, diag, qn, kn, D, st, vrows, ks, acc, D, kb > 0);
       }
       for (int64_t i = 0; i < qn; ++i) {
         float* orow = O + (b * S + q0 + i) * qs + h * D;
-        for (int64_t c = 0; c < D; ++c) orow[c] = acc[i * D + c] / l[i];
+        const float li = l[i];
+        for (int64_t c = 0; c < D; ++c) orow[c] = acc[i * D + c] / li;
         L[(b * d.Hq + h) * S + q0 + i] = m[i] + std::log(l[i]);
       }
     }
@@ -110,55 +174,82 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
   Tensor partial;  // [nr, B, S, Hq, D] dQ of each key range, when nr > 1
   if (nr > 1) partial = Tensor::empty({nr, d.B, S, d.Hq, D}, DType::F32);
 
+  // Per task, everything the tile products touch is packed into dense per-head blocks: the products
+  // then walk dense rows instead of D-float pieces at a stride of H * D, which for power-of-two
+  // strides fall into a few L1 sets and evict each other. The transposed copies get a row length of Sp + 16 floats so that their rows, read in
+  // 64-float pieces, do not share L1 sets.
+  const int64_t ldt = Sp + 16;
   parallel_for(pairs * nr, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> buf;
-    buf.resize(size_t(2 * D * Sp + 2 * Sp + 2 * kTile * kTile));
-    float* qt = buf.data();      // [D, Sp] scale * Q^T of one head, zero past the end
-    float* dot = qt + D * Sp;    // [D, Sp] dO^T
-    float* lsep = dot + D * Sp;  // [Sp] lse
-    float* dsum = lsep + Sp;     // [Sp] D = rowsum(dO * O)
-    float* st = dsum + Sp;       // [kTile, kTile] scores, then P (key-major)
+    // O(S D) per task, so a local buffer (long sequences would otherwise pin megabytes per thread).
+    std::vector<float> buf(size_t(2 * D * ldt + 2 * Sp + 2 * kTile * kTile + 7 * S * D));
+    float* qt = buf.data();           // [D, ldt] scale * Q^T of one head, zero past the end
+    float* dot = qt + D * ldt;        // [D, ldt] dO^T
+    float* lsep = dot + D * ldt;      // [Sp] lse
+    float* dsum = lsep + Sp;          // [Sp] D = rowsum(dO * O)
+    float* st = dsum + Sp;            // [kTile, kTile] scores, then P (key-major)
     float* dpt = st + kTile * kTile;  // [kTile, kTile] dP, then scale * dS
+    float* qp = dpt + kTile * kTile;  // [S, D] Q rows of one head (rows from lo)
+    float* dop = qp + S * D;          // [S, D] dO rows
+    float* dqp = dop + S * D;         // [S, D] dQ accumulator
+    float* kp = dqp + S * D;          // [S, D] K rows of the kv head (rows lo..hi)
+    float* vp = kp + S * D;           // [S, D] V rows
+    float* dkp = vp + S * D;          // [S, D] dK accumulator
+    float* dvp = dkp + S * D;         // [S, D] dV accumulator
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t r = t % nr, b = (t / nr) / d.Hkv, g = (t / nr) % d.Hkv;
       const int64_t kb0 = ranges[size_t(r)], kb1 = ranges[size_t(r) + 1];
       const int64_t lo = kb0 * kTile, hi = std::min(S, kb1 * kTile);  // key rows owned; queries from lo
-      float* dqbase = nr > 1 ? partial.data<float>() + r * d.B * S * qs : dQ;
-      for (int64_t s = lo; s < hi; ++s) {
-        std::fill_n(dK + (b * S + s) * ks + g * D, D, 0.f);
-        std::fill_n(dV + (b * S + s) * ks + g * D, D, 0.f);
-      }
+      pack_rows(K + (b * S + lo) * ks + g * D, ks, hi - lo, D, kp + lo * D);
+      pack_rows(V + (b * S + lo) * ks + g * D, ks, hi - lo, D, vp + lo * D);
+      std::fill(dkp + lo * D, dkp + hi * D, 0.f);
+      std::fill(dvp + lo * D, dvp + hi * D, 0.f);
       for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
-        for (int64_t s = lo; s < S; ++s) std::fill_n(dqbase + (b * S + s) * qs + h * D, D, 0.f);
+        const int64_t head = (b * S) * qs + h * D;  // offset of row (b, 0, h) in q, out, dout, dq
+        pack_rows(Q + head + lo * qs, qs, S - lo, D, qp + lo * D);
+        pack_rows(dO + head + lo * qs, qs, S - lo, D, dop + lo * D);
+        std::fill(dqp + lo * D, dqp + S * D, 0.f);
+        // Transposed copies, zero past the end.
+        for (int64_t c = 0; c < D; ++c) {
+          std::fill(qt + c * ldt + S, qt + (c + 1) * ldt, 0.f);
+          std::fill(dot + c * ldt + S, dot + (c + 1) * ldt, 0.f);
+        }
+        transpose_scaled(qp + lo * D, D, S - lo, D, scale, qt + lo, ldt);
+        transpose_scaled(dop + lo * D, D, S - lo, D, 1.f, dot + lo, ldt);
+        // D = rowsum(dO * O) in double, eight partial sums so the loop vectorizes.
         for (int64_t s = lo; s < Sp; ++s) {
-          const int64_t row = (b * S + s) * qs + h * D;
-          double dd = 0;
-          for (int64_t c = 0; c < D; ++c) {
-            qt[c * Sp + s] = s < S ? scale * Q[row + c] : 0.f;
-            dot[c * Sp + s] = s < S ? dO[row + c] : 0.f;
-            if (s < S) dd += double(dO[row + c]) * double(O[row + c]);
+          double part[8] = {};
+          prefetch_row(O + head + (s + 8) * qs, D, s + 8 < S);
+          if (s < S) {
+            const float* dorow = dop + s * D;
+            const float* orow = O + head + s * qs;
+            int64_t c = 0;
+            for (; c + 8 <= D; c += 8)
+              for (int u = 0; u < 8; ++u) part[u] += double(dorow[c + u]) * double(orow[c + u]);
+            for (; c < D; ++c) part[0] += double(dorow[c]) * double(orow[c]);
           }
           lsep[s] = s < S ? L[(b * d.Hq + h) * S + s] : 0.f;
-          dsum[s] = float(dd);
+          dsum[s] = float(((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7])));
         }
         for (int64_t kb = kb0; kb < kb1; ++kb) {
           const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, S - k0);
-          const float* krows = K + (b * S + k0) * ks + g * D;
-          const float* vrows = V + (b * S + k0) * ks + g * D;
-          float* dkrows = dK + (b * S + k0) * ks + g * D;
-          float* dvrows = dV + (b * S + k0) * ks + g * D;
+          const float *krows = kp + k0 * D, *vrows = vp + k0 * D;
+          float *dkrows = dkp + k0 * D, *dvrows = dvp + k0 * D;
           for (int64_t qb = kb; qb < nb; ++qb) {
             const int64_t q0 = qb * kTile, qn = std::min<int64_t>(kTile, S - q0);
-            const int64_t qrow = (b * S + q0) * qs + h * D;
-            ops.gemm(kn, kTile, D, krows, ks, 1, qt + q0, Sp, st, kTile, false);    // St = K (sQ)^T
-            ops.gemm(kn, kTile, D, vrows, ks, 1, dot + q0, Sp, dpt, kTile, false);  // dPt = V dO^T
-            ops.backward_step(st, dpt, int(kn), qb == kb, lsep + q0, dsum + q0, scale);
-            ops.gemm(kn, D, qn, st, kTile, 1, dO + qrow, qs, dvrows, ks, true);        // dV += P dO
-            ops.gemm(kn, D, qn, dpt, kTile, 1, Q + qrow, qs, dkrows, ks, true);        // dK += s dS Q
-            ops.gemm(qn, D, kn, dpt, 1, kTile, krows, ks, dqbase + qrow, qs, true);    // dQ += s dS^T K
+            const bool diag = qb == kb;
+            keys_by_queries(ops, diag, kn, D, krows, D, qt + q0, ldt, st);    // St = K (sQ)^T
+            keys_by_queries(ops, diag, kn, D, vrows, D, dot + q0, ldt, dpt);  // dPt = V dO^T
+            ops.backward_step(st, dpt, int(kn), diag, lsep + q0, dsum + q0, scale);
+            keys_from_queries(ops, diag, kn, qn, D, st, dop + q0 * D, D, dvrows, D);            // dV += P dO
+            keys_from_queries(ops, diag, kn, qn, D, dpt, qp + q0 * D, D, dkrows, D);            // dK += s dS Q
+            queries_from_keys(ops, diag, qn, kn, D, dpt, krows, D, dqp + q0 * D, D, true);     // dQ += s dS^T K
           }
         }
+        float* dqdst = nr > 1 ? partial.data<float>() + r * d.B * S * qs : dQ;
+        unpack_rows(dqp + lo * D, S - lo, D, dqdst + head + lo * qs, qs);
       }
+      unpack_rows(dkp + lo * D, hi - lo, D, dK + (b * S + lo) * ks + g * D, ks);
+      unpack_rows(dvp + lo * D, hi - lo, D, dV + (b * S + lo) * ks + g * D, ks);
     }
   });
 

@@ -45,25 +45,28 @@ template <int R, int NV>
 void micro(int64_t K, const float* a, int64_t a_rs, int64_t a_ks, const float* b, int64_t ldb, float* c, int64_t ldc,
            bool accumulate, __mmask16 tail) {
   __m512 acc[R][NV];
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       const __mmask16 mk = v == NV - 1 ? tail : __mmask16(0xffff);
       acc[r][v] = accumulate ? _mm512_maskz_loadu_ps(mk, c + r * ldc + 16 * v) : _mm512_setzero_ps();
     }
-  const float* ar[R];
-  for (int r = 0; r < R; ++r) ar[r] = a + r * a_rs;
-  for (int64_t k = 0; k < K; ++k) {
+  for (int64_t k = 0; k < K; ++k, b += ldb, a += a_ks) {
     __m512 bv[NV];
+    #pragma GCC unroll 8
     for (int v = 0; v < NV - 1; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
     bv[NV - 1] = _mm512_maskz_loadu_ps(tail, b + 16 * (NV - 1));
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(*ar[r]);
-      ar[r] += a_ks;
+      const __m512 x = _mm512_set1_ps(a[r * a_rs]);
+      #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
     }
-    b += ldb;
   }
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 8
     for (int v = 0; v < NV - 1; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
     _mm512_mask_storeu_ps(c + r * ldc + 16 * (NV - 1), tail, acc[r][NV - 1]);
   }
@@ -150,10 +153,11 @@ void backward_step_avx512(float* st, float* dpt, int kn, bool diagonal, const fl
     float* prow = st + j * kTile;
     float* drow = dpt + j * kTile;
     for (int v = 0; v < kVecs; ++v) {
-      __m512 p = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(prow + 16 * v), ls[v]));
-      if (diagonal) p = _mm512_maskz_mov_ps(__mmask16(~causal_masked(j, v)), p);
-      _mm512_storeu_ps(prow + 16 * v, p);
-      const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(drow + 16 * v), ds[v]);
+      // Masked entries (which may hold stale values on the diagonal block) become exactly 0.
+      const __mmask16 keep = diagonal ? __mmask16(~causal_masked(j, v)) : __mmask16(0xffff);
+      const __m512 p = exp_ps(_mm512_maskz_sub_ps(keep, _mm512_loadu_ps(prow + 16 * v), ls[v]));
+      const __m512 d = _mm512_maskz_sub_ps(keep, _mm512_loadu_ps(drow + 16 * v), ds[v]);
+      _mm512_storeu_ps(prow + 16 * v, _mm512_maskz_mov_ps(keep, p));
       _mm512_storeu_ps(drow + 16 * v, _mm512_mul_ps(_mm512_mul_ps(sc, p), d));
     }
   }

@@ -60,8 +60,9 @@ void backward_step_portable(float* st, float* dpt, int kn, bool diagonal, const 
     float* p = st + j * kTile;
     float* ds = dpt + j * kTile;
     for (int i = 0; i < kTile; ++i) {
-      p[i] = (diagonal && i < j) ? 0.f : std::exp(p[i] - lse[i]);
-      ds[i] = scale * p[i] * (ds[i] - dsum[i]);
+      const bool masked = diagonal && i < j;  // masked entries may hold stale values: never read them
+      p[i] = masked ? 0.f : std::exp(p[i] - lse[i]);
+      ds[i] = masked ? 0.f : scale * p[i] * (ds[i] - dsum[i]);
     }
   }
 }
