@@ -1,0 +1,24 @@
+// Row passes of the cross-entropy over one row of V logits (f32), each in a fixed lane order so
+// results depend only on the row. AVX2 versions in softmax_rows.cpp; AVX-512 ones in
+// softmax_rows.avx512.cpp, chosen at run time when the CPU has AVX-512F.
+#pragma once
+#include <cstdint>
+
+namespace titan::ce_detail {
+
+struct RowOps {
+  // max_v z[v]
+  float (*max)(const float* z, int64_t V);
+  // sum_v e^(z[v] - m)
+  float (*sum_exp)(const float* z, int64_t V, float m);
+  // z[v] <- e^(z[v] - m) in place; returns their sum
+  float (*exp_store)(float* z, int64_t V, float m);
+  // z[v] <- c * z[v] in place; when bf16 is not null it also receives the bf16 (RNE) of the result
+  void (*scale)(float* z, int64_t V, float c, uint16_t* bf16);
+};
+
+const RowOps& row_ops();  // the best for this CPU
+const RowOps& row_ops_avx2();
+const RowOps* row_ops_avx512();  // null when not compiled in
+
+}  // namespace titan::ce_detail
