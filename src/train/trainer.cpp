@@ -165,6 +165,10 @@ TrainResult run_training(const JobConfig& cfg) {
     st.config_hash = config_hash(cfg);
     st.data_state = data.state();
     st.rng_state = std::to_string(cfg.training.seed);
+    // The model's own config.json travels with the checkpoint, so export and verification need
+    // nothing but the checkpoint folder.
+    st.extra["model_config"] = nlohmann::json::parse(hf_config_json(mc, DType::F32));
+    st.extra["job_config"] = render_toml(cfg);
     result.last_checkpoint = ckm->save(st, named_values(ps), opt.named(ps));
     std::fprintf(stderr, "[titan] checkpoint %s\n", result.last_checkpoint.c_str());
   };

@@ -1,0 +1,42 @@
+// titan export: a training checkpoint (or an HF folder, to convert dtype / resharding) to a
+// Hugging Face folder: safetensors (sharded above --max-shard-bytes, with index.json),
+// config.json and the tokenizer files.
+#include <cstdio>
+
+#include "cli/command.h"
+#include "data/tokenizer.h"
+#include "io/hf_checkpoint.h"
+#include "model/hf_model.h"
+#include "train/checkpoint_model.h"
+
+namespace titan::cli {
+
+static int cmd_export(const std::vector<std::string>& argv) {
+  Args args(argv, {});
+  args.check_known({"from", "output", "dtype", "tokenizer", "max-shard-bytes"});
+  const std::string from = args.require("from"), out = args.require("output");
+  HfExportOptions eo;
+  TITAN_CHECK(parse_dtype(args.get("dtype", "bf16"), &eo.dtype) && eo.dtype != DType::I32 && eo.dtype != DType::I64,
+              "--dtype must be f32, bf16 or f16, got '", args.get("dtype"), "'");
+  if (args.has("max-shard-bytes")) eo.max_shard_bytes = std::stoull(args.get("max-shard-bytes"));
+  eo.tokenizer_dir = args.get("tokenizer", is_hf_folder(from) ? from : data::Tokenizer::default_dir());
+  ModelConfig mc;
+  TensorMap state;
+  std::unique_ptr<Qwen3Model> model;
+  if (is_hf_folder(from)) {
+    HfCheckpoint ck = HfCheckpoint::open(from);
+    mc = ck.config();
+    state = ck.load_all(DType::F32);
+  } else {
+    model = load_checkpoint_model(from);
+    mc = model->config();
+    state = model_state(*model);
+  }
+  export_hf_checkpoint(out, mc, state, eo);
+  std::printf("exported %s to %s (%s)\n", from.c_str(), out.c_str(), dtype_name(eo.dtype));
+  return 0;
+}
+
+TITAN_COMMAND("export", "write a training checkpoint as a Hugging Face folder", cmd_export);
+
+}  // namespace titan::cli
