@@ -45,7 +45,9 @@ void BpeModel::build(std::vector<std::pair<std::string, uint32_t>> vocab,
   TITAN_CHECK(!vocab.empty(), origin, ": the BPE vocabulary is empty");
   uint32_t max_id = 0;
   for (auto& [tok, id] : vocab) max_id = std::max(max_id, id);
-  TITAN_CHECK(max_id < (1u << 30), origin, ": token id ", max_id, " is implausibly large");
+  // Ids index dense tables, so they must be close to the vocabulary's size.
+  TITAN_CHECK(max_id < 2 * vocab.size() + 1024, origin, ": token id ", max_id, " is far beyond the ", vocab.size(),
+              " vocabulary entries");
   id_to_bytes_.assign(size_t(max_id) + 1, std::string());
   id_present_.assign(size_t(max_id) + 1, false);
   bytes_to_id_.clear();

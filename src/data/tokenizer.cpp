@@ -237,7 +237,11 @@ Tokenizer Tokenizer::from_json(std::string_view bytes, const std::string& origin
     fail(origin, ": unexpected tokenizer.json structure: ", e.what());
   }
   uint32_t vs = uint32_t(m->bpe.size());
-  for (auto& a : m->added) vs = std::max(vs, a.id + 1);
+  for (auto& a : m->added) {
+    TITAN_CHECK(a.id < m->bpe.size() + 2 * m->added.size() + 1024, origin, ": added token id ", a.id,
+                " is far beyond the vocabulary");
+    vs = std::max(vs, a.id + 1);
+  }
   m->vocab_size = vs;
   m->added_index.assign(vs, -1);
   m->added_bytes.resize(m->added.size());

@@ -175,3 +175,16 @@ TEST(TokenizerMisc, LongTextAndBatchesMatchSingleEncode) {
 
 }  // namespace
 }  // namespace titan::test
+
+namespace titan::test {
+namespace {
+
+// The fuzz seed tokenizer.json (merges in both spellings, an added token) loads and encodes.
+TEST(TokenizerLoad, FuzzSeedToyTokenizer) {
+  auto tok = data::Tokenizer::load(std::string(TITAN_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_tokenizer_json/toy.json");
+  EXPECT_EQ(tok.encode("ab the<|endoftext|>"), (std::vector<uint32_t>{256, 257, 258, 259}));
+  EXPECT_EQ(tok.decode({256, 257, 258, 259}), "ab the<|endoftext|>");
+}
+
+}  // namespace
+}  // namespace titan::test
