@@ -15,7 +15,7 @@ std::atomic<uint64_t> g_next_instance{1};
 // Per-thread word -> ids cache. Words longer than kMaxCachedWord bytes are rare and not cached,
 // and the cache is dropped when it reaches kMaxCacheEntries to bound memory.
 constexpr size_t kMaxCachedWord = 256;
-constexpr size_t kMaxCacheEntries = 1 << 18;
+constexpr size_t kMaxCacheEntries = 1 << 16;
 
 struct WordCache {
   uint64_t owner = 0;
