@@ -156,6 +156,22 @@ TEST(TokenizerLoad, RejectsBadFiles) {
   std::string j = toy_json("[]", "null", "");
   j.replace(j.find("\"a\":97,"), 7, "");
   expect_error(j, "no token for byte 97");
+  // Table shapes, checked by the streaming parser of model.vocab / model.merges.
+  std::string good = toy_json(R"(["a b"])");
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  expect_error(with("\"merges\":[\"a b\"]", "\"merges\":{}"), "model.merges must be an array");
+  expect_error(with("\"merges\":[\"a b\"]", "\"merges\":[[\"a\",1]]"), "merge 0 is neither");
+  expect_error(with("\"merges\":[\"a b\"]", "\"merges\":[[\"a\",\"b\",\"c\"]]"), "merge 0 is neither");
+  expect_error(with("\"merges\":[\"a b\"]", "\"merges\":[\"a b\",[[\"a\"]]]"), "merge 1 is neither");
+  expect_error(with("\"merges\":[\"a b\"]", "\"merges2\":[]"), "model.merges is missing");
+  expect_error(with("\"ab\":256", "\"ab\":-1"), "vocab entry 'ab' has no non-negative id");
+  expect_error(with("\"ab\":256", "\"ab\":\"x\""), "vocab entry 'ab' has no non-negative id");
+  expect_error(with("\"vocab\":{", "\"vocab\":[],\"v\":{"), "model.vocab must be an object");
+  expect_error(good.substr(0, good.size() - 3), "not valid JSON");
   EXPECT_THROW(data::Tokenizer::load("/nonexistent/dir"), Error);
 }
 
