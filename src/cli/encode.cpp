@@ -81,7 +81,11 @@ int cmd_encode(const std::vector<std::string>& argv) {
     out.clear();
     for (size_t i = 0; i < n; ++i) {
       if (!ok[i]) {
-        TITAN_CHECK(skip_bad, "<stdin>:", line_no[i], ": ", why[i], " (pass --skip-bad-lines to skip such lines)");
+        if (!skip_bad) {  // the records before the bad one are still printed
+          std::fwrite(out.data(), 1, out.size(), stdout);
+          std::fflush(stdout);
+          titan::fail("<stdin>:", line_no[i], ": ", why[i], " (pass --skip-bad-lines to skip such lines)");
+        }
         ++skipped;
         continue;
       }

@@ -15,7 +15,7 @@ std::atomic<uint64_t> g_next_instance{1};
 // Per-thread word -> ids cache. Words longer than kMaxCachedWord bytes are rare and not cached,
 // and the cache is dropped when it reaches kMaxCacheEntries to bound memory.
 constexpr size_t kMaxCachedWord = 256;
-constexpr size_t kMaxCacheEntries = 1 << 18;
+constexpr size_t kMaxCacheEntries = 1 << 16;
 
 struct WordCache {
   uint64_t owner = 0;
@@ -45,7 +45,9 @@ void BpeModel::build(std::vector<std::pair<std::string, uint32_t>> vocab,
   TITAN_CHECK(!vocab.empty(), origin, ": the BPE vocabulary is empty");
   uint32_t max_id = 0;
   for (auto& [tok, id] : vocab) max_id = std::max(max_id, id);
-  TITAN_CHECK(max_id < (1u << 30), origin, ": token id ", max_id, " is implausibly large");
+  // Ids index dense tables, so they must be close to the vocabulary's size.
+  TITAN_CHECK(max_id < 2 * vocab.size() + 1024, origin, ": token id ", max_id, " is far beyond the ", vocab.size(),
+              " vocabulary entries");
   id_to_bytes_.assign(size_t(max_id) + 1, std::string());
   id_present_.assign(size_t(max_id) + 1, false);
   bytes_to_id_.clear();

@@ -12,6 +12,7 @@
 #include "data/bpe.h"
 #include "data/byte_level.h"
 #include "data/regex_split.h"
+#include "data/tokenizer_json.h"
 #include "data/utf8.h"
 #include "util/strings.h"
 
@@ -136,7 +137,7 @@ bool parse_pre_tokenizer(const json& j, Tokenizer::Impl& m) {
   fail(m.origin, ": pre-tokenizer type '", t, "' is not supported (Split, ByteLevel, Sequence)");
 }
 
-void parse_model(const json& j, Tokenizer::Impl& m) {
+void parse_model(const json& j, BpeTablesText& tables, Tokenizer::Impl& m) {
   TITAN_CHECK(type_of(j) == "BPE", m.origin, ": model type '", type_of(j), "' is not supported (only BPE)");
   TITAN_CHECK(!j.contains("dropout") || j["dropout"].is_null(), m.origin, ": BPE dropout is not supported");
   TITAN_CHECK(!flag(j, "byte_fallback", false), m.origin, ": BPE byte_fallback is not supported");
@@ -144,43 +145,27 @@ void parse_model(const json& j, Tokenizer::Impl& m) {
     TITAN_CHECK(!j.contains(k) || j[k].is_null() || j[k].get<std::string>().empty(), m.origin, ": BPE ", k,
                 " is not supported");
   m.ignore_merges = flag(j, "ignore_merges", false);
+  TITAN_CHECK(tables.has_vocab, m.origin, ": model.vocab is missing");
+  TITAN_CHECK(tables.has_merges, m.origin, ": model.merges is missing");
 
-  const json& vocab = j.at("vocab");
-  TITAN_CHECK(vocab.is_object(), m.origin, ": model.vocab must be an object");
   std::vector<std::pair<std::string, uint32_t>> v;
-  v.reserve(vocab.size());
+  v.reserve(tables.vocab.size());
   std::string bytes;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    TITAN_CHECK(it.value().is_number_unsigned(), m.origin, ": vocab entry '", it.key(), "' has no non-negative id");
-    TITAN_CHECK(byte_level_decode(it.key(), &bytes), m.origin, ": vocab token '", it.key(),
-                "' is not a byte-level string");
-    v.emplace_back(bytes, it.value().get<uint32_t>());
+  for (auto& [tok, id] : tables.vocab) {
+    TITAN_CHECK(id < 0xFFFFFFFFull, m.origin, ": vocab token '", tok, "' has id ", id, ", too large");
+    TITAN_CHECK(byte_level_decode(tok, &bytes), m.origin, ": vocab token '", tok, "' is not a byte-level string");
+    v.emplace_back(bytes, uint32_t(id));
   }
+  tables.vocab = {};
   std::vector<std::pair<std::string, std::string>> merges;
-  const json& mj = j.at("merges");
-  TITAN_CHECK(mj.is_array(), m.origin, ": model.merges must be an array");
-  merges.reserve(mj.size());
+  merges.reserve(tables.merges.size());
   std::string a, b;
-  for (size_t r = 0; r < mj.size(); ++r) {
-    const json& e = mj[r];
-    std::string sa, sb;
-    if (e.is_string()) {
-      const std::string& s = e.get_ref<const std::string&>();
-      size_t sp = s.find(' ');
-      TITAN_CHECK(sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos, m.origin, ": merge ", r,
-                  " '", s, "' is not two tokens separated by one space");
-      sa = s.substr(0, sp);
-      sb = s.substr(sp + 1);
-    } else {
-      TITAN_CHECK(e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string(), m.origin, ": merge ", r,
-                  " is neither \"a b\" nor [\"a\", \"b\"]");
-      sa = e[0].get<std::string>();
-      sb = e[1].get<std::string>();
-    }
-    TITAN_CHECK(byte_level_decode(sa, &a) && byte_level_decode(sb, &b), m.origin, ": merge ", r,
-                " has a token that is not a byte-level string");
+  for (size_t r = 0; r < tables.merges.size(); ++r) {
+    TITAN_CHECK(byte_level_decode(tables.merges[r].first, &a) && byte_level_decode(tables.merges[r].second, &b),
+                m.origin, ": merge ", r, " has a token that is not a byte-level string");
     merges.emplace_back(a, b);
   }
+  tables.merges = {};
   m.bpe.build(std::move(v), merges, m.origin);
 }
 
@@ -214,12 +199,8 @@ Tokenizer Tokenizer::from_json(std::string_view bytes, const std::string& origin
   auto m = std::make_shared<Impl>();
   m->origin = origin;
   m->fingerprint = fnv1a(bytes);
-  json j;
-  try {
-    j = json::parse(bytes);
-  } catch (const json::exception& e) {
-    fail(origin, ": not valid JSON: ", e.what());
-  }
+  BpeTablesText tables;
+  json j = parse_tokenizer_json(bytes, origin, &tables);
   TITAN_CHECK(j.is_object(), origin, ": tokenizer.json must hold a JSON object");
   try {
     TITAN_CHECK(j.contains("model"), origin, ": no \"model\" section");
@@ -231,13 +212,17 @@ Tokenizer Tokenizer::from_json(std::string_view bytes, const std::string& origin
     json post = j.value("post_processor", json());
     TITAN_CHECK(post.is_null() || type_of(post) == "ByteLevel", origin, ": post_processor type '", type_of(post),
                 "' is not supported (it would add tokens)");
-    parse_model(j["model"], *m);
+    parse_model(j["model"], tables, *m);
     parse_added(j.value("added_tokens", json()), *m);
   } catch (const json::exception& e) {
     fail(origin, ": unexpected tokenizer.json structure: ", e.what());
   }
   uint32_t vs = uint32_t(m->bpe.size());
-  for (auto& a : m->added) vs = std::max(vs, a.id + 1);
+  for (auto& a : m->added) {
+    TITAN_CHECK(a.id < m->bpe.size() + 2 * m->added.size() + 1024, origin, ": added token id ", a.id,
+                " is far beyond the vocabulary");
+    vs = std::max(vs, a.id + 1);
+  }
   m->vocab_size = vs;
   m->added_index.assign(vs, -1);
   m->added_bytes.resize(m->added.size());

@@ -12,6 +12,8 @@ want=$'9707 1879 11 1513 944 220 151643 856\n\n101059 102819'
 out=$(printf '{"text": "Hello\\nworld"}\n{"text": ""}\n' | "$titan" encode --jsonl --threads 2) || fail "jsonl exited $?"
 [ "$out" = $'9707 198 14615\n' ] || [ "$out" = "9707 198 14615" ] || fail "jsonl mode: got [$out]"
 
+out=$(printf '{"text": "a"}\n{"text": \n' | "$titan" encode --jsonl 2>/dev/null) && fail "malformed line accepted"
+[ "$out" = "64" ] || fail "records before a bad line: got [$out]"
 err=$(printf '{"text": "a"}\n{"text": \n' | "$titan" encode --jsonl 2>&1 >/dev/null) && fail "malformed line accepted"
 echo "$err" | grep -q "<stdin>:2: malformed JSON" || fail "malformed error: $err"
 err=$(printf '{"txt": "a"}\n' | "$titan" encode --jsonl 2>&1 >/dev/null) && fail "missing text accepted"

@@ -156,6 +156,22 @@ TEST(TokenizerLoad, RejectsBadFiles) {
   std::string j = toy_json("[]", "null", "");
   j.replace(j.find("\"a\":97,"), 7, "");
   expect_error(j, "no token for byte 97");
+  // Table shapes, checked by the streaming parser of model.vocab / model.merges.
+  std::string good = toy_json(R"(["a b"])");
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  expect_error(with("\"merges\":[\"a b\"]", "\"merges\":{}"), "model.merges must be an array");
+  expect_error(with("\"merges\":[\"a b\"]", "\"merges\":[[\"a\",1]]"), "merge 0 is neither");
+  expect_error(with("\"merges\":[\"a b\"]", "\"merges\":[[\"a\",\"b\",\"c\"]]"), "merge 0 is neither");
+  expect_error(with("\"merges\":[\"a b\"]", "\"merges\":[\"a b\",[[\"a\"]]]"), "merge 1 is neither");
+  expect_error(with("\"merges\":[\"a b\"]", "\"merges2\":[]"), "model.merges is missing");
+  expect_error(with("\"ab\":256", "\"ab\":-1"), "vocab entry 'ab' has no non-negative id");
+  expect_error(with("\"ab\":256", "\"ab\":\"x\""), "vocab entry 'ab' has no non-negative id");
+  expect_error(with("\"vocab\":{", "\"vocab\":[],\"v\":{"), "model.vocab must be an object");
+  expect_error(good.substr(0, good.size() - 3), "not valid JSON");
   EXPECT_THROW(data::Tokenizer::load("/nonexistent/dir"), Error);
 }
 
@@ -171,6 +187,19 @@ TEST(TokenizerMisc, LongTextAndBatchesMatchSingleEncode) {
   EXPECT_EQ(tok.eot_id(), 151643u);
   EXPECT_EQ(tok.vocab_size(), 151669u);
   EXPECT_THROW(tok.decode({200000}), Error);
+}
+
+}  // namespace
+}  // namespace titan::test
+
+namespace titan::test {
+namespace {
+
+// The fuzz seed tokenizer.json (merges in both spellings, an added token) loads and encodes.
+TEST(TokenizerLoad, FuzzSeedToyTokenizer) {
+  auto tok = data::Tokenizer::load(std::string(TITAN_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_tokenizer_json/toy.json");
+  EXPECT_EQ(tok.encode("ab the<|endoftext|>"), (std::vector<uint32_t>{256, 257, 258, 259}));
+  EXPECT_EQ(tok.decode({256, 257, 258, 259}), "ab the<|endoftext|>");
 }
 
 }  // namespace

@@ -1,0 +1,78 @@
+// Bodies of the data fuzz targets, shared by the libFuzzer entry points (fuzz_*.cpp) and by the
+// regression test that replays saved crash inputs (tests/unit/data/fuzz_regression_test.cpp).
+// A titan::Error is an accepted outcome (a clear error); any other exception, crash or failed
+// property aborts.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "data/jsonl.h"
+#include "data/tokenizer.h"
+#include "data/utf8.h"
+
+namespace titan::fuzz {
+
+inline void check(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "fuzz property failed: %s\n", what);
+    std::abort();
+  }
+}
+
+inline const data::Tokenizer& bundled_tokenizer() {
+  static const data::Tokenizer tok = data::Tokenizer::load(std::string(TITAN_SOURCE_DIR) + "/assets/qwen3-tokenizer");
+  return tok;
+}
+
+// encode/decode round trip on arbitrary bytes with the Qwen3 tokenizer.
+inline void tokenizer_round_trip(std::string_view input) {
+  const auto& tok = bundled_tokenizer();
+  auto ids = tok.encode(input);
+  for (uint32_t id : ids) check(id < tok.vocab_size(), "id below vocab size");
+  std::string text = tok.decode(ids);
+  check(data::is_valid_utf8(text), "decode gives valid UTF-8");
+  // Without '<' no added token can occur, so the text is normalized as one segment and decode
+  // gives back exactly what the tokenizer saw: invalid UTF-8 replaced, then NFC. (Around added
+  // tokens segments are normalized apart, and NFC can create or break a token's spelling, as
+  // '>' + U+0338 -> U+226F or "thin" + U+212A -> "think" do, in `tokenizers` too.)
+  if (input.find('<') == std::string_view::npos) {
+    check(text == data::nfc(data::utf8_replace_invalid(input)), "decode(encode(x)) == NFC(x)");
+    check(tok.encode(text) == ids, "encode(decode(encode(x))) == encode(x)");
+  }
+}
+
+// Loading arbitrary tokenizer.json bytes; when they load, encoding and decoding must work.
+inline void tokenizer_json(std::string_view input) {
+  try {
+    auto tok = data::Tokenizer::from_json(input, "fuzz.json");
+    for (std::string_view s : {std::string_view("Hello world, it's 2024! <|endoftext|>"), input.substr(0, 256)}) {
+      auto ids = tok.encode(s);
+      (void)tok.decode(ids);
+    }
+  } catch (const Error&) {
+  }
+}
+
+// JSON-lines reading of arbitrary bytes, failing and skipping modes.
+inline void jsonl(std::string_view input) {
+  for (bool skip : {false, true}) {
+    std::istringstream in{std::string(input)};
+    data::JsonlOptions o;
+    o.skip_bad_lines = skip;
+    data::JsonlStats st;
+    uint64_t docs = 0;
+    try {
+      data::read_jsonl(in, "fuzz.jsonl", o, [&](std::string&& t) { ++docs, (void)t; }, &st);
+      check(docs == st.documents, "document count");
+    } catch (const Error&) {
+      check(!skip, "skip mode never fails on content");
+    }
+  }
+}
+
+}  // namespace titan::fuzz
