@@ -28,27 +28,25 @@ int64_t num_blocks(int64_t S) { return (S + kTile - 1) / kTile; }
 
 // Rows of q, dO and O are short (D floats) pieces of long strides that the hardware prefetcher
 // does not follow; their first touch comes from memory, so it is requested a few rows ahead.
-inline void prefetch_row(const float* p, int64_t n, bool valid) {
-  if (!valid) return;
+constexpr int64_t kAhead = 8;
+inline void prefetch_row(const float* p, int64_t n) {
   for (int64_t c = 0; c < n; c += 16) __builtin_prefetch(p + c);
 }
 
-// dst[c * ldd + r] = mul * src[r * lds + c] for r < rows, c < cols. Rows are taken 16 at a time so
-// that the 16-float pieces of the output rows they fill stay in L1 between consecutive rows.
+// dst[c * ldd + r] = mul * src[r * lds + c] for r < rows, c < cols.
 void transpose_scaled(const float* __restrict src, int64_t lds, int64_t rows, int64_t cols, float mul,
                       float* __restrict dst, int64_t ldd) {
-  for (int64_t r0 = 0; r0 < rows; r0 += 16)
-    for (int64_t r = r0; r < std::min(r0 + 16, rows); ++r) {
-      prefetch_row(src + (r + 8) * lds, cols, r + 8 < rows);
-      for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = mul * src[r * lds + c];
-    }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r + kAhead < rows) prefetch_row(src + (r + kAhead) * lds, cols);
+    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = mul * src[r * lds + c];
+  }
 }
 
 // dst[r * cols + c] = src[r * lds + c]: one head's rows out of an interleaved [.., H, D] tensor into
 // a packed [rows, D] block.
 void pack_rows(const float* __restrict src, int64_t lds, int64_t rows, int64_t cols, float* __restrict dst) {
   for (int64_t r = 0; r < rows; ++r) {
-    prefetch_row(src + (r + 8) * lds, cols, r + 8 < rows);
+    if (r + kAhead < rows) prefetch_row(src + (r + kAhead) * lds, cols);
     std::copy_n(src + r * lds, cols, dst + r * cols);
   }
 }
@@ -218,7 +216,7 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
         // D = rowsum(dO * O) in double, eight partial sums so the loop vectorizes.
         for (int64_t s = lo; s < Sp; ++s) {
           double part[8] = {};
-          prefetch_row(O + head + (s + 8) * qs, D, s + 8 < S);
+          if (s + kAhead < S) prefetch_row(O + head + (s + kAhead) * qs, D);
           if (s < S) {
             const float* dorow = dop + s * D;
             const float* orow = O + head + s * qs;
