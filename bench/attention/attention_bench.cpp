@@ -5,7 +5,8 @@
 // The machine's f32 FMA peak is probed in the same run (every thread running independent
 // AVX-512 FMA chains), so each figure is also a fraction of what the cores gave at that moment.
 //
-//   bench_attention [--threads N] [--repeats R] [--skip-reference]
+//   bench_attention [--threads N] [--repeats R] [--skip-reference] [--portable]
+// --portable runs the cpu kernel on its portable tiles (what a CPU without AVX-512 gets).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -84,8 +85,9 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--skip-reference")) reference = false;
+    else if (!std::strcmp(argv[i], "--portable")) attention::prefer_portable_tiles(true);
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--repeats R] [--skip-reference]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--repeats R] [--skip-reference] [--portable]\n", argv[0]);
       return 2;
     }
   }
