@@ -113,8 +113,9 @@ int main(int argc, char** argv) {
       const Timing t = time_kernel(kernel<AttentionKernel>(variant), q, k, v, dout, scale, is_ref ? 1 : repeats + 1);
       const double peak = avx512 ? fma_peak() : 0;  // probed right after, under the same load
       const double gf = fwd_flops / t.fwd * 1e-9, gb = 2.5 * fwd_flops / t.bwd * 1e-9;
-      std::printf("%-10s %4lld %9.2f %12.1f %6.1f%% %9.2f %12.1f %6.1f%% %13.1f\n", variant, (long long)D, t.fwd * 1e3, gf,
-                  peak > 0 ? 100 * gf / peak : 0.0, t.bwd * 1e3, gb, peak > 0 ? 100 * gb / peak : 0.0, peak);
+      std::printf("%-10s %4lld %9.2f %12.1f %6.1f%% %9.2f %12.1f %6.1f%% %13.1f\n", variant, (long long)D,
+                  t.fwd * 1e3, gf, peak > 0 ? 100 * gf / peak : 0.0, t.bwd * 1e3, gb,
+                  peak > 0 ? 100 * gb / peak : 0.0, peak);
     }
   }
   return 0;

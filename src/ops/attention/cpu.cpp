@@ -65,7 +65,9 @@ void keys_by_queries(const TileOps& ops, bool diag, int64_t kn, int64_t D, const
                      const float* Bt, int64_t ldb, float* t) {
   if (!diag) return ops.gemm(kn, kTile, D, A, lda, 1, Bt, ldb, t, kTile, false);
   ops.gemm(std::min(kn, kHalf), kTile, D, A, lda, 1, Bt, ldb, t, kTile, false);
-  if (kn > kHalf) ops.gemm(kn - kHalf, kTile - kHalf, D, A + kHalf * lda, lda, 1, Bt + kHalf, ldb, t + kHalf * kTile + kHalf, kTile, false);
+  if (kn > kHalf)
+    ops.gemm(kn - kHalf, kTile - kHalf, D, A + kHalf * lda, lda, 1, Bt + kHalf, ldb, t + kHalf * kTile + kHalf, kTile,
+             false);
 }
 
 // Per key row j: C[j, :] += sum_i t[j * kTile + i] X[i, :]  (dV += P dO, dK += dS Q).
@@ -74,7 +76,8 @@ void keys_from_queries(const TileOps& ops, bool diag, int64_t kn, int64_t qn, in
   if (!diag) return ops.gemm(kn, D, qn, t, kTile, 1, X, ldx, C, ldc, true);
   ops.gemm(std::min(kn, kHalf), D, qn, t, kTile, 1, X, ldx, C, ldc, true);
   if (kn > kHalf)
-    ops.gemm(kn - kHalf, D, qn - kHalf, t + kHalf * kTile + kHalf, kTile, 1, X + kHalf * ldx, ldx, C + kHalf * ldc, ldc, true);
+    ops.gemm(kn - kHalf, D, qn - kHalf, t + kHalf * kTile + kHalf, kTile, 1, X + kHalf * ldx, ldx, C + kHalf * ldc,
+             ldc, true);
 }
 
 // Per query row i: C[i, :] (+)= sum_j t[j * kTile + i] Y[j, :]  (O += P^T V, dQ += dS^T K).
