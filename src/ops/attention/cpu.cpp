@@ -177,8 +177,8 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
 
   // Per task, everything the tile products touch is packed into dense per-head blocks: the products
   // then walk dense rows instead of D-float pieces at a stride of H * D, which for power-of-two
-  // strides fall into a few L1 sets and evict each other. The transposed copies get a row length of Sp + 16 floats so that their rows, read in
-  // 64-float pieces, do not share L1 sets.
+  // strides fall into a few L1 sets and evict each other. The transposed copies get a row length
+  // of Sp + 16 floats for the same reason (their rows are read in 64-float pieces).
   const int64_t ldt = Sp + 16;
   parallel_for(pairs * nr, 1, [&](int64_t t0, int64_t t1) {
     // O(S D) per task, so a local buffer (long sequences would otherwise pin megabytes per thread).
