@@ -28,7 +28,7 @@ int64_t num_blocks(int64_t S) { return (S + kTile - 1) / kTile; }
 
 // Rows of q, dO and O are short (D floats) pieces of long strides that the hardware prefetcher
 // does not follow; their first touch comes from memory, so it is requested a few rows ahead.
-constexpr int64_t kAhead = 8;
+constexpr int64_t kAhead = 32;
 inline void prefetch_row(const float* p, int64_t n) {
   for (int64_t c = 0; c < n; c += 16) __builtin_prefetch(p + c);
 }
