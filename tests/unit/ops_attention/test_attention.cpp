@@ -230,3 +230,29 @@ TEST(Attention, RejectsBadArguments) {
                  "must be f32");
   }
 }
+
+TEST(Attention, OverwritesPreallocatedOutputs) {
+  // Outputs passed in defined (here full of NaN) are overwritten, never accumulated into.
+  const Case c{2, 70, 4, 2, 24};
+  const Inputs in = inputs(c);
+  for (const char* variant : {"reference", "cpu"}) {
+    const AttentionKernel& kern = kernel<AttentionKernel>(variant);
+    const Grads fresh = run(kern, in.q, in.k, in.v, in.dout, in.scale);
+    Grads pre;
+    for (Tensor* t : {&pre.out, &pre.dq, &pre.dk, &pre.dv}) {
+      *t = Tensor::empty(t == &pre.dk || t == &pre.dv ? in.k.shape() : in.q.shape(), DType::F32);
+      t->fill_(NAN);
+    }
+    pre.lse = Tensor::empty({c.B, c.Hq, c.S}, DType::F32);
+    pre.lse.fill_(NAN);
+    const void* kept = pre.dq.raw();
+    kern.forward(in.q, in.k, in.v, in.scale, pre.out, pre.lse);
+    kern.backward(in.q, in.k, in.v, pre.out, pre.lse, in.dout, in.scale, pre.dq, pre.dk, pre.dv);
+    EXPECT_EQ(pre.dq.raw(), kept) << variant << ": the given dq was replaced instead of written";
+    EXPECT_TRUE(bitwise_equal(pre.out, fresh.out)) << variant;
+    EXPECT_TRUE(bitwise_equal(pre.lse, fresh.lse)) << variant;
+    EXPECT_TRUE(bitwise_equal(pre.dq, fresh.dq)) << variant;
+    EXPECT_TRUE(bitwise_equal(pre.dk, fresh.dk)) << variant;
+    EXPECT_TRUE(bitwise_equal(pre.dv, fresh.dv)) << variant;
+  }
+}
