@@ -28,27 +28,25 @@ int64_t num_blocks(int64_t S) { return (S + kTile - 1) / kTile; }
 
 // Rows of q, dO and O are short (D floats) pieces of long strides that the hardware prefetcher
 // does not follow; their first touch comes from memory, so it is requested a few rows ahead.
-inline void prefetch_row(const float* p, int64_t n, bool valid) {
-  if (!valid) return;
+constexpr int64_t kAhead = 32;
+inline void prefetch_row(const float* p, int64_t n) {
   for (int64_t c = 0; c < n; c += 16) __builtin_prefetch(p + c);
 }
 
-// dst[c * ldd + r] = mul * src[r * lds + c] for r < rows, c < cols. Rows are taken 16 at a time so
-// that the 16-float pieces of the output rows they fill stay in L1 between consecutive rows.
+// dst[c * ldd + r] = mul * src[r * lds + c] for r < rows, c < cols.
 void transpose_scaled(const float* __restrict src, int64_t lds, int64_t rows, int64_t cols, float mul,
                       float* __restrict dst, int64_t ldd) {
-  for (int64_t r0 = 0; r0 < rows; r0 += 16)
-    for (int64_t r = r0; r < std::min(r0 + 16, rows); ++r) {
-      prefetch_row(src + (r + 8) * lds, cols, r + 8 < rows);
-      for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = mul * src[r * lds + c];
-    }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r + kAhead < rows) prefetch_row(src + (r + kAhead) * lds, cols);
+    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = mul * src[r * lds + c];
+  }
 }
 
 // dst[r * cols + c] = src[r * lds + c]: one head's rows out of an interleaved [.., H, D] tensor into
 // a packed [rows, D] block.
 void pack_rows(const float* __restrict src, int64_t lds, int64_t rows, int64_t cols, float* __restrict dst) {
   for (int64_t r = 0; r < rows; ++r) {
-    prefetch_row(src + (r + 8) * lds, cols, r + 8 < rows);
+    if (r + kAhead < rows) prefetch_row(src + (r + kAhead) * lds, cols);
     std::copy_n(src + r * lds, cols, dst + r * cols);
   }
 }
@@ -67,7 +65,9 @@ void keys_by_queries(const TileOps& ops, bool diag, int64_t kn, int64_t D, const
                      const float* Bt, int64_t ldb, float* t) {
   if (!diag) return ops.gemm(kn, kTile, D, A, lda, 1, Bt, ldb, t, kTile, false);
   ops.gemm(std::min(kn, kHalf), kTile, D, A, lda, 1, Bt, ldb, t, kTile, false);
-  if (kn > kHalf) ops.gemm(kn - kHalf, kTile - kHalf, D, A + kHalf * lda, lda, 1, Bt + kHalf, ldb, t + kHalf * kTile + kHalf, kTile, false);
+  if (kn > kHalf)
+    ops.gemm(kn - kHalf, kTile - kHalf, D, A + kHalf * lda, lda, 1, Bt + kHalf, ldb, t + kHalf * kTile + kHalf, kTile,
+             false);
 }
 
 // Per key row j: C[j, :] += sum_i t[j * kTile + i] X[i, :]  (dV += P dO, dK += dS Q).
@@ -76,7 +76,8 @@ void keys_from_queries(const TileOps& ops, bool diag, int64_t kn, int64_t qn, in
   if (!diag) return ops.gemm(kn, D, qn, t, kTile, 1, X, ldx, C, ldc, true);
   ops.gemm(std::min(kn, kHalf), D, qn, t, kTile, 1, X, ldx, C, ldc, true);
   if (kn > kHalf)
-    ops.gemm(kn - kHalf, D, qn - kHalf, t + kHalf * kTile + kHalf, kTile, 1, X + kHalf * ldx, ldx, C + kHalf * ldc, ldc, true);
+    ops.gemm(kn - kHalf, D, qn - kHalf, t + kHalf * kTile + kHalf, kTile, 1, X + kHalf * ldx, ldx, C + kHalf * ldc,
+             ldc, true);
 }
 
 // Per query row i: C[i, :] (+)= sum_j t[j * kTile + i] Y[j, :]  (O += P^T V, dQ += dS^T K).
@@ -176,8 +177,8 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
 
   // Per task, everything the tile products touch is packed into dense per-head blocks: the products
   // then walk dense rows instead of D-float pieces at a stride of H * D, which for power-of-two
-  // strides fall into a few L1 sets and evict each other. The transposed copies get a row length of Sp + 16 floats so that their rows, read in
-  // 64-float pieces, do not share L1 sets.
+  // strides fall into a few L1 sets and evict each other. The transposed copies get a row length
+  // of Sp + 16 floats for the same reason (their rows are read in 64-float pieces).
   const int64_t ldt = Sp + 16;
   parallel_for(pairs * nr, 1, [&](int64_t t0, int64_t t1) {
     // O(S D) per task, so a local buffer (long sequences would otherwise pin megabytes per thread).
@@ -218,7 +219,7 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
         // D = rowsum(dO * O) in double, eight partial sums so the loop vectorizes.
         for (int64_t s = lo; s < Sp; ++s) {
           double part[8] = {};
-          prefetch_row(O + head + (s + 8) * qs, D, s + 8 < S);
+          if (s + kAhead < S) prefetch_row(O + head + (s + kAhead) * qs, D);
           if (s < S) {
             const float* dorow = dop + s * D;
             const float* orow = O + head + s * qs;

@@ -99,7 +99,8 @@ void gemm_avx512(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_rs, 
     const __mmask16 tail = __mmask16((1u << (nw - 16 * (nv - 1))) - 1u);  // 1..16 lanes
     const MicroFn full = pick(int(R), nv);
     int64_t m0 = 0;
-    for (; m0 + R <= M; m0 += R) full(K, a + m0 * a_rs, a_rs, a_ks, b + n0, ldb, c + m0 * ldc + n0, ldc, accumulate, tail);
+    for (; m0 + R <= M; m0 += R)
+      full(K, a + m0 * a_rs, a_rs, a_ks, b + n0, ldb, c + m0 * ldc + n0, ldc, accumulate, tail);
     if (m0 < M)
       pick(int(M - m0), nv)(K, a + m0 * a_rs, a_rs, a_ks, b + n0, ldb, c + m0 * ldc + n0, ldc, accumulate, tail);
   }

@@ -99,7 +99,8 @@ std::vector<Case> odd_cases() {
 TEST(AttentionReference, BackwardMatchesFiniteDifferencesInDouble) {
   for (Dims d : {Dims{2, 5, 4, 2, 3}, Dims{1, 4, 2, 2, 5}, Dims{1, 3, 3, 1, 2}}) {
     const int64_t nq = d.B * d.S * d.Hq * d.D, nk = d.B * d.S * d.Hkv * d.D;
-    std::vector<double> q(static_cast<size_t>(nq)), k(static_cast<size_t>(nk)), v(static_cast<size_t>(nk)), w(static_cast<size_t>(nq));
+    const size_t uq = static_cast<size_t>(nq), uk = static_cast<size_t>(nk);
+    std::vector<double> q(uq), k(uk), v(uk), w(uq);
     Philox rng{7, 99};
     uint64_t ctr = 0;
     for (auto* vec : {&q, &k, &v, &w})
@@ -107,13 +108,13 @@ TEST(AttentionReference, BackwardMatchesFiniteDifferencesInDouble) {
     const double scale = 0.7;
     // loss = sum(out * w), so dout = w.
     auto loss = [&]() {
-      std::vector<double> out(static_cast<size_t>(nq)), lse(size_t(d.B * d.Hq * d.S));
+      std::vector<double> out(uq), lse(static_cast<size_t>(d.B * d.Hq * d.S));
       attention::reference_forward(d, q.data(), k.data(), v.data(), scale, out.data(), lse.data());
       double s = 0;
       for (int64_t i = 0; i < nq; ++i) s += out[size_t(i)] * w[size_t(i)];
       return s;
     };
-    std::vector<double> dq(static_cast<size_t>(nq)), dk(static_cast<size_t>(nk)), dv(static_cast<size_t>(nk));
+    std::vector<double> dq(uq), dk(uk), dv(uk);
     attention::reference_backward(d, q.data(), k.data(), v.data(), w.data(), scale, dq.data(), dk.data(),
                                   dv.data());
     const double eps = 1e-6;
@@ -148,7 +149,8 @@ TEST(AttentionReference, FollowsTheDefinition) {
   kernel<AttentionKernel>("reference").forward(in.q, in.k, in.v, in.scale, out, lse);
   for (int64_t h = 0; h < c.Hq; ++h) {
     double z = 0;
-    for (int64_t i = 0; i < c.D; ++i) z += double(in.q.data<float>()[h * c.D + i]) * in.k.data<float>()[(h / 4) * c.D + i];
+    for (int64_t i = 0; i < c.D; ++i)
+      z += double(in.q.data<float>()[h * c.D + i]) * in.k.data<float>()[(h / 4) * c.D + i];
     EXPECT_NEAR(lse.data<float>()[h * c.S], in.scale * z, 1e-6);
     for (int64_t i = 0; i < c.D; ++i)
       EXPECT_EQ(out.data<float>()[h * c.D + i], in.v.data<float>()[(h / 4) * c.D + i]);
@@ -226,5 +228,31 @@ TEST(Attention, RejectsBadArguments) {
     expect_error([&] { kern.backward(in.q, in.k, in.v, out, short_lse, in.dout, in.scale, dq, dk, dv); }, "'lse'");
     expect_error([&] { kern.backward(in.q, in.k, in.v, out, lse, in.dout.to(DType::BF16), in.scale, dq, dk, dv); },
                  "must be f32");
+  }
+}
+
+TEST(Attention, OverwritesPreallocatedOutputs) {
+  // Outputs passed in defined (here full of NaN) are overwritten, never accumulated into.
+  const Case c{2, 70, 4, 2, 24};
+  const Inputs in = inputs(c);
+  for (const char* variant : {"reference", "cpu"}) {
+    const AttentionKernel& kern = kernel<AttentionKernel>(variant);
+    const Grads fresh = run(kern, in.q, in.k, in.v, in.dout, in.scale);
+    Grads pre;
+    for (Tensor* t : {&pre.out, &pre.dq, &pre.dk, &pre.dv}) {
+      *t = Tensor::empty(t == &pre.dk || t == &pre.dv ? in.k.shape() : in.q.shape(), DType::F32);
+      t->fill_(NAN);
+    }
+    pre.lse = Tensor::empty({c.B, c.Hq, c.S}, DType::F32);
+    pre.lse.fill_(NAN);
+    const void* kept = pre.dq.raw();
+    kern.forward(in.q, in.k, in.v, in.scale, pre.out, pre.lse);
+    kern.backward(in.q, in.k, in.v, pre.out, pre.lse, in.dout, in.scale, pre.dq, pre.dk, pre.dv);
+    EXPECT_EQ(pre.dq.raw(), kept) << variant << ": the given dq was replaced instead of written";
+    EXPECT_TRUE(bitwise_equal(pre.out, fresh.out)) << variant;
+    EXPECT_TRUE(bitwise_equal(pre.lse, fresh.lse)) << variant;
+    EXPECT_TRUE(bitwise_equal(pre.dq, fresh.dq)) << variant;
+    EXPECT_TRUE(bitwise_equal(pre.dk, fresh.dk)) << variant;
+    EXPECT_TRUE(bitwise_equal(pre.dv, fresh.dv)) << variant;
   }
 }

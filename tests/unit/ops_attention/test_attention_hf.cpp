@@ -18,7 +18,8 @@ namespace {
 Tensor from_json(const nlohmann::json& values, const Shape& shape) {
   Tensor t = Tensor::empty(shape, DType::F32);
   EXPECT_EQ(int64_t(values.size()), t.numel());
-  for (int64_t i = 0; i < t.numel() && i < int64_t(values.size()); ++i) t.data<float>()[i] = values[size_t(i)].get<float>();
+  for (int64_t i = 0; i < t.numel() && i < int64_t(values.size()); ++i)
+    t.data<float>()[i] = values[size_t(i)].get<float>();
   return t;
 }
 
