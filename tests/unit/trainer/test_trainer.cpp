@@ -96,7 +96,7 @@ TEST(Trainer, HfExportReloadsAndStartsFarBelowRandom) {
   // randomly initialized model's first loss on the same data (the guide's published-weights check).
   std::string a = temp_dir("pre"), c = temp_dir("ft");
   JobConfig pre = small_job(a, 30);
-  pre.checkpoint.interval = 0;
+  pre.checkpoint.interval = 1000;
   pre.checkpoint.last_save_in_hf = true;
   pre.checkpoint.export_dtype = "float32";
   TrainResult r = run_training(pre);
