@@ -4,12 +4,14 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "io/json_util.h"
 #include "util/strings.h"
@@ -52,19 +54,35 @@ std::string shard_path(const std::string& dir, const std::string& real_dir, cons
   return p;
 }
 
-// Bitwise equality of two stored tensors, comparing in f32 when their dtypes differ.
+// Bitwise equality of n values after conversion to f32, in chunks (never a full f32 copy of a
+// [vocab, hidden] matrix). Inputs may sit at any byte offset, so chunks are copied out first.
+bool equal_as_f32(const void* a, DType ta, const void* b, DType tb, size_t n) {
+  if (ta == tb) return std::memcmp(a, b, n * dtype_size(ta)) == 0;
+  const size_t chunk = size_t(1) << 14;
+  std::vector<char> ra(chunk * 4), rb(chunk * 4);
+  std::vector<float> fa(chunk), fb(chunk);
+  for (size_t i = 0; i < n; i += chunk) {
+    const size_t m = std::min(chunk, n - i);
+    std::memcpy(ra.data(), static_cast<const char*>(a) + i * dtype_size(ta), m * dtype_size(ta));
+    std::memcpy(rb.data(), static_cast<const char*>(b) + i * dtype_size(tb), m * dtype_size(tb));
+    convert_floats(ra.data(), ta, fa.data(), DType::F32, m);
+    convert_floats(rb.data(), tb, fb.data(), DType::F32, m);
+    if (std::memcmp(fa.data(), fb.data(), m * 4) != 0) return false;
+  }
+  return true;
+}
+
 bool same_values(const SafetensorsFile& fa, const std::string& a, const SafetensorsFile& fb, const std::string& b) {
-  if (fa.find(a)->dtype == fb.find(b)->dtype) return fa.bytes(a) == fb.bytes(b);
-  Tensor x = fa.get(a, DType::F32), y = fb.get(b, DType::F32);
-  return x.numel() == y.numel() && std::memcmp(x.raw(), y.raw(), x.nbytes()) == 0;
+  std::string_view x = fa.bytes(a), y = fb.bytes(b);
+  const DType ta = fa.dtype(a), tb = fb.dtype(b);
+  if (x.size() / dtype_size(ta) != y.size() / dtype_size(tb)) return false;
+  return equal_as_f32(x.data(), ta, y.data(), tb, x.size() / dtype_size(ta));
 }
 
 bool same_values(const Tensor& x, const Tensor& y) {
   if (x.shape() != y.shape()) return false;
   if (x.raw() == y.raw() && x.dtype() == y.dtype()) return true;
-  Tensor a = x.dtype() == DType::F32 ? x : x.to(DType::F32);
-  Tensor b = y.dtype() == DType::F32 ? y : y.to(DType::F32);
-  return std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+  return equal_as_f32(x.raw(), x.dtype(), y.raw(), y.dtype(), size_t(x.numel()));
 }
 
 }  // namespace

@@ -278,3 +278,12 @@ TEST(HfConfig, ExportRoundTripsAndIsHfShaped) {
   EXPECT_EQ(json::parse(hf_config_json(c, DType::BF16))["bos_token_id"], nullptr);
   EXPECT_THROW(hf_config_json(c, DType::I32), Error);
 }
+
+TEST(HfConfig, DeeplyNestedValueIsAnErrorNotACrash) {
+  json j = qwen3_06b_json();
+  std::string text = j.dump();
+  text.insert(1, "\"deep\": " + std::string(200000, '[') + std::string(200000, ']') + ", ");
+  EXPECT_EQ(parse_hf_config(text, "cfg/config.json").hidden_size, 1024);  // unknown keys are ignored
+  text = "{\"rope_scaling\": " + std::string(200000, '[');
+  EXPECT_ERROR_HAS(parse_error_text(text), "cfg/config.json: invalid JSON");
+}

@@ -225,6 +225,7 @@ TEST(HfLoadMalformed, MissingUnexpectedShapeDtype) {
 
 TEST(HfLoadMalformed, TiedCheckpointWithLmHead) {
   ModelConfig c = tiny_config(true);
+  c.vocab_size = 1100;  // 17600 embedding values: the comparison runs over more than one chunk
   TensorMap p = tiny_params(c);
   const std::string cfg = hf_config_json(c, DType::F32);
   TempDir same, diff;
@@ -235,10 +236,16 @@ TEST(HfLoadMalformed, TiedCheckpointWithLmHead) {
   TensorMap got = HfCheckpoint::open(same.path).load_all();
   EXPECT_FALSE(got.count("lm_head.weight"));
   expect_params_equal(got, p);
-  l.back().tensor = exact_tensor({32, 16}, 77);
+  // One value differing, in the last chunk.
+  Tensor other = p.at("model.embed_tokens.weight").to(DType::BF16);
+  other.data<bf16>()[other.numel() - 1].bits ^= 0x0100;
+  l.back().tensor = other;
   write_folder(diff.path, cfg, l);
   EXPECT_ERROR_CONTAINS(HfCheckpoint::open(diff.path),
                         "tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
+  l.back().tensor = exact_tensor({1100, 15}, 0);
+  write_folder(diff.path, cfg, l);
+  EXPECT_ERROR_CONTAINS(HfCheckpoint::open(diff.path), "lm_head.weight has shape [1100, 15] but the embedding is tied ([1100, 16])");
 }
 
 TEST(HfLoadMalformed, IndexProblems) {

@@ -289,3 +289,9 @@ TEST(SafetensorsMalformed, NotAFile) {
   EXPECT_ERROR_CONTAINS(SafetensorsFile::open(d / "missing.safetensors"), "missing.safetensors: cannot open: No such file");
   EXPECT_ERROR_CONTAINS(SafetensorsFile::open(d.path), ": not a regular file");
 }
+
+TEST(SafetensorsMalformed, DeeplyNestedHeaderIsRefusedWithoutRecursion) {
+  // nlohmann-json parses and destroys iteratively; 200k levels must be an error, not a stack overflow.
+  EXPECT_OPEN_ERROR(st_image(std::string(200000, '[') + std::string(200000, ']'), ""), "header is not a JSON object (got array)");
+  EXPECT_OPEN_ERROR(st_image("{\"a\":" + std::string(200000, '['), ""), "header: invalid JSON");
+}
