@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Training-step benchmark, titan vs PyTorch eager (transformers' Qwen3ForCausalLM), same shapes,
+# same threads, in one run: full steps (forward + backward + clipping + AdamW), steady-state
+# median tokens/s after warm-up. Prints one table with ratios and achieved TFLOP/s.
+#   usage: bench/train_step/run.sh [TITAN_BIN=build/titan] [STEPS=8]
+# PyTorch gets its best settings: OPENBLAS_CORETYPE unset, jemalloc preloaded, 2 threads.
+# Python: $TITAN_ORACLE_PYTHON, else .venv-oracle/bin/python.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+titan=${1:-$src/build/titan}
+steps=${2:-8}
+py=${TITAN_ORACLE_PYTHON:-$src/.venv-oracle/bin/python}
+[ -x "$py" ] || py=/work/venv-oracle/bin/python
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+cd "$src"
+jemalloc=$(ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 2>/dev/null || true)
+
+run_titan() {  # $1 label, $2 precision
+  "$titan" train --config bench/train_step/bench.toml --job.dump_folder "$out/$1" --training.steps "$steps" \
+    --training.mixed_precision_param "$2" > "$out/$1.log" 2>&1 || { cat "$out/$1.log"; exit 1; }
+  "$py" -c "import json,sys; s=json.load(open('$out/$1/summary.json')); print(s['median_tps'], s['peak_memory_gib'])"
+}
+run_torch() {  # $1 extra flags
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ${jemalloc:+LD_PRELOAD=$jemalloc} "$py" bench/train_step/torch_baseline.py \
+    --steps "$((steps - 3))" --warmup 3 --threads 2 $1 | tail -1 |
+    "$py" -c "import json,sys; s=json.loads(sys.stdin.read()); print(s['tokens_per_s'], s['max_rss_gib'])"
+}
+
+read t32 m32 < <(run_titan f32 float32)
+read tbf mbf < <(run_titan bf16 bfloat16)
+read p32 pm32 < <(run_torch "")
+flops=$("$titan" info --model bench/train_step/model --seq-len 512 --json | "$py" -c "import json,sys; print(json.load(sys.stdin)['flops_per_token'])")
+"$py" - "$t32" "$tbf" "$p32" "$flops" "$m32" "$mbf" "$pm32" <<'PY'
+import sys
+t32, tbf, p32, flops, m32, mbf, pm32 = map(float, sys.argv[1:])
+rows = [("pytorch eager f32", p32, 0.553, pm32, "process max RSS"), ("titan f32", t32, 0.553, m32, "allocator peak"),
+        ("titan bf16 matmuls", tbf, 1.094, mbf, "allocator peak")]
+print(f"{'run':22} {'tokens/s':>9} {'vs torch':>9} {'TFLOP/s':>8} {'% peak':>7} {'memory GiB':>11}")
+for name, tps, peak, mem, what in rows:
+    tf = tps * flops / 1e12
+    print(f"{name:22} {tps:9.1f} {tps / p32:8.2f}x {tf:8.3f} {100 * tf / peak:6.1f}% {mem:8.2f} ({what})")
+print(f"model FLOPs/token {flops:.4g}; peaks: f32 0.553, bf16 1.094 TFLOP/s (2 threads)")
+PY
