@@ -9,9 +9,10 @@
 namespace titan {
 
 struct MemoryStats {
-  size_t live_bytes = 0;
-  size_t peak_bytes = 0;
+  size_t live_bytes = 0;      // bytes in tensors now
+  size_t peak_bytes = 0;      // highest live_bytes since start or reset_peak()
   size_t alloc_count = 0;
+  size_t cached_bytes = 0;    // freed blocks kept for reuse (see CpuAllocator)
 };
 
 class Allocator {
@@ -21,6 +22,8 @@ class Allocator {
   virtual void deallocate(void* p, size_t bytes) = 0;
   MemoryStats stats() const;
   void reset_peak();  // peak := live
+  virtual size_t cached_bytes() const { return 0; }
+  virtual void empty_cache() {}  // return cached blocks to the system
 
  protected:
   void note_alloc(size_t bytes);

@@ -64,3 +64,20 @@ TEST(Strings, ClosestMatch) {
   EXPECT_EQ(closest_match("lerning_rate", {"lr", "learning_rate", "warmup_steps"}), "learning_rate");
   EXPECT_EQ(closest_match("zzzzzzzz", {"lr"}), "");
 }
+
+TEST(Allocator, LargeBlocksAreReusedAndCountedOnce) {
+  Allocator& a = cpu_allocator();
+  a.empty_cache();
+  const size_t live0 = a.stats().live_bytes;
+  void* p = a.allocate(3 << 20);
+  EXPECT_EQ(a.stats().live_bytes, live0 + (3 << 20));
+  a.deallocate(p, 3 << 20);
+  EXPECT_EQ(a.stats().live_bytes, live0);
+  EXPECT_GE(a.stats().cached_bytes, size_t(3 << 20));
+  void* q = a.allocate((3 << 20) - 100);  // same 64 KiB-rounded size: the cached block comes back
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(a.stats().cached_bytes, 0u);
+  a.deallocate(q, (3 << 20) - 100);
+  a.empty_cache();
+  EXPECT_EQ(a.stats().cached_bytes, 0u);
+}
