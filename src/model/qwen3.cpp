@@ -5,6 +5,7 @@
 
 #include "core/rng.h"
 #include "core/threading.h"
+#include "ops/matmul/bf16_convert.h"
 
 namespace titan {
 
@@ -28,6 +29,22 @@ struct Qwen3Model::Layer {
   Tensor w_in, w_qkv, w_qn, w_kn, w_o, w_post, w_gu, w_down;        // fused storage
   Tensor g_in, g_qkv, g_qn, g_kn, g_o, g_post, g_gu, g_down;        // their grads
 };
+
+struct Qwen3Model::Bf16Weights {
+  std::vector<Tensor> qkv, o, gu, down;  // per layer, BF16
+};
+
+void Qwen3Model::round_weights_for_compute() {
+  wbf_.reset();
+  if (compute_ != DType::BF16) return;
+  wbf_ = std::make_unique<Bf16Weights>();
+  for (auto& L : layers_) {
+    wbf_->qkv.push_back(to_bf16(L.w_qkv));
+    wbf_->o.push_back(to_bf16(L.w_o));
+    wbf_->gu.push_back(to_bf16(L.w_gu));
+    wbf_->down.push_back(to_bf16(L.w_down));
+  }
+}
 
 InitScheme parse_init_scheme(const std::string& s) {
   if (s == "torchtitan") return InitScheme::Torchtitan;
@@ -180,6 +197,10 @@ Tensor f32(const Shape& s) { return Tensor::empty(s, DType::F32); }
 void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs& a, int64_t B, int64_t S) {
   const Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
+  const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
+  const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
+  const Tensor& Wgu = wbf_ ? wbf_->gu[l] : L.w_gu;
+  const Tensor& Wdown = wbf_ ? wbf_->down[l] : L.w_down;
   const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
   const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, I = cfg_.intermediate_size;
   const float eps = float(cfg_.rms_norm_eps);
@@ -188,7 +209,7 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs
     a.rstd1 = f32({T});
     k.rmsnorm->forward(x, L.w_in, eps, a.xn1, a.rstd1);
     a.qkv = f32({T, Q + 2 * K});
-    k.linear->forward(a.xn1, L.w_qkv, a.qkv, compute_);
+    k.linear->forward(a.xn1, Wqkv, a.qkv, compute_);
     Tensor qr = f32({T * nh, D}), kr = f32({T * nkv, D});
     a.v = f32({B, S, nkv, D});
     split_qkv(a.qkv, qr, kr, a.v, Q, K);
@@ -207,7 +228,7 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs
     k.attention->forward(a.q, a.k, a.v, float(1.0 / std::sqrt(double(D))), a.attn, a.lse);
     a.attn = a.attn.view({T, Q});
     a.h = f32({T, H});
-    k.linear->forward(a.attn, L.w_o, a.h, compute_);
+    k.linear->forward(a.attn, Wo, a.h, compute_);
     k.residual->forward(a.h, x, a.h);
     a.have_attn = true;
   }
@@ -215,10 +236,10 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs
   a.rstd2 = f32({T});
   k.rmsnorm->forward(a.h, L.w_post, eps, a.xn2, a.rstd2);
   a.gu = f32({T, 2 * I});
-  k.linear->forward(a.xn2, L.w_gu, a.gu, compute_);
+  k.linear->forward(a.xn2, Wgu, a.gu, compute_);
   a.act = f32({T, I});
   k.swiglu->forward(a.gu, a.act);
-  k.linear->forward(a.act, L.w_down, out, compute_);
+  k.linear->forward(a.act, Wdown, out, compute_);
   k.residual->forward(out, a.h, out);
   a.have_mlp = true;
 }
@@ -227,6 +248,10 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs
 void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S) {
   Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
+  const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
+  const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
+  const Tensor& Wgu = wbf_ ? wbf_->gu[l] : L.w_gu;
+  const Tensor& Wdown = wbf_ ? wbf_->down[l] : L.w_down;
   const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
   const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, I = cfg_.intermediate_size;
   if (!a.have_attn || !a.have_mlp) {  // recompute what checkpointing dropped
@@ -236,14 +261,14 @@ void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor&
   // MLP block: out = h + down(swiglu(gu(rmsnorm(h))))
   {
     Tensor dact = f32({T, I});
-    k.linear->backward(a.act, L.w_down, dx, &dact, &L.g_down, compute_);
+    k.linear->backward(a.act, Wdown, dx, &dact, &L.g_down, compute_);
     a.act = Tensor();
     Tensor dgu = f32({T, 2 * I});
     k.swiglu->backward(a.gu, dact, dgu);
     a.gu = Tensor();
     dact = Tensor();
     Tensor dxn2 = f32({T, H});
-    k.linear->backward(a.xn2, L.w_gu, dgu, &dxn2, &L.g_gu, compute_);
+    k.linear->backward(a.xn2, Wgu, dgu, &dxn2, &L.g_gu, compute_);
     dgu = Tensor();
     Tensor dh = f32({T, H});
     k.rmsnorm->backward(a.h, L.w_post, a.rstd2, dxn2, dh, L.g_post);
@@ -252,7 +277,7 @@ void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor&
   // Attention block: h = x + o(attention(rope(norm(q)), rope(norm(k)), v))
   {
     Tensor dattn = f32({T, Q});
-    k.linear->backward(a.attn, L.w_o, dx, &dattn, &L.g_o, compute_);
+    k.linear->backward(a.attn, Wo, dx, &dattn, &L.g_o, compute_);
     Tensor dq = f32({B, S, nh, D}), dk = f32({B, S, nkv, D}), dv = f32({B, S, nkv, D});
     k.attention->backward(a.q, a.k, a.v, a.attn.view({B, S, nh, D}), a.lse, dattn.view({B, S, nh, D}),
                           float(1.0 / std::sqrt(double(D))), dq, dk, dv);
@@ -267,7 +292,7 @@ void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor&
     Tensor dqkv = f32({T, Q + 2 * K});
     pack_qkv(dqr, dkr, dv, dqkv, Q, K);
     Tensor dxn1 = f32({T, H});
-    k.linear->backward(a.xn1, L.w_qkv, dqkv, &dxn1, &L.g_qkv, compute_);
+    k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, &L.g_qkv, compute_);
     Tensor dxin = f32({T, H});
     k.rmsnorm->backward(x, L.w_in, a.rstd1, dxn1, dxin, L.g_in);
     k.residual->accumulate(dx, dxin);
@@ -287,6 +312,7 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
   if (S > rope_.max_pos()) rope_ = make_rope_cache(cfg_.rope_theta, cfg_.head_dim, S);
   const KernelSet& hk = kernels_.back();
+  round_weights_for_compute();
   Tensor x = f32({T, H}), y = f32({T, H});
   hk.embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, x);
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -296,7 +322,9 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
   }
   Tensor xf = f32({T, H}), rstd = f32({T});
   hk.rmsnorm->forward(x, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
-  return hk.cross_entropy->forward(xf, lm_head_weight(), labels.view({T}), logits_out, compute_);
+  double loss = hk.cross_entropy->forward(xf, lm_head_weight(), labels.view({T}), logits_out, compute_);
+  wbf_.reset();
+  return loss;
 }
 
 double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale) {
@@ -304,6 +332,7 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
   if (S > rope_.max_pos()) rope_ = make_rope_cache(cfg_.rope_theta, cfg_.head_dim, S);
   const KernelSet& hk = kernels_.back();
+  round_weights_for_compute();
   const size_t n = layers_.size();
   std::vector<Tensor> xs(n + 1);  // layer inputs (and the final hidden state)
   std::vector<LayerActs> acts(n);
@@ -334,6 +363,7 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
     layer_backward(l, xs[l], acts[l], dx, B, S);
   }
   hk.embedding->backward(ids.view({T}), dx, params_.at("model.embed_tokens.weight").grad);
+  wbf_.reset();
   return loss;
 }
 

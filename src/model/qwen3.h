@@ -59,6 +59,11 @@ class Qwen3Model {
   void layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S);
   const Tensor& lm_head_weight();
   Tensor& lm_head_grad();
+  // With bf16 compute, each linear weight is rounded to bf16 once per forward(_backward) call
+  // (not once per GEMM); the copies live for that call only, so updated weights are never stale.
+  void round_weights_for_compute();
+  struct Bf16Weights;
+  std::unique_ptr<Bf16Weights> wbf_;
 
   ModelConfig cfg_;
   ParamStore params_;
