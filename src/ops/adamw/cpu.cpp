@@ -2,13 +2,16 @@
 // order of torch.optim.AdamW's single-tensor CPU path (torch/optim/adam.py, decoupled weight decay):
 //   p.mul_(1 - lr*wd)                      p = p * c0
 //   m.lerp_(g, 1 - b1)                     m = fma(1 - b1, g - m, m)    (ATen's vectorized lerp)
-//   v.mul_(b2).addcmul_(g, g, 1 - b2)      v = v * b2 + ((1 - b2) * g) * g
+//   v.mul_(b2).addcmul_(g, g, 1 - b2)      v = fma((1 - b2) * g, g, v * b2)  (ATen's addcmul)
 //   denom = v.sqrt() / sqrt(bc2) + eps
 //   p.addcdiv_(m, denom, -lr / bc1)        p = p + (-lr / bc1 * m) / denom
 // Every scalar is formed in double (as Python does) and rounded to f32 once, as torch does when it
-// hands a Python float to an f32 kernel. Intrinsics fix where an FMA is used (only in lerp, like
-// ATen) and where each product is rounded on its own, which the compiler would otherwise contract;
-// the tail goes through masked loads, so every element sees the same arithmetic.
+// hands a Python float to an f32 kernel. Intrinsics fix where an FMA is used (lerp and addcmul,
+// like ATen's vectorized kernels) and where each product is rounded on its own (which the compiler
+// would otherwise contract); the tail goes through masked loads, so every element sees the same
+// arithmetic. m and v then agree bitwise with torch (tests/fixtures/ops/adamw_torch.json); p can
+// differ by an ulp or two where torch's sqrt (MKL's vsSqrt in the PyPI build, ~0.75 ulp) differs
+// from the correctly rounded one used here.
 #include <cmath>
 
 #include "core/threading.h"
@@ -26,7 +29,7 @@ inline void update8(float* p, const float* g, float* m, float* v, const Coeffs& 
   const __m256 gv = _mm256_maskload_ps(g, mask), mv = _mm256_maskload_ps(m, mask), vv = _mm256_maskload_ps(v, mask);
   const __m256 pv = _mm256_mul_ps(_mm256_maskload_ps(p, mask), c.decay);
   const __m256 m1 = _mm256_fmadd_ps(c.w1, _mm256_sub_ps(gv, mv), mv);
-  const __m256 v1 = _mm256_add_ps(_mm256_mul_ps(vv, c.b2), _mm256_mul_ps(_mm256_mul_ps(c.c2, gv), gv));
+  const __m256 v1 = _mm256_fmadd_ps(_mm256_mul_ps(c.c2, gv), gv, _mm256_mul_ps(vv, c.b2));
   const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v1), c.bc2_sqrt), c.eps);
   _mm256_maskstore_ps(p, mask, _mm256_add_ps(pv, _mm256_div_ps(_mm256_mul_ps(c.neg_step, m1), denom)));
   _mm256_maskstore_ps(m, mask, m1);
