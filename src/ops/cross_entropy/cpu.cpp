@@ -52,27 +52,30 @@ struct Gemm {
   }
 };
 
-// The GEMM's view of W: the f32 tensor itself or its bf16 copy (made once per call).
+// The GEMM's view of W: the f32 tensor itself or its bf16 copy (made once per call; a Tensor, so
+// the allocator's live/peak bytes see it).
 struct WeightOperand {
-  std::vector<uint16_t> bf16;
+  Tensor bf16;
   const void* ptr;
   WeightOperand(const Tensor& w, DType compute) : ptr(w.raw()) {
     if (compute == DType::BF16) {
-      bf16.resize(size_t(w.numel()));
-      to_bf16(w.data<float>(), bf16.data(), w.numel());
-      ptr = bf16.data();
+      bf16 = Tensor::empty(w.shape(), DType::BF16);
+      to_bf16(w.data<float>(), static_cast<uint16_t*>(bf16.raw()), w.numel());
+      ptr = bf16.raw();
     }
   }
 };
 
-// h rows [r0, r0 + R) as GEMM input: a pointer into h, or their bf16 copy in `scratch`.
-const void* h_rows(const Tensor& h, int64_t r0, int64_t R, DType compute, std::vector<uint16_t>& scratch) {
+// h rows [r0, r0 + R) as GEMM input: a pointer into h, or their bf16 copy in `scratch` ([rows, H]
+// bf16, allocated on first use).
+const void* h_rows(const Tensor& h, int64_t r0, int64_t R, DType compute, Tensor& scratch) {
   const int64_t H = h.dim(1);
   const float* src = h.data<float>() + r0 * H;
   if (compute != DType::BF16) return src;
-  scratch.resize(size_t(R * H));
-  to_bf16(src, scratch.data(), R * H);
-  return scratch.data();
+  if (!scratch.defined() || scratch.numel() < R * H) scratch = Tensor::empty({R, H}, DType::BF16);
+  uint16_t* dst = static_cast<uint16_t*>(scratch.raw());
+  to_bf16(src, dst, R * H);
+  return dst;
 }
 
 bool any_counted(const std::vector<int64_t>& labels, int64_t r0, int64_t r1) {
@@ -117,7 +120,7 @@ double cpu_forward(const GemmKernel& gemm, const Tensor& h, const Tensor& w, con
   if (rows <= 0) rows = logits_out ? d.n : chunk_rows(d.n, d.v);
   Tensor scratch;
   if (!logits_out) scratch = Tensor::empty({std::min(rows, d.n), d.v}, DType::F32);
-  std::vector<uint16_t> hb;
+  Tensor hb;
   std::vector<double> row_loss(size_t(d.n), 0.0);
   for (int64_t r0 = 0; r0 < d.n; r0 += rows) {
     const int64_t r1 = std::min(d.n, r0 + rows), R = r1 - r0;
@@ -151,7 +154,7 @@ double cpu_forward_backward(const GemmKernel& gemm, const Tensor& h, const Tenso
   Tensor logits = Tensor::empty({rows, d.v}, DType::F32);  // [rows, V], becomes dlogits in place
   Tensor dl_bf16;                                           // [rows, V] bf16 dlogits for bf16 GEMMs
   if (compute == DType::BF16) dl_bf16 = Tensor::empty({rows, d.v}, DType::BF16);
-  std::vector<uint16_t> hb;
+  Tensor hb;
   std::vector<double> row_loss(size_t(d.n), 0.0);
   float* dhp = dh.data<float>();  // [N, H]
   float* dwp = dw.data<float>();  // [V, H]

@@ -41,10 +41,10 @@ void backward(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor
     double dot = 0;  // sum_j w*dy*x_hat
     for (int64_t j = 0; j < D; ++j) dot += double(wp[j]) * gr[j] * (double(xr[j]) * r);
     const double mean = dot / double(D);
-    for (int64_t j = 0; j < D; ++j) {
-      const double xh = double(xr[j]) * r;
-      dxp[n * D + j] = float(r * (double(wp[j]) * gr[j] - xh * mean));
-      dw_acc[size_t(j)] += double(gr[j]) * xh;
+    for (int64_t j = 0; j < D; ++j) {  // dy is read before dx is written (they may alias)
+      const double xh = double(xr[j]) * r, g = gr[j];
+      dw_acc[size_t(j)] += g * xh;
+      dxp[n * D + j] = float(r * (double(wp[j]) * g - xh * mean));
     }
   }
   float* dwp = dw.data<float>();

@@ -31,15 +31,22 @@ void forward_row(const float* g, const float* u, float* y, int64_t I) {
   }
 }
 
-// One 8-lane step of the backward; m masks the lanes in range.
+// One 8-lane step of the backward. kTail: masked loads/stores (lanes in `m`) for the row's last
+// partial block; full blocks use plain ones (AMD's masked stores are slow).
+template <bool kTail>
 inline void backward8(const float* g, const float* u, const float* dy, float* dg, float* du, __m256i m) {
+  auto load = [&](const float* x) { return kTail ? _mm256_maskload_ps(x, m) : _mm256_loadu_ps(x); };
+  auto store = [&](float* x, __m256 y) {
+    if constexpr (kTail) _mm256_maskstore_ps(x, m, y);
+    else _mm256_storeu_ps(x, y);
+  };
   const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 gv = _mm256_maskload_ps(g, m), uv = _mm256_maskload_ps(u, m), dv = _mm256_maskload_ps(dy, m);
+  const __m256 gv = load(g), uv = load(u), dv = load(dy);
   const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, vmath::exp8(_mm256_sub_ps(_mm256_setzero_ps(), gv))));
   // dg = dout * u * s * (1 + g * (1 - s)), evaluated left to right as the reference formula
   const __m256 dsilu = _mm256_add_ps(one, _mm256_mul_ps(gv, _mm256_sub_ps(one, s)));
-  _mm256_maskstore_ps(dg, m, _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(dv, uv), s), dsilu));
-  _mm256_maskstore_ps(du, m, _mm256_mul_ps(_mm256_mul_ps(dv, gv), s));
+  store(dg, _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(dv, uv), s), dsilu));
+  store(du, _mm256_mul_ps(_mm256_mul_ps(dv, gv), s));
 }
 
 void forward(const Tensor& gu, Tensor& out) {
@@ -59,13 +66,12 @@ void backward(const Tensor& gu, const Tensor& dout, Tensor& dgu) {
   const float* dy = dout.data<float>(); // [N, I]
   float* d = dgu.data<float>();         // [N, 2I]
   parallel_for(N, grain_rows(I), [&](int64_t n0, int64_t n1) {
-    const __m256i all = _mm256_set1_epi32(-1);
     for (int64_t n = n0; n < n1; ++n) {
       const float* g = in + n * 2 * I;
       float* dg = d + n * 2 * I;
       int64_t j = 0;
-      for (; j + 8 <= I; j += 8) backward8(g + j, g + I + j, dy + n * I + j, dg + j, dg + I + j, all);
-      if (j < I) backward8(g + j, g + I + j, dy + n * I + j, dg + j, dg + I + j, vmath::first_lanes(I - j));
+      for (; j + 8 <= I; j += 8) backward8<false>(g + j, g + I + j, dy + n * I + j, dg + j, dg + I + j, __m256i{});
+      if (j < I) backward8<true>(g + j, g + I + j, dy + n * I + j, dg + j, dg + I + j, vmath::first_lanes(I - j));
     }
   });
 }

@@ -185,3 +185,27 @@ TEST(AdamWCpu, MatchesReferenceAndIsThreadCountIndependent) {
     EXPECT_TRUE(bitwise_equal(p, p2) && bitwise_equal(m, m2) && bitwise_equal(v, v2)) << n;
   }
 }
+
+TEST(OpsInPlace, AliasedOutputsMatchOutOfPlaceCalls) {
+  for (const char* v : {"reference", "cpu"}) {
+    const auto& rn = kernel<RMSNormKernel>(v);
+    Tensor x = randn({5, 37}, 1), w = randn({37}, 2, 0.1, 1.0), dy = randn({5, 37}, 3);
+    Tensor y = Tensor::empty({5, 37}, DType::F32), rstd = Tensor::empty({5}, DType::F32);
+    rn.forward(x, w, 1e-6f, y, rstd);
+    Tensor xi = x.clone(), rstd_i = Tensor::empty({5}, DType::F32);
+    rn.forward(xi, w, 1e-6f, xi, rstd_i);  // y aliasing x
+    EXPECT_TRUE(bitwise_equal(xi, y)) << v;
+    Tensor dx = Tensor::empty({5, 37}, DType::F32), dw = Tensor::zeros({37}, DType::F32);
+    rn.backward(x, w, rstd, dy, dx, dw);
+    Tensor dyi = dy.clone(), dwi = Tensor::zeros({37}, DType::F32);
+    rn.backward(x, w, rstd, dyi, dyi, dwi);  // dx aliasing dy
+    EXPECT_TRUE(bitwise_equal(dyi, dx) && bitwise_equal(dwi, dw)) << v;
+
+    const auto& sg = kernel<SwiGLUKernel>(v);
+    Tensor gu = randn({3, 22}, 4), dout = randn({3, 11}, 5), dgu = Tensor::empty({3, 22}, DType::F32);
+    sg.backward(gu, dout, dgu);
+    Tensor gui = gu.clone();
+    sg.backward(gui, dout, gui);  // dgu aliasing gu
+    EXPECT_TRUE(bitwise_equal(gui, dgu)) << v;
+  }
+}

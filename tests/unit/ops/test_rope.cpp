@@ -11,12 +11,13 @@ TEST(RopeCache, FollowsHFFormulaInF32) {
   ASSERT_EQ(c.cos.shape(), (Shape{5, 8}));
   for (int64_t p = 0; p < 5; ++p)
     for (int64_t i = 0; i < 4; ++i) {
-      const float inv = 1.0f / std::pow(1e6f, float(2 * i) / 8.0f);
+      // f32 exponent, pow rounded to f32, f32 reciprocal, f32 angle, cos/sin rounded to f32
+      const float inv = 1.0f / float(std::pow(1e6, double(float(2 * i) / 8.0f)));
       const float f = float(p) * inv;
-      EXPECT_EQ(c.cos.data<float>()[p * 8 + i], std::cos(f));
-      EXPECT_EQ(c.cos.data<float>()[p * 8 + i + 4], std::cos(f));
-      EXPECT_EQ(c.sin.data<float>()[p * 8 + i], std::sin(f));
-      EXPECT_EQ(c.sin.data<float>()[p * 8 + i + 4], std::sin(f));
+      EXPECT_EQ(c.cos.data<float>()[p * 8 + i], float(std::cos(double(f))));
+      EXPECT_EQ(c.cos.data<float>()[p * 8 + i + 4], float(std::cos(double(f))));
+      EXPECT_EQ(c.sin.data<float>()[p * 8 + i], float(std::sin(double(f))));
+      EXPECT_EQ(c.sin.data<float>()[p * 8 + i + 4], float(std::sin(double(f))));
       EXPECT_NEAR(c.cos.data<float>()[p * 8 + i], std::cos(double(p) * std::pow(1e6, -double(2 * i) / 8)), 1e-6);
     }
   EXPECT_THROW(make_rope_cache(1e6, 7, 5), Error);
