@@ -15,6 +15,7 @@
 // not depend on the thread count as long as the GEMM's do not.
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -127,6 +128,7 @@ void forward(const MoEArgs& a, Tensor& y, MoESaved& s) {
   const auto [T, H, E, I, K] = moe_check_args(a, "grouped_gemm");
   opcheck::f32(y, "moe", "y");
   TITAN_CHECK(y.ndim() == 2 && y.dim(0) == T && y.dim(1) == H, "moe: y must be [", T, ", ", H, "], got ", y.str());
+  TITAN_CHECK(T * K < (int64_t(1) << 31), "moe.grouped_gemm: T * top_k = ", T * K, " exceeds its int32 slot index");
   const bool bf = a.compute == DType::BF16;
   // 1. Router (f32) and routing.
   s.logits = Tensor::empty({T, E}, DType::F32);
@@ -316,7 +318,15 @@ void backward(const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGr
   }
 }
 
-const MoEKernel kGroupedGemm{"grouped_gemm", forward, backward};
+// Slot rows are stored as int32 (saved for backward): T * top_k must stay below 2^31.
+std::string constraint(const KernelShape& s) {
+  const int64_t slots = s.batch * s.seq * (s.top_k > 0 ? s.top_k : 1);
+  if (slots >= (int64_t(1) << 31))
+    return "batch * seq * top_k = " + std::to_string(slots) + " exceeds its int32 slot index (< 2^31)";
+  return "";
+}
+
+const MoEKernel kGroupedGemm{"grouped_gemm", forward, backward, constraint};
 
 }  // namespace
 TITAN_REGISTER_KERNEL(MoEKernel, "grouped_gemm", DeviceType::CPU, kGroupedGemm);
