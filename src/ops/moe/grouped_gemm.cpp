@@ -39,8 +39,9 @@ const GemmKernel& gk() {
 struct In {
   Tensor f32, bf;
   bool use_bf = false;
-  void make(const Shape& s, bool bf16) {
-    f32 = Tensor::zeros(s, DType::F32);
+  // zero: when the producer leaves rows unwritten (padding rows skipped).
+  void make(const Shape& s, bool bf16, bool zero = false) {
+    f32 = zero ? Tensor::zeros(s, DType::F32) : Tensor::empty(s, DType::F32);
     use_bf = bf16;
   }
   void round() {
@@ -232,7 +233,7 @@ void backward(const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGr
   // dw per slot, dgu through the SwiGLU, and dy scaled by w for the down-projection gradient.
   std::vector<double> dw(size_t(T * K), 0.0);
   In dgu;
-  dgu.make({G.rows, 2 * I}, bf);
+  dgu.make({G.rows, 2 * I}, bf, /*zero=*/true);
   float* dgp = dgu.f32.data<float>();
   float* dyw = dyp.f32.data<float>();
   const float* actp = act.f32.data<float>();
