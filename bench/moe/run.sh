@@ -13,5 +13,8 @@ echo "# $(date -u +%FT%TZ) $(nproc) cpus, load: $(cut -d' ' -f1-3 /proc/loadavg)
 OMP_NUM_THREADS=$THREADS "$BUILD/bench/moe/moe_bench" "$@"
 # PyTorch with its best settings: OPENBLAS_CORETYPE unset (torch does not use it for these
 # GEMMs anyway), the same thread count.
-env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=$THREADS "$VENV/bin/python" "$here/torch_baseline.py" --threads "$THREADS" \
-  $(echo "$@" | sed -E 's/--ref-tokens [^ ]+//; s/--bf16//')
+# Both experts implementations of transformers: eager (the loop) and grouped_mm.
+for impl in eager grouped_mm; do
+  env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=$THREADS "$VENV/bin/python" "$here/torch_baseline.py" --threads "$THREADS" \
+    --experts-impl $impl $(echo "$@" | sed -E 's/--ref-tokens [^ ]+//; s/--bf16//') 2>&1 | grep -v ExpertsInterface
+done

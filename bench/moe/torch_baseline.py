@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""PyTorch eager baseline for the MoE block: transformers' Qwen3MoeSparseMoeBlock (its default
-experts implementation: the loop over the experts that receive tokens), forward + backward of
-sum(y * dy) on [1, tokens, hidden] f32. Prints one JSON line.
+"""PyTorch eager baseline for the MoE block: transformers' Qwen3MoeSparseMoeBlock, forward + backward
+of sum(y * dy) on [1, tokens, hidden] f32, with the experts implementation given (eager: the loop
+over the experts that receive tokens; grouped_mm: torch's grouped GEMM, transformers' default in a
+full model when torch supports it). Prints one JSON line.
 """
 import argparse
 import json
@@ -22,11 +23,15 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--experts-impl", default="eager",
+                    help="transformers experts implementation: eager (the loop over experts) or grouped_mm "
+                         "(what a full model picks by default when torch supports it)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     cfg = Qwen3MoeConfig(hidden_size=args.hidden, moe_intermediate_size=args.inter, num_experts=args.experts,
                          num_experts_per_tok=args.top_k, norm_topk_prob=True, hidden_act="silu")
+    cfg._experts_implementation = args.experts_impl
     block = Qwen3MoeSparseMoeBlock(cfg).float().train()
     with torch.no_grad():  # HF's initializer_range 0.02 for every weight, as in moe_bench
         block.gate.weight.normal_(0, 0.02)
@@ -44,7 +49,7 @@ def main():
         t = time.perf_counter() - t0
         if i >= args.warmup:
             times.append(t)
-    print(json.dumps({"variant": "torch_eager", "torch": torch.__version__, "threads": torch.get_num_threads(),
+    print(json.dumps({"variant": "torch_" + args.experts_impl, "torch": torch.__version__, "threads": torch.get_num_threads(),
                       "tokens": args.tokens, "best_s": round(min(times), 4),
                       "mean_s": round(sum(times) / len(times), 4)}))
 
