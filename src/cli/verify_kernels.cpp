@@ -1,0 +1,48 @@
+// titan verify kernels [--op NAME] [--json]: every registered kernel variant against its op's
+// reference, forward and backward, f32 and bf16, on a fixed list of shapes (src/ops/verify/).
+// Prints a table (or one JSON array) and exits 1 when any row fails.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "ops/verify/verify.h"
+
+namespace titan::cli {
+
+static int cmd_verify(const std::vector<std::string>& argv) {
+  Args args(argv, {"json"});
+  args.check_known({"op", "json"});
+  const auto& pos = args.positional();
+  TITAN_CHECK(pos.size() == 1 && pos[0] == "kernels", "usage: titan verify kernels [--op NAME] [--json]");
+  const std::vector<VerifyRow> rows = verify_kernels(args.get("op", ""));
+  size_t failed = 0;
+  for (const auto& r : rows) failed += r.ok ? 0 : 1;
+  if (args.has("json")) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& r : rows)
+      arr.push_back({{"op", r.op},
+                     {"variant", r.variant},
+                     {"dtype", r.dtype},
+                     {"shape", r.shape},
+                     {"direction", r.direction},
+                     {"max_abs_diff", r.max_abs_diff},
+                     {"max_rel_diff", r.max_rel_diff},
+                     {"ok", r.ok}});
+    std::printf("%s\n", arr.dump().c_str());
+  } else {
+    std::printf("%-13s %-13s %-5s %-40s %-9s %-12s %-12s %s\n", "op", "variant", "dtype", "shape", "direction",
+                "max_abs_diff", "max_rel_diff", "ok");
+    for (const auto& r : rows)
+      std::printf("%-13s %-13s %-5s %-40s %-9s %-12.4g %-12.4g %s\n", r.op.c_str(), r.variant.c_str(), r.dtype.c_str(),
+                  r.shape.c_str(), r.direction.c_str(), r.max_abs_diff, r.max_rel_diff,
+                  r.ok ? (r.exact ? "ok (exact)" : "ok") : "FAIL");
+    std::printf("%zu rows, %zu failed\n", rows.size(), failed);
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+TITAN_COMMAND("verify", "verify kernels: every kernel variant against its reference (verify kernels [--op NAME] [--json])",
+              cmd_verify);
+
+}  // namespace titan::cli

@@ -1,0 +1,79 @@
+#include "ops/catalog.h"
+
+#include <functional>
+#include <map>
+
+#include "ops/adamw/adamw.h"
+#include "ops/attention/attention.h"
+#include "ops/cross_entropy/cross_entropy.h"
+#include "ops/embedding/embedding.h"
+#include "ops/matmul/matmul.h"
+#include "ops/moe/moe.h"
+#include "ops/registry.h"
+#include "ops/residual/residual.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rope/rope.h"
+#include "ops/swiglu/swiglu.h"
+
+namespace titan {
+namespace {
+
+struct OpEntry {
+  std::function<std::vector<std::string>()> variants;
+  std::function<std::string(const std::string&, const KernelShape&)> constraint;
+};
+
+template <class K>
+OpEntry entry() {
+  return {[] { return KernelRegistry<K>::get().variants(); },
+          [](const std::string& v, const KernelShape& s) { return check_constraint(kernel<K>(v), s); }};
+}
+
+const std::map<std::string, OpEntry>& table() {
+  static const std::map<std::string, OpEntry> t = {
+      {"embedding", entry<EmbeddingKernel>()},       {"gemm", entry<GemmKernel>()},
+      {"linear", entry<LinearKernel>()},             {"rmsnorm", entry<RMSNormKernel>()},
+      {"rope", entry<RopeKernel>()},                 {"attention", entry<AttentionKernel>()},
+      {"swiglu", entry<SwiGLUKernel>()},             {"residual", entry<ResidualKernel>()},
+      {"cross_entropy", entry<CrossEntropyKernel>()}, {"adamw", entry<AdamWKernel>()},
+      {"moe", entry<MoEKernel>()},
+  };
+  return t;
+}
+
+}  // namespace
+
+const std::vector<std::string>& op_names() {
+  static const std::vector<std::string> n = {"embedding", "gemm",   "linear",   "rmsnorm",       "rope", "attention",
+                                             "swiglu",    "residual", "cross_entropy", "adamw", "moe"};
+  return n;
+}
+
+bool op_exists(const std::string& op) { return table().count(op) != 0; }
+
+std::vector<std::string> op_variants(const std::string& op) {
+  auto it = table().find(op);
+  TITAN_CHECK(it != table().end(), "unknown op '", op, "'");
+  return it->second.variants();
+}
+
+bool op_has_variant(const std::string& op, const std::string& variant) {
+  if (!op_exists(op)) return false;
+  for (const auto& v : op_variants(op))
+    if (v == variant) return true;
+  return false;
+}
+
+std::string op_constraint(const std::string& op, const std::string& variant, const KernelShape& s) {
+  TITAN_CHECK(op_has_variant(op, variant), "unknown kernel ", op, ".", variant);
+  return table().at(op).constraint(variant, s);
+}
+
+std::pair<std::string, std::string> split_kernel_name(const std::string& s) {
+  const size_t dot = s.find('.');
+  TITAN_CHECK(dot != std::string::npos && dot > 0 && dot + 1 < s.size(), "kernel name '", s,
+              "' must be op.variant (e.g. rope.fused)");
+  return {s.substr(0, dot), s.substr(dot + 1)};
+}
+
+}  // namespace titan

@@ -1,0 +1,24 @@
+// The op families by name, for code that picks kernels from strings ("rope.fused" in a job file,
+// `titan verify kernels --op rope`): which ops exist, which variants each has registered, and
+// whether a variant accepts a shape (its declared constraint).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ops/kernel_shape.h"
+
+namespace titan {
+
+// Every op family with a kernel registry, in a fixed order:
+// embedding, gemm, linear, rmsnorm, rope, attention, swiglu, residual, cross_entropy, adamw, moe.
+const std::vector<std::string>& op_names();
+bool op_exists(const std::string& op);
+std::vector<std::string> op_variants(const std::string& op);  // registered CPU variants, sorted
+bool op_has_variant(const std::string& op, const std::string& variant);
+// "" when op.variant accepts the shape, else the reason; the variant must exist.
+std::string op_constraint(const std::string& op, const std::string& variant, const KernelShape& s);
+
+// "op.variant" -> {op, variant}; the split is at the first '.'. Errors on a malformed string.
+std::pair<std::string, std::string> split_kernel_name(const std::string& s);
+
+}  // namespace titan

@@ -1,0 +1,177 @@
+// Verification of the element-wise and matmul op families (see verify.h): embedding, gemm, linear,
+// rmsnorm, rope, residual.
+#include <string>
+
+#include "core/dtype.h"
+#include "ops/embedding/embedding.h"
+#include "ops/matmul/bf16_convert.h"
+#include "ops/matmul/matmul.h"
+#include "ops/residual/residual.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rope/rope.h"
+#include "ops/verify/verify.h"
+
+namespace titan::verify_detail {
+void verify_embedding(std::vector<VerifyRow>& rows) {
+  const EmbeddingKernel& ref = kernel<EmbeddingKernel>("reference");
+  const int64_t shapes[][3] = {{1, 1, 1}, {11, 7, 5}, {64, 33, 40}};  // V, H, N
+  for (const auto& var : variants_to_check<EmbeddingKernel>())
+    for (bool bf : {false, true})
+      for (const auto& s : shapes) {
+        const auto [V, H, N] = std::tuple{s[0], s[1], s[2]};
+        const Tensor w = round_bf16(randn({V, H}, 1), bf), dout = round_bf16(randn({N, H}, 2), bf);
+        Tensor ids = Tensor::empty({N}, DType::I64);
+        for (int64_t i = 0; i < N; ++i) ids.data<int64_t>()[i] = (i * 7 + 3) % V;  // repeats when N > V
+        const std::string sh = dims({{"V", V}, {"H", H}, {"N", N}});
+        Tensor a = Tensor::empty({N, H}, DType::F32), b = Tensor::empty({N, H}, DType::F32);
+        kernel<EmbeddingKernel>(var).forward(ids, w, a);
+        ref.forward(ids, w, b);
+        Diff f;
+        f.add(a, b);
+        emit(rows, "embedding", var, bf, sh, "forward", f, kTolF32);
+        Tensor ga = randn({V, H}, 3), gb = ga.clone();
+        kernel<EmbeddingKernel>(var).backward(ids, dout, ga);
+        ref.backward(ids, dout, gb);
+        Diff d;
+        d.add(ga, gb);
+        emit(rows, "embedding", var, bf, sh, "backward", d, kTolF32);
+      }
+}
+
+void verify_gemm(std::vector<VerifyRow>& rows) {
+  const GemmKernel& ref = kernel<GemmKernel>("reference");
+  struct S {
+    int64_t m, n, k;
+    bool ta, tb;
+  } shapes[] = {{1, 1, 1, false, false}, {7, 5, 13, false, true}, {33, 17, 64, true, false}, {65, 31, 9, true, true}};
+  for (const auto& var : variants_to_check<GemmKernel>())
+    for (bool bf : {false, true})
+      for (const auto& s : shapes) {
+        const Tensor A = randn({s.ta ? s.k : s.m, s.ta ? s.m : s.k}, 4), B = randn({s.tb ? s.n : s.k, s.tb ? s.k : s.n}, 5);
+        const Tensor Ab = bf ? to_bf16(A) : A, Bb = bf ? to_bf16(B) : B;
+        const Tensor C0 = randn({s.m, s.n}, 6);
+        Tensor c1 = C0.clone(), c2 = C0.clone();
+        auto run = [&](const GemmKernel& k, Tensor& c) {
+          GemmArgs g;
+          g.trans_a = s.ta, g.trans_b = s.tb, g.m = s.m, g.n = s.n, g.k = s.k, g.alpha = 0.75f, g.beta = 0.5f;
+          g.a = Ab.raw(), g.b = Bb.raw(), g.c = c.data<float>(), g.in_dtype = bf ? DType::BF16 : DType::F32;
+          gemm(k, g);
+        };
+        run(kernel<GemmKernel>(var), c1);
+        run(ref, c2);
+        Diff d;
+        d.add(c1, c2);
+        emit(rows, "gemm", var, bf, dims({{"M", s.m}, {"N", s.n}, {"K", s.k}, {"ta", s.ta}, {"tb", s.tb}}), "forward", d,
+             bf ? kTolBf16Compute : kTolF32);
+      }
+}
+
+void verify_linear(std::vector<VerifyRow>& rows) {
+  const LinearKernel& ref = kernel<LinearKernel>("reference");
+  const int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 64, 17}, {70, 48, 96}};  // M, K, N
+  for (const auto& var : variants_to_check<LinearKernel>())
+    for (bool bf : {false, true})
+      for (const auto& s : shapes) {
+        const auto [M, K, N] = std::tuple{s[0], s[1], s[2]};
+        const DType c = bf ? DType::BF16 : DType::F32;
+        const Tensor x = randn({M, K}, 7), w = randn({N, K}, 8), dy = randn({M, N}, 9);
+        const std::string sh = dims({{"M", M}, {"K", K}, {"N", N}});
+        const double tol = bf ? kTolBf16Compute : kTolF32;
+        Tensor y1 = Tensor::empty({M, N}, DType::F32), y2 = Tensor::empty({M, N}, DType::F32);
+        kernel<LinearKernel>(var).forward(x, w, y1, c);
+        ref.forward(x, w, y2, c);
+        Diff f;
+        f.add(y1, y2);
+        emit(rows, "linear", var, bf, sh, "forward", f, tol);
+        Tensor dx1 = Tensor::empty({M, K}, DType::F32), dx2 = dx1.clone();
+        Tensor dw1 = randn({N, K}, 10), dw2 = dw1.clone();
+        kernel<LinearKernel>(var).backward(x, w, dy, &dx1, &dw1, c);
+        ref.backward(x, w, dy, &dx2, &dw2, c);
+        Diff d;
+        d.add(dx1, dx2);
+        d.add(dw1, dw2);
+        emit(rows, "linear", var, bf, sh, "backward", d, tol);
+      }
+}
+
+void verify_rmsnorm(std::vector<VerifyRow>& rows) {
+  const RMSNormKernel& ref = kernel<RMSNormKernel>("reference");
+  const int64_t shapes[][2] = {{1, 1}, {7, 13}, {33, 128}, {5, 1000}};  // N, D
+  for (const auto& var : variants_to_check<RMSNormKernel>())
+    for (bool bf : {false, true})
+      for (const auto& s : shapes) {
+        const auto [N, D] = std::pair{s[0], s[1]};
+        const Tensor x = round_bf16(randn({N, D}, 11), bf), w = round_bf16(randn({D}, 12), bf);
+        const Tensor dy = round_bf16(randn({N, D}, 13), bf);
+        const std::string sh = dims({{"N", N}, {"D", D}});
+        Tensor y1 = Tensor::empty({N, D}, DType::F32), y2 = y1.clone(), r1 = Tensor::empty({N}, DType::F32),
+               r2 = r1.clone();
+        kernel<RMSNormKernel>(var).forward(x, w, 1e-6f, y1, r1);
+        ref.forward(x, w, 1e-6f, y2, r2);
+        Diff f;
+        f.add(y1, y2);
+        f.add(r1, r2);
+        emit(rows, "rmsnorm", var, bf, sh, "forward", f, kTolF32);
+        Tensor dx1 = Tensor::empty({N, D}, DType::F32), dx2 = dx1.clone(), dw1 = randn({D}, 14), dw2 = dw1.clone();
+        kernel<RMSNormKernel>(var).backward(x, w, r2, dy, dx1, dw1);
+        ref.backward(x, w, r2, dy, dx2, dw2);
+        Diff d;
+        d.add(dx1, dx2);
+        d.add(dw1, dw2);
+        emit(rows, "rmsnorm", var, bf, sh, "backward", d, kTolF32);
+      }
+}
+
+void verify_rope(std::vector<VerifyRow>& rows) {
+  const RopeKernel& ref = kernel<RopeKernel>("reference");
+  const int64_t shapes[][5] = {{1, 1, 1, 1, 2}, {2, 7, 4, 2, 16}, {1, 33, 5, 1, 10}, {2, 64, 8, 4, 128}};
+  for (const auto& var : variants_to_check<RopeKernel>())
+    for (bool bf : {false, true})
+      for (const auto& s : shapes) {
+        const auto [B, S, Hq, Hkv, D] = std::tuple{s[0], s[1], s[2], s[3], s[4]};
+        const RopeCache cache = make_rope_cache(1000000.0, D, S + 5);
+        // The fused kernel computes every element with the reference's operations: bit-exact.
+        const bool exact = var == "fused";
+        for (const auto& [name, H, stream] : {std::tuple{"q", Hq, 15}, std::tuple{"k", Hkv, 16}}) {
+          const Tensor x = round_bf16(randn({B, S, H, D}, uint64_t(stream), 2.0), bf);
+          const std::string sh = std::string(name) + ":" + dims({{"B", B}, {"S", S}, {"H", H}, {"D", D}});
+          Tensor a = x.clone(), b = x.clone();
+          kernel<RopeKernel>(var).forward(a, cache);
+          ref.forward(b, cache);
+          Diff f;
+          f.add(a, b);
+          emit(rows, "rope", var, bf, sh, "forward", f, kTolF32, exact);
+          Tensor ga = x.clone(), gb = x.clone();
+          kernel<RopeKernel>(var).backward(ga, cache);
+          ref.backward(gb, cache);
+          Diff d;
+          d.add(ga, gb);
+          emit(rows, "rope", var, bf, sh, "backward", d, kTolF32, exact);
+        }
+      }
+}
+
+void verify_residual(std::vector<VerifyRow>& rows) {
+  const ResidualKernel& ref = kernel<ResidualKernel>("reference");
+  const int64_t shapes[][2] = {{1, 1}, {7, 13}, {33, 1000}};
+  for (const auto& var : variants_to_check<ResidualKernel>())
+    for (bool bf : {false, true})
+      for (const auto& s : shapes) {
+        const Tensor a = round_bf16(randn({s[0], s[1]}, 17), bf), b = round_bf16(randn({s[0], s[1]}, 18), bf);
+        const std::string sh = dims({{"N", s[0]}, {"D", s[1]}});
+        Tensor y1 = Tensor::empty(a.shape(), DType::F32), y2 = y1.clone();
+        kernel<ResidualKernel>(var).forward(a, b, y1);
+        ref.forward(a, b, y2);
+        Diff f;
+        f.add(y1, y2);
+        emit(rows, "residual", var, bf, sh, "forward", f, kTolF32);
+        Tensor d1 = a.clone(), d2 = a.clone();
+        kernel<ResidualKernel>(var).accumulate(d1, b);
+        ref.accumulate(d2, b);
+        Diff d;
+        d.add(d1, d2);
+        emit(rows, "residual", var, bf, sh, "backward", d, kTolF32);
+      }
+}
+
+}  // namespace titan::verify_detail

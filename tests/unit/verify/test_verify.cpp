@@ -1,0 +1,70 @@
+// verify_kernels: rows for every non-reference variant, the documented fields, bit-exact rows for
+// the fused RoPE, and a failing row for a deliberately wrong kernel (registered only in this test).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/swiglu/swiglu.h"
+#include "ops/verify/verify.h"
+
+using namespace titan;
+
+namespace {
+
+// SwiGLU that forgets the up projection in forward: a wrong kernel verify must catch.
+void wrong_forward(const Tensor& gu, Tensor& out) {
+  const int64_t N = gu.dim(0), I = gu.dim(1) / 2;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < I; ++j) {
+      const float g = gu.data<float>()[n * 2 * I + j];
+      out.data<float>()[n * I + j] = g / (1.f + std::exp(-g));
+    }
+}
+void right_backward(const Tensor& gu, const Tensor& dout, Tensor& dgu) {
+  kernel<SwiGLUKernel>("reference").backward(gu, dout, dgu);
+}
+const SwiGLUKernel kWrong{"test_wrong", wrong_forward, right_backward};
+TITAN_REGISTER_KERNEL(SwiGLUKernel, "test_wrong", DeviceType::CPU, kWrong);
+
+TEST(VerifyKernels, WrongKernelFailsItsForwardRowsOnly) {
+  const auto rows = verify_kernels("swiglu");
+  int wrong_fwd = 0, wrong_bwd = 0;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.op, "swiglu");
+    if (r.variant != "test_wrong") continue;
+    if (r.direction == "forward") {
+      ++wrong_fwd;
+      EXPECT_FALSE(r.ok) << r.shape << " " << r.dtype;
+      EXPECT_GT(r.max_abs_diff, 0.0);
+    } else {
+      ++wrong_bwd;
+      EXPECT_TRUE(r.ok) << r.shape << " " << r.dtype;
+    }
+  }
+  EXPECT_EQ(wrong_fwd, 6);  // 3 shapes x {f32, bf16}
+  EXPECT_EQ(wrong_bwd, 6);
+}
+
+TEST(VerifyKernels, FusedRopeRowsAreExactAndEveryOpWithVariantsHasRows) {
+  const auto rows = verify_kernels();
+  int rope_exact = 0, moe = 0;
+  for (const auto& r : rows) {
+    EXPECT_NE(r.variant, "reference");
+    if (r.variant == "test_wrong") continue;
+    EXPECT_TRUE(r.ok) << r.op << "." << r.variant << " " << r.dtype << " " << r.shape << " " << r.direction;
+    if (r.op == "rope" && r.variant == "fused") {
+      EXPECT_TRUE(r.exact);
+      EXPECT_EQ(r.max_abs_diff, 0.0);
+      ++rope_exact;
+    }
+    if (r.op == "moe" && r.variant == "grouped_gemm") {
+      EXPECT_TRUE(r.dtype == "f32" || r.dtype == "bf16");
+      ++moe;
+    }
+  }
+  EXPECT_EQ(rope_exact, 4 * 2 * 2 * 2);  // shapes x {q, k} x dtypes x directions
+  EXPECT_EQ(moe, 4 * 2 * 2);
+  EXPECT_THROW(verify_kernels("nosuch"), Error);
+}
+
+}  // namespace
