@@ -5,16 +5,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/command.h"
+#include "cli/verify.h"
 #include "ops/verify/verify.h"
 
 namespace titan::cli {
 
-static int cmd_verify(const std::vector<std::string>& argv) {
+static int cmd_verify_kernels(const std::vector<std::string>& argv) {
   Args args(argv, {"json"});
   args.check_known({"op", "json"});
-  const auto& pos = args.positional();
-  TITAN_CHECK(pos.size() == 1 && pos[0] == "kernels", "usage: titan verify kernels [--op NAME] [--json]");
+  TITAN_CHECK(args.positional().empty(), "usage: titan verify kernels [--op NAME] [--json]");
   const std::vector<VerifyRow> rows = verify_kernels(args.get("op", ""));
   size_t failed = 0;
   for (const auto& r : rows) failed += r.ok ? 0 : 1;
@@ -42,7 +41,7 @@ static int cmd_verify(const std::vector<std::string>& argv) {
   return failed == 0 ? 0 : 1;
 }
 
-TITAN_COMMAND("verify", "verify kernels: every kernel variant against its reference (verify kernels [--op NAME] [--json])",
-              cmd_verify);
+TITAN_VERIFY_COMMAND("kernels", "every kernel variant against its reference ([--op NAME] [--json])",
+                     cmd_verify_kernels);
 
 }  // namespace titan::cli
