@@ -215,3 +215,21 @@ TEST(CrossEntropyCpu, RegisteredKernelMatchesReference) {
       EXPECT_NEAR(cpu.forward(h, w, labels, nullptr, c), lr, 1e-4 * (1 + std::fabs(lr)));
     }
 }
+
+TEST(CrossEntropyCpu, AcceptsBatchedHiddenStates) {
+  // h [B, S, H] with labels [B, S] is the same computation as h [B*S, H] with labels [B*S].
+  const auto& ref = kernel<CrossEntropyKernel>("reference");
+  Tensor h = randn({2, 3, 5}, 1), w = randn({7, 5}, 2);
+  Tensor labels = random_labels(6, 7, 3, true).view({2, 3});
+  for (DType c : {DType::F32, DType::BF16}) {
+    Tensor dh3 = Tensor::empty({2, 3, 5}, DType::F32), dw3 = Tensor::zeros({7, 5}, DType::F32);
+    Tensor dh2 = Tensor::empty({6, 5}, DType::F32), dw2 = Tensor::zeros({7, 5}, DType::F32);
+    const double a = ce_detail::cpu_forward_backward(kPlainGemm, h, w, labels, 0.5f, dh3, dw3, c, 4);
+    const double b = ce_detail::cpu_forward_backward(kPlainGemm, h.view({6, 5}), w, labels.view({6}), 0.5f, dh2, dw2, c, 4);
+    EXPECT_EQ(a, b);
+    EXPECT_TRUE(bitwise_equal(dh3, dh2) && bitwise_equal(dw3, dw2));
+    Tensor dhr = Tensor::empty({2, 3, 5}, DType::F32), dwr = Tensor::zeros({7, 5}, DType::F32);
+    EXPECT_NEAR(ref.forward_backward(h, w, labels, 0.5f, dhr, dwr, c), a, 1e-5);
+    EXPECT_TRUE(close_to_scale(dhr, dh3, c == DType::F32 ? 1e-5 : 1e-2));
+  }
+}
