@@ -233,3 +233,22 @@ TEST(CrossEntropyCpu, AcceptsBatchedHiddenStates) {
     EXPECT_TRUE(close_to_scale(dhr, dh3, c == DType::F32 ? 1e-5 : 1e-2));
   }
 }
+
+TEST(CrossEntropyCpu, RegisteredKernelIsThreadCountIndependent) {
+  // With gemm.cpu: the whole fused kernel, GEMMs included, gives the same bits on 1 and 2 threads
+  // (core/threading.h's promise, which the trainer's reproducibility rests on).
+  if (!KernelRegistry<GemmKernel>::get().find("cpu")) GTEST_SKIP() << "no gemm.cpu registered in this build";
+  const auto& cpu = kernel<CrossEntropyKernel>("cpu");
+  const int64_t N = 300, H = 96, V = 5003;
+  Tensor h = randn({N, H}, 1), w = randn({V, H}, 2, 0.1);
+  Tensor labels = random_labels(N, V, 4, true);
+  for (DType c : {DType::F32, DType::BF16}) {
+    Tensor dh1 = Tensor::empty({N, H}, DType::F32), dw1 = Tensor::zeros({V, H}, DType::F32);
+    Tensor dh2 = dh1.clone(), dw2 = dw1.clone();
+    double l1 = 0, l2 = 0;
+    with_threads(1, [&] { l1 = cpu.forward_backward(h, w, labels, 0.01f, dh1, dw1, c); });
+    with_threads(2, [&] { l2 = cpu.forward_backward(h, w, labels, 0.01f, dh2, dw2, c); });
+    EXPECT_EQ(l1, l2) << dtype_name(c);
+    EXPECT_TRUE(bitwise_equal(dh1, dh2) && bitwise_equal(dw1, dw2)) << dtype_name(c);
+  }
+}
