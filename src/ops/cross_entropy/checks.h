@@ -9,17 +9,19 @@ struct Dims {
   int64_t n, h, v;  // rows (tokens), hidden size, vocabulary size
 };
 
-// h: [N, H] f32; w: [V, H] f32; labels: N indices, each -100 or in [0, V); compute F32 or BF16.
+// h: [N, H] (or [B, S, H], read as N = B*S rows) f32; w: [V, H] f32; labels: N indices (any
+// shape), each -100 or in [0, V); compute F32 or BF16.
 inline Dims check_inputs(const Tensor& h, const Tensor& w, const Tensor& labels, DType compute) {
   opcheck::f32(h, "cross_entropy", "h");
   opcheck::f32(w, "cross_entropy", "w");
   opcheck::index(labels, "cross_entropy", "labels");
-  TITAN_CHECK(h.ndim() == 2, "cross_entropy: 'h' must be [N, H], got ", h.str());
-  TITAN_CHECK(w.ndim() == 2 && w.dim(1) == h.dim(1) && w.dim(0) > 0,
-              "cross_entropy: 'w' must be [V, H] with H = ", h.dim(1), " and V > 0, got ", w.str());
+  TITAN_CHECK(h.ndim() >= 2 && h.dim(-1) > 0, "cross_entropy: 'h' must be [N, H] or [B, S, H] with H > 0, got ",
+              h.str());
+  TITAN_CHECK(w.ndim() == 2 && w.dim(1) == h.dim(-1) && w.dim(0) > 0,
+              "cross_entropy: 'w' must be [V, H] with H = ", h.dim(-1), " and V > 0, got ", w.str());
   TITAN_CHECK(compute == DType::F32 || compute == DType::BF16, "cross_entropy: compute dtype must be f32 or bf16, got ",
               dtype_name(compute));
-  const Dims d{h.dim(0), h.dim(1), w.dim(0)};
+  const Dims d{h.numel() / h.dim(-1), h.dim(-1), w.dim(0)};
   opcheck::numel(labels, d.n, "cross_entropy", "labels");
   for (int64_t n = 0; n < d.n; ++n) {
     const int64_t l = opcheck::index_at(labels, n);

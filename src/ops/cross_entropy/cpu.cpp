@@ -69,7 +69,7 @@ struct WeightOperand {
 // h rows [r0, r0 + R) as GEMM input: a pointer into h, or their bf16 copy in `scratch` ([rows, H]
 // bf16, allocated on first use).
 const void* h_rows(const Tensor& h, int64_t r0, int64_t R, DType compute, Tensor& scratch) {
-  const int64_t H = h.dim(1);
+  const int64_t H = h.dim(-1);
   const float* src = h.data<float>() + r0 * H;
   if (compute != DType::BF16) return src;
   if (!scratch.defined() || scratch.numel() < R * H) scratch = Tensor::empty({R, H}, DType::BF16);

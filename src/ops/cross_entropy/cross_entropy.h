@@ -1,5 +1,5 @@
 // Cross-entropy fused with the lm_head, in chunks of rows, so [N, V] f32 logits are never held:
-//   logits = h @ W^T (h: [N, H], W: [V, H]); loss_n = logsumexp(logits_n) - logits_n[label_n]
+//   logits = h @ W^T (h: [N, H] or [B, S, H] as N = B*S rows, W: [V, H]); loss_n = logsumexp(logits_n) - logits_n[label_n]
 //   labels: [N] i32/i64; label -100 is ignored; any other label must be in [0, V) (checked).
 // forward returns the SUM of losses over non-ignored rows (the caller divides by the count, which
 // is known before the pass, so the backward scale can be given up front).

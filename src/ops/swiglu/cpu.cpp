@@ -1,6 +1,7 @@
 // SwiGLU, cpu variant: one pass per direction over row blocks, 8 lanes at a time (AVX2, the exp
-// of vec_math.h; the row tail goes through masked loads so it sees the same arithmetic), f32
-// throughout as torch's f32 silu x / (1 + exp(-x)):
+// of vec_math.h; the row tail goes through masked loads so it sees the same arithmetic) or 16 with
+// AVX-512 (swiglu_rows.avx512.cpp, same arithmetic, chosen at run time), f32 throughout as torch's
+// f32 silu x / (1 + exp(-x)):
 //   forward:  out = g / (1 + e^-g) * u
 //   backward: s = 1 / (1 + e^-g); dg = dout * u * s * (1 + g (1 - s)); du = dout * g * s
 // Elementwise, so independent of the thread count. dgu may alias gu (every lane is loaded before
@@ -8,13 +9,11 @@
 #include "core/threading.h"
 #include "ops/swiglu/checks.h"
 #include "ops/swiglu/swiglu.h"
+#include "ops/swiglu/swiglu_rows.h"
 #include "ops/vec_math.h"
 
-namespace titan {
+namespace titan::swiglu_detail {
 namespace {
-
-// Rows per parallel task: about 16K output elements each.
-int64_t grain_rows(int64_t I) { return I >= 16384 ? 1 : 16384 / I; }
 
 inline __m256 silu8(__m256 g) {
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -49,12 +48,38 @@ inline void backward8(const float* g, const float* u, const float* dy, float* dg
   store(du, _mm256_mul_ps(_mm256_mul_ps(dv, gv), s));
 }
 
+void backward_row(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t I) {
+  int64_t j = 0;
+  for (; j + 8 <= I; j += 8) backward8<false>(g + j, u + j, dy + j, dg + j, du + j, __m256i{});
+  if (j < I) backward8<true>(g + j, u + j, dy + j, dg + j, du + j, vmath::first_lanes(I - j));
+}
+
+const RowFns kAvx2{forward_row, backward_row};
+
+}  // namespace
+
+const RowFns& rows_avx2() { return kAvx2; }
+
+const RowFns& rows() {
+  static const RowFns* best = __builtin_cpu_supports("avx512f") ? rows_avx512() : &kAvx2;
+  return *best;
+}
+
+}  // namespace titan::swiglu_detail
+
+namespace titan {
+namespace {
+
+// Rows per parallel task: about 16K output elements each.
+int64_t grain_rows(int64_t I) { return I >= 16384 ? 1 : 16384 / I; }
+
 void forward(const Tensor& gu, Tensor& out) {
   const auto [N, I] = swiglu_detail::check(gu, out, "out");
   const float* in = gu.data<float>();  // [N, 2I]
   float* y = out.data<float>();        // [N, I]
+  const swiglu_detail::RowFns& fns = swiglu_detail::rows();
   parallel_for(N, grain_rows(I), [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) forward_row(in + n * 2 * I, in + n * 2 * I + I, y + n * I, I);
+    for (int64_t n = n0; n < n1; ++n) fns.forward(in + n * 2 * I, in + n * 2 * I + I, y + n * I, I);
   });
 }
 
@@ -65,13 +90,12 @@ void backward(const Tensor& gu, const Tensor& dout, Tensor& dgu) {
   const float* in = gu.data<float>();   // [N, 2I]
   const float* dy = dout.data<float>(); // [N, I]
   float* d = dgu.data<float>();         // [N, 2I]
+  const swiglu_detail::RowFns& fns = swiglu_detail::rows();
   parallel_for(N, grain_rows(I), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
       const float* g = in + n * 2 * I;
       float* dg = d + n * 2 * I;
-      int64_t j = 0;
-      for (; j + 8 <= I; j += 8) backward8<false>(g + j, g + I + j, dy + n * I + j, dg + j, dg + I + j, __m256i{});
-      if (j < I) backward8<true>(g + j, g + I + j, dy + n * I + j, dg + j, dg + I + j, vmath::first_lanes(I - j));
+      fns.backward(g, g + I, dy + n * I, dg, dg + I, I);
     }
   });
 }

@@ -8,6 +8,7 @@
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/rope/rope.h"
 #include "ops/swiglu/swiglu.h"
+#include "ops/swiglu/swiglu_rows.h"
 #include "op_test_util.h"
 
 using namespace titan;
@@ -207,5 +208,24 @@ TEST(OpsInPlace, AliasedOutputsMatchOutOfPlaceCalls) {
     Tensor gui = gu.clone();
     sg.backward(gui, dout, gui);  // dgu aliasing gu
     EXPECT_TRUE(bitwise_equal(gui, dgu)) << v;
+  }
+}
+
+TEST(SwiGLUCpu, Avx2AndAvx512RowsGiveTheSameBits) {
+  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const auto& a = swiglu_detail::rows_avx2();
+  const auto& b = *swiglu_detail::rows_avx512();
+  for (int64_t I : {1, 7, 8, 15, 16, 17, 33, 1000}) {
+    Tensor gu = randn({2 * I}, uint64_t(I), 4.0), dy = randn({I}, uint64_t(I + 1));
+    gu.data<float>()[0] = I > 1 ? -95.f : 0.5f;  // below the exp range
+    const float* g = gu.data<float>();
+    Tensor ya = Tensor::empty({I}, DType::F32), yb = ya.clone();
+    a.forward(g, g + I, ya.data<float>(), I);
+    b.forward(g, g + I, yb.data<float>(), I);
+    EXPECT_TRUE(bitwise_equal(ya, yb)) << I;
+    Tensor da = Tensor::empty({2 * I}, DType::F32), db = da.clone();
+    a.backward(g, g + I, dy.data<float>(), da.data<float>(), da.data<float>() + I, I);
+    b.backward(g, g + I, dy.data<float>(), db.data<float>(), db.data<float>() + I, I);
+    EXPECT_TRUE(bitwise_equal(da, db)) << I;
   }
 }

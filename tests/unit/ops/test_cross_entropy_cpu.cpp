@@ -215,3 +215,40 @@ TEST(CrossEntropyCpu, RegisteredKernelMatchesReference) {
       EXPECT_NEAR(cpu.forward(h, w, labels, nullptr, c), lr, 1e-4 * (1 + std::fabs(lr)));
     }
 }
+
+TEST(CrossEntropyCpu, AcceptsBatchedHiddenStates) {
+  // h [B, S, H] with labels [B, S] is the same computation as h [B*S, H] with labels [B*S].
+  const auto& ref = kernel<CrossEntropyKernel>("reference");
+  Tensor h = randn({2, 3, 5}, 1), w = randn({7, 5}, 2);
+  Tensor labels = random_labels(6, 7, 3, true).view({2, 3});
+  for (DType c : {DType::F32, DType::BF16}) {
+    Tensor dh3 = Tensor::empty({2, 3, 5}, DType::F32), dw3 = Tensor::zeros({7, 5}, DType::F32);
+    Tensor dh2 = Tensor::empty({6, 5}, DType::F32), dw2 = Tensor::zeros({7, 5}, DType::F32);
+    const double a = ce_detail::cpu_forward_backward(kPlainGemm, h, w, labels, 0.5f, dh3, dw3, c, 4);
+    const double b = ce_detail::cpu_forward_backward(kPlainGemm, h.view({6, 5}), w, labels.view({6}), 0.5f, dh2, dw2, c, 4);
+    EXPECT_EQ(a, b);
+    EXPECT_TRUE(bitwise_equal(dh3, dh2) && bitwise_equal(dw3, dw2));
+    Tensor dhr = Tensor::empty({2, 3, 5}, DType::F32), dwr = Tensor::zeros({7, 5}, DType::F32);
+    EXPECT_NEAR(ref.forward_backward(h, w, labels, 0.5f, dhr, dwr, c), a, 1e-5);
+    EXPECT_TRUE(close_to_scale(dhr, dh3, c == DType::F32 ? 1e-5 : 1e-2));
+  }
+}
+
+TEST(CrossEntropyCpu, RegisteredKernelIsThreadCountIndependent) {
+  // With gemm.cpu: the whole fused kernel, GEMMs included, gives the same bits on 1 and 2 threads
+  // (core/threading.h's promise, which the trainer's reproducibility rests on).
+  if (!KernelRegistry<GemmKernel>::get().find("cpu")) GTEST_SKIP() << "no gemm.cpu registered in this build";
+  const auto& cpu = kernel<CrossEntropyKernel>("cpu");
+  const int64_t N = 300, H = 96, V = 5003;
+  Tensor h = randn({N, H}, 1), w = randn({V, H}, 2, 0.1);
+  Tensor labels = random_labels(N, V, 4, true);
+  for (DType c : {DType::F32, DType::BF16}) {
+    Tensor dh1 = Tensor::empty({N, H}, DType::F32), dw1 = Tensor::zeros({V, H}, DType::F32);
+    Tensor dh2 = dh1.clone(), dw2 = dw1.clone();
+    double l1 = 0, l2 = 0;
+    with_threads(1, [&] { l1 = cpu.forward_backward(h, w, labels, 0.01f, dh1, dw1, c); });
+    with_threads(2, [&] { l2 = cpu.forward_backward(h, w, labels, 0.01f, dh2, dw2, c); });
+    EXPECT_EQ(l1, l2) << dtype_name(c);
+    EXPECT_TRUE(bitwise_equal(dh1, dh2) && bitwise_equal(dw1, dw2)) << dtype_name(c);
+  }
+}
