@@ -235,10 +235,24 @@ void set_from_text(const Field& f, const std::string& v, const std::string& opt)
       *static_cast<std::string*>(f.ptr) = v;
       break;
     case Kind::StringList: {
-      // Comma-separated; an empty value clears the list.
+      // Comma-separated (a=b,c=d), or a TOML array as in a job file (["a=b", "c=d"]); an empty
+      // value clears the list.
       std::vector<std::string> out;
-      if (!v.empty())
-        for (auto& s : split(v, ',')) out.push_back(trim(s));
+      std::string body = trim(v);
+      const bool array = !body.empty() && body.front() == '[';
+      if (array) {
+        if (body.back() != ']') bad();
+        body = body.substr(1, body.size() - 2);
+      }
+      if (!trim(body).empty())
+        for (auto& part : split(body, ',')) {
+          std::string e = trim(part);
+          if (array) {
+            if (e.size() < 2 || (e.front() != '"' && e.front() != '\'') || e.back() != e.front()) bad();
+            e = e.substr(1, e.size() - 2);
+          }
+          out.push_back(e);
+        }
       *static_cast<std::vector<std::string>*>(f.ptr) = out;
       break;
     }

@@ -11,6 +11,7 @@
 #include "io/hf_checkpoint.h"
 #include "model/flops.h"
 #include "model/hf_model.h"
+#include "model/replace.h"
 #include "ops/adamw/adamw.h"
 #include "train/checkpoint.h"
 #include "train/grad_utils.h"
@@ -118,6 +119,13 @@ TrainResult run_training(const JobConfig& cfg) {
   model->set_compute_dtype(bf16 ? DType::BF16 : DType::F32);
   model->set_checkpointing(parse_checkpointing(cfg.activation_checkpoint.mode));
 
+  if (!cfg.kernels.replace.empty()) {
+    // The kernel path: swap module kernels by name pattern, one log line per replaced module.
+    auto modules = qwen3_kernel_modules(*model, local_b, seq);
+    std::vector<std::string> lines;
+    apply_kernel_replacements(modules, cfg.kernels.replace, &lines);
+    for (auto& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
+  }
   ModelSize size = model_size(mc, seq);
   std::fprintf(stderr,
                "[titan] model %s: %lld layers, hidden %lld, vocab %lld, %.3fM params, %s weights; %.3g FLOPs/token\n",
