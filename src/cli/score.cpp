@@ -25,11 +25,7 @@ static int cmd_score(const std::vector<std::string>& argv) {
   for (int64_t i = 0; i < ids.numel(); ++i)
     TITAN_CHECK(ids.data<int64_t>()[i] < V, args.get("tokens"), ": token id ", ids.data<int64_t>()[i],
                 " is not below the model's vocab_size ", V);
-  // Labels are the inputs shifted by one; the last position has nothing to predict.
-  Tensor labels = Tensor::empty({B, S}, DType::I64);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < S; ++t)
-      labels.data<int64_t>()[b * S + t] = t + 1 < S ? ids.data<int64_t>()[b * S + t + 1] : kIgnoreIndex;
+  Tensor labels = next_token_labels(ids);
   const int64_t count = count_labels(labels);
 
   double loss_sum = 0;

@@ -45,6 +45,16 @@ Tensor parse_token_lines(const std::string& text, const std::string& origin) {
   return t;
 }
 
+Tensor next_token_labels(const Tensor& ids) {
+  const int64_t B = ids.dim(0), S = ids.dim(1);
+  Tensor labels = Tensor::empty({B, S}, DType::I64);
+  const int64_t* in = ids.data<int64_t>();
+  int64_t* out = labels.data<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < S; ++t) out[b * S + t] = t + 1 < S ? in[b * S + t + 1] : -100;
+  return labels;
+}
+
 Tensor read_token_lines(const std::string& path) { return parse_token_lines(read_file(path), path); }
 
 }  // namespace titan

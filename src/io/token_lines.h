@@ -10,5 +10,8 @@ namespace titan {
 // Returns i64 [sequences, positions]; errors name the file, line and reason.
 Tensor read_token_lines(const std::string& path);
 Tensor parse_token_lines(const std::string& text, const std::string& origin);
+// Next-token labels of i64 [B, S] ids: labels[b, t] = ids[b, t + 1], and -100 (ignored) at the
+// last position, as transformers shifts labels = input_ids inside its loss.
+Tensor next_token_labels(const Tensor& ids);
 
 }  // namespace titan

@@ -22,15 +22,6 @@ struct Case {
 
 std::string fixture(const std::string& name) { return std::string(TITAN_FIXTURES) + "/qwen3/" + name; }
 
-Tensor shifted_labels(const Tensor& ids) {
-  const int64_t B = ids.dim(0), S = ids.dim(1);
-  Tensor labels = Tensor::empty({B, S}, DType::I64);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < S; ++t)
-      labels.data<int64_t>()[b * S + t] = t + 1 < S ? ids.data<int64_t>()[b * S + t + 1] : kIgnoreIndex;
-  return labels;
-}
-
 class Golden : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Golden, LogitsLossAndGradientsMatchTransformers) {
@@ -38,7 +29,7 @@ TEST_P(Golden, LogitsLossAndGradientsMatchTransformers) {
   const std::string dir = fixture(c.name);
   auto model = load_hf_model(dir, c.kernels);
   Tensor ids = read_token_lines(dir + "/tokens.txt");
-  Tensor labels = shifted_labels(ids);
+  Tensor labels = next_token_labels(ids);
   const int64_t count = count_labels(labels);
   auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
   auto meta = nlohmann::json::parse(read_file(dir + "/golden.json"));
@@ -94,7 +85,7 @@ TEST(Qwen3Bf16, MixedPrecisionStaysCloseToTheF32Oracle) {
     auto model = load_hf_model(dir, "cpu");
     model->set_compute_dtype(DType::BF16);
     Tensor ids = read_token_lines(dir + "/tokens.txt");
-    Tensor labels = shifted_labels(ids);
+    Tensor labels = next_token_labels(ids);
     const int64_t count = count_labels(labels);
     auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
     const double want = nlohmann::json::parse(read_file(dir + "/golden.json"))["loss"].get<double>();
