@@ -3,7 +3,7 @@
 // OpenBLAS and BLIS are dlopen'ed, each in its own process (their symbols never mix, and their
 // spinning worker threads never steal time from another library); run.sh runs all and joins.
 //
-//   gemm_bench BACKEND[,BACKEND...] [--quick]
+//   gemm_bench BACKEND[,BACKEND...] [--quick | SECONDS]
 //   BACKEND: dnnl_sgemm | dnnl_matmul_f32 | dnnl_matmul_bf16 | titan_f32 | titan_bf16 |
 //            openblas | blis (at most one of these two per process) | convert | peak
 // Several backends given together are interleaved call by call on each shape, so that they see
@@ -71,7 +71,9 @@ double best_seconds(const std::function<void()>& fn, double budget_s) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // Peak throughput: 16 independent accumulator chains per thread (more than FMA latency x pipes),
 // so the loop is bound by the FMA / dot-product issue rate alone.
-constexpr int kPeakIters = 1 << 22;
+// Short runs (about a millisecond) taken best of many, like the GEMMs, so that on a shared
+// machine the peak and the GEMMs are measured the same way.
+constexpr int kPeakIters = 1 << 16;
 __attribute__((target("avx512f"))) float peak_fma_f32() {
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
@@ -96,7 +98,7 @@ __attribute__((target("avx512f,avx512bf16"))) float peak_dot_bf16() {
 double peak_gflops(float (*fn)(), double flops_per_op) {
   double best = 0;
   volatile float sink = 0;
-  for (int rep = 0; rep < 5; ++rep) {
+  for (int rep = 0; rep < 400; ++rep) {
     auto t0 = Clock::now();
 #pragma omp parallel
     { sink = sink + fn(); }
@@ -173,8 +175,11 @@ int main(int argc, char** argv) {
     backends.push_back(list.substr(0, comma));
     list = comma == std::string::npos ? "" : list.substr(comma + 1);
   }
+  // Optional second argument: --quick (small shapes, short runs) or a time budget in seconds per
+  // backend and shape.
   bool quick = argc > 2 && std::strcmp(argv[2], "--quick") == 0;
-  double budget = quick ? 0.1 : 0.5;
+  double budget = quick ? 0.1 : (argc > 2 ? std::atof(argv[2]) : 0.5);
+  if (!(budget > 0)) budget = 0.5;
   omp_set_num_threads(2);
 
   if (backends[0] == "peak") {
@@ -229,6 +234,7 @@ int main(int argc, char** argv) {
   std::printf("\n");
   for (const Shape& s : kShapes) {
     if (quick && s.n * s.m * s.k > int64_t(2048) * 2048 * 2048) continue;
+    if (const char* only = std::getenv("GEMM_BENCH_ONLY"); only && !std::strstr(s.what, only)) continue;
     Buffers buf(s);
     std::vector<std::function<void()>> fns;
     std::vector<std::unique_ptr<DnnlMatmul>> mms;
