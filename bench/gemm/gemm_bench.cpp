@@ -1,11 +1,13 @@
 // GEMM candidates on the shapes of the Qwen3 benchmark model (hidden 512, ffn 1536, kv 256,
 // 2048 tokens per step, vocab 151936 in lm_head chunks), 2 threads, GFLOP/s = 2*M*N*K / time.
-// Each backend runs in its own process (OpenBLAS and BLIS are dlopen'ed one at a time, so their
-// symbols never mix); run.sh runs them all and formats the table.
+// OpenBLAS and BLIS are dlopen'ed, each in its own process (their symbols never mix, and their
+// spinning worker threads never steal time from another library); run.sh runs all and joins.
 //
-//   gemm_bench BACKEND [--quick]
-//   BACKEND: dnnl_sgemm | dnnl_matmul_f32 | dnnl_matmul_bf16 | openblas | blis |
-//            titan_f32 | titan_bf16 | convert | peak
+//   gemm_bench BACKEND[,BACKEND...] [--quick | SECONDS]
+//   BACKEND: dnnl_sgemm | dnnl_matmul_f32 | dnnl_matmul_bf16 | titan_f32 | titan_bf16 |
+//            openblas | blis (at most one of these two per process) | convert | peak
+// Several backends given together are interleaved call by call on each shape, so that they see
+// the same background load (the machine is shared); each reports its best time.
 #include <dlfcn.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -69,7 +71,9 @@ double best_seconds(const std::function<void()>& fn, double budget_s) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // Peak throughput: 16 independent accumulator chains per thread (more than FMA latency x pipes),
 // so the loop is bound by the FMA / dot-product issue rate alone.
-constexpr int kPeakIters = 1 << 22;
+// Short runs (about a millisecond) taken best of many, like the GEMMs, so that on a shared
+// machine the peak and the GEMMs are measured the same way.
+constexpr int kPeakIters = 1 << 16;
 __attribute__((target("avx512f"))) float peak_fma_f32() {
   __m512 acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
@@ -94,7 +98,7 @@ __attribute__((target("avx512f,avx512bf16"))) float peak_dot_bf16() {
 double peak_gflops(float (*fn)(), double flops_per_op) {
   double best = 0;
   volatile float sink = 0;
-  for (int rep = 0; rep < 5; ++rep) {
+  for (int rep = 0; rep < 400; ++rep) {
     auto t0 = Clock::now();
 #pragma omp parallel
     { sink = sink + fn(); }
@@ -162,15 +166,23 @@ void* must_dlopen(const char* path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gemm_bench BACKEND [--quick]\n");
+    std::fprintf(stderr, "usage: gemm_bench BACKEND[,BACKEND...] [--quick]\n");
     return 2;
   }
-  std::string be = argv[1];
+  std::vector<std::string> backends;
+  for (std::string list = argv[1]; !list.empty();) {
+    size_t comma = list.find(',');
+    backends.push_back(list.substr(0, comma));
+    list = comma == std::string::npos ? "" : list.substr(comma + 1);
+  }
+  // Optional second argument: --quick (small shapes, short runs) or a time budget in seconds per
+  // backend and shape.
   bool quick = argc > 2 && std::strcmp(argv[2], "--quick") == 0;
-  double budget = quick ? 0.1 : 0.4;
+  double budget = quick ? 0.1 : (argc > 2 ? std::atof(argv[2]) : 0.5);
+  if (!(budget > 0)) budget = 0.5;
   omp_set_num_threads(2);
 
-  if (be == "peak") {
+  if (backends[0] == "peak") {
     for (int thr : {1, 2}) {
       omp_set_num_threads(thr);
       std::printf("peak threads=%d: f32 FMA %.0f GFLOP/s, bf16 dot %.0f GFLOP/s\n", thr,
@@ -178,7 +190,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (be == "convert") {  // f32 -> bf16 of the full embedding / lm_head matrix
+  if (backends[0] == "convert") {  // f32 -> bf16 of the full embedding / lm_head matrix
     size_t n = size_t(151936) * 512;
     std::vector<float> src(n);
     std::vector<uint16_t> dst(n);
@@ -190,71 +202,94 @@ int main(int argc, char** argv) {
         omp_set_num_threads(thr);
         double s = best_seconds([&] { titan::f32_to_bf16_array(src.data(), dst.data(), n, vec); }, budget);
         std::printf("convert %s threads=%d 151936x512: %.2f ms, %.1f GB/s (read+write)\n",
-                    vec ? "avx512bf16" : "scalar", thr, s * 1e3, double(n) * 6 / s * 1e-9);
+                    vec ? "avx512" : "scalar", thr, s * 1e3, double(n) * 6 / s * 1e-9);
       }
     }
     return 0;
   }
 
   cblas_sgemm_t cblas_sgemm = nullptr;
-  if (be == "openblas") {
-    void* h = must_dlopen("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0");
-    reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"))(2);
-    auto core = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
-    const char* env = std::getenv("OPENBLAS_CORETYPE");
-    std::printf("# openblas core: %s (OPENBLAS_CORETYPE=%s)\n", core(), env ? env : "unset");
-    cblas_sgemm = reinterpret_cast<cblas_sgemm_t>(dlsym(h, "cblas_sgemm"));
-  } else if (be == "blis") {
-    void* h = must_dlopen("/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4");
-    reinterpret_cast<void (*)(long)>(dlsym(h, "bli_thread_set_num_threads"))(2);
-    auto id = reinterpret_cast<int (*)()>(dlsym(h, "bli_arch_query_id"))();
-    auto name = reinterpret_cast<const char* (*)(int)>(dlsym(h, "bli_arch_string"))(id);
-    std::printf("# blis arch: %s\n", name);
-    cblas_sgemm = reinterpret_cast<cblas_sgemm_t>(dlsym(h, "cblas_sgemm"));
+  for (const std::string& be : backends) {
+    if (be == "openblas") {
+      void* h = must_dlopen("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0");
+      reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"))(2);
+      auto core = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
+      const char* env = std::getenv("OPENBLAS_CORETYPE");
+      std::printf("# openblas core: %s (OPENBLAS_CORETYPE=%s)\n", core(), env ? env : "unset");
+      cblas_sgemm = reinterpret_cast<cblas_sgemm_t>(dlsym(h, "cblas_sgemm"));
+    } else if (be == "blis") {
+      void* h = must_dlopen("/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4");
+      reinterpret_cast<void (*)(long)>(dlsym(h, "bli_thread_set_num_threads"))(2);
+      auto id = reinterpret_cast<int (*)()>(dlsym(h, "bli_arch_query_id"))();
+      auto name = reinterpret_cast<const char* (*)(int)>(dlsym(h, "bli_arch_string"))(id);
+      std::printf("# blis arch: %s\n", name);
+      cblas_sgemm = reinterpret_cast<cblas_sgemm_t>(dlsym(h, "cblas_sgemm"));
+    }
   }
 
-  std::printf("| shape | op | M | N | K | %s GFLOP/s |\n|---|---|---|---|---|---|\n", be.c_str());
+  std::printf("| shape | op | M | N | K |");
+  for (auto& be : backends) std::printf(" %s |", be.c_str());
+  std::printf("\n|---|---|---|---|---|");
+  for (size_t i = 0; i < backends.size(); ++i) std::printf("---|");
+  std::printf("\n");
   for (const Shape& s : kShapes) {
     if (quick && s.n * s.m * s.k > int64_t(2048) * 2048 * 2048) continue;
+    if (const char* only = std::getenv("GEMM_BENCH_ONLY"); only && !std::strstr(s.what, only)) continue;
     Buffers buf(s);
-    std::function<void()> fn;
-    std::unique_ptr<DnnlMatmul> mm;
+    std::vector<std::function<void()>> fns;
+    std::vector<std::unique_ptr<DnnlMatmul>> mms;
     const char* op = s.ta ? "TN" : (s.tb ? "NT" : "NN");
-    if (be == "dnnl_sgemm") {
-      fn = [&] {
-        dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.m, s.n, s.k, 1.f, buf.a.data(), lda_of(s), buf.b.data(),
-                   ldb_of(s), 0.f, buf.c.data(), s.n);
-      };
-    } else if (be == "dnnl_matmul_f32" || be == "dnnl_matmul_bf16") {
-      bool bf = be == "dnnl_matmul_bf16";
-      mm = std::make_unique<DnnlMatmul>(s, bf ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32,
-                                        bf ? (void*)buf.a16.data() : (void*)buf.a.data(),
-                                        bf ? (void*)buf.b16.data() : (void*)buf.b.data(), buf.c.data());
-      fn = [&] { mm->run(); };
-    } else if (be == "openblas" || be == "blis") {
-      fn = [&] {
-        cblas_sgemm(RowMajor, s.ta ? Trans : NoTrans, s.tb ? Trans : NoTrans, int(s.m), int(s.n), int(s.k), 1.f,
-                    buf.a.data(), int(lda_of(s)), buf.b.data(), int(ldb_of(s)), 0.f, buf.c.data(), int(s.n));
-      };
-    } else if (be == "titan_f32" || be == "titan_bf16") {
-      bool bf = be == "titan_bf16";
-      const auto& kern = titan::kernel<titan::GemmKernel>("cpu");
-      fn = [&] {
-        titan::GemmArgs g;
-        g.trans_a = s.ta, g.trans_b = s.tb, g.m = s.m, g.n = s.n, g.k = s.k;
-        g.a = bf ? (const void*)buf.a16.data() : buf.a.data();
-        g.b = bf ? (const void*)buf.b16.data() : buf.b.data();
-        g.c = buf.c.data();
-        g.in_dtype = bf ? titan::DType::BF16 : titan::DType::F32;
-        titan::gemm(kern, g);
-      };
-    } else {
-      std::fprintf(stderr, "unknown backend %s\n", be.c_str());
-      return 2;
+    for (const std::string& be : backends) {
+      if (be == "dnnl_sgemm") {
+        fns.push_back([&] {
+          dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.m, s.n, s.k, 1.f, buf.a.data(), lda_of(s), buf.b.data(),
+                     ldb_of(s), 0.f, buf.c.data(), s.n);
+        });
+      } else if (be == "dnnl_matmul_f32" || be == "dnnl_matmul_bf16") {
+        bool bf = be == "dnnl_matmul_bf16";
+        mms.push_back(std::make_unique<DnnlMatmul>(
+            s, bf ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32,
+            bf ? (void*)buf.a16.data() : (void*)buf.a.data(), bf ? (void*)buf.b16.data() : (void*)buf.b.data(),
+            buf.c.data()));
+        DnnlMatmul* mm = mms.back().get();
+        fns.push_back([mm] { mm->run(); });
+      } else if (be == "openblas" || be == "blis") {
+        fns.push_back([&] {
+          cblas_sgemm(RowMajor, s.ta ? Trans : NoTrans, s.tb ? Trans : NoTrans, int(s.m), int(s.n), int(s.k), 1.f,
+                      buf.a.data(), int(lda_of(s)), buf.b.data(), int(ldb_of(s)), 0.f, buf.c.data(), int(s.n));
+        });
+      } else if (be == "titan_f32" || be == "titan_bf16") {
+        bool bf = be == "titan_bf16";
+        const auto& kern = titan::kernel<titan::GemmKernel>("cpu");
+        fns.push_back([&, bf] {
+          titan::GemmArgs g;
+          g.trans_a = s.ta, g.trans_b = s.tb, g.m = s.m, g.n = s.n, g.k = s.k;
+          g.a = bf ? (const void*)buf.a16.data() : buf.a.data();
+          g.b = bf ? (const void*)buf.b16.data() : buf.b.data();
+          g.c = buf.c.data();
+          g.in_dtype = bf ? titan::DType::BF16 : titan::DType::F32;
+          titan::gemm(kern, g);
+        });
+      } else {
+        std::fprintf(stderr, "unknown backend %s\n", be.c_str());
+        return 2;
+      }
     }
-    double sec = best_seconds(fn, budget);
-    std::printf("| %s | %s | %lld | %lld | %lld | %.0f |\n", s.what, op, (long long)s.m, (long long)s.n,
-                (long long)s.k, 2.0 * double(s.m) * double(s.n) * double(s.k) / sec * 1e-9);
+    // Round robin: one call of each backend per round, best time per backend.
+    std::vector<double> best(fns.size(), 1e30);
+    for (auto& f : fns) f();  // warm-up
+    double total = 0;
+    for (int round = 0; round < 200 && (total < budget * double(fns.size()) || round < 3); ++round)
+      for (size_t i = 0; i < fns.size(); ++i) {
+        auto t0 = Clock::now();
+        fns[i]();
+        double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+        best[i] = std::min(best[i], sec);
+        total += sec;
+      }
+    std::printf("| %s | %s | %lld | %lld | %lld |", s.what, op, (long long)s.m, (long long)s.n, (long long)s.k);
+    for (double b : best) std::printf(" %.0f |", 2.0 * double(s.m) * double(s.n) * double(s.k) / b * 1e-9);
+    std::printf("\n");
     std::fflush(stdout);
   }
   return 0;
