@@ -21,14 +21,14 @@ void Diff::add(const Tensor& got, const Tensor& ref) {
     m = std::max(m, std::fabs(double(r[i])));
   }
   max_abs = std::max(max_abs, a);
-  max_rel = std::max(max_rel, m > 0 ? a / m : a);
+  max_rel = std::max(max_rel, a / std::max(m, kRelFloor));
 }
 
 void Diff::add_scalar(double got, double ref) {
   if (!std::isfinite(got) || !std::isfinite(ref)) finite = false;
   const double a = std::fabs(got - ref), m = std::fabs(ref);
   max_abs = std::max(max_abs, a);
-  max_rel = std::max(max_rel, m > 0 ? a / m : a);
+  max_rel = std::max(max_rel, a / std::max(m, kRelFloor));
 }
 
 Tensor randn(const Shape& s, uint64_t stream, double std) {
