@@ -25,6 +25,7 @@ namespace {
 
 struct Problem {
   Tensor x, router, gate_up, down, dy, y, dx, drouter, dgate_up, ddown;
+  Tensor gate_up_bf, down_bf;  // bf16 copies for --bf16
 };
 
 Tensor randn(const Shape& s, uint64_t stream, double std) {
@@ -39,6 +40,7 @@ double step(const MoEKernel& k, Problem& p, int64_t T, int64_t K, DType compute)
   Tensor y = p.y.slice0(0, T), dx = p.dx.slice0(0, T);
   MoEArgs a;
   a.x = &x, a.router = &p.router, a.gate_up = &p.gate_up, a.down = &p.down, a.top_k = K, a.compute = compute;
+  if (compute == DType::BF16) a.gate_up = &p.gate_up_bf, a.down = &p.down_bf;  // rounded once, as a trainer does
   MoEGrads g;
   g.dx = &dx, g.drouter = &p.drouter, g.dgate_up = &p.dgate_up, g.ddown = &p.ddown;
   const auto t0 = std::chrono::steady_clock::now();
@@ -109,6 +111,7 @@ int main(int argc, char** argv) {
   p.gate_up = randn({E, 2 * I, H}, 3, 0.02);
   p.down = randn({E, H, I}, 4, 0.02);
   p.dy = randn({T, H}, 5, 1.0);
+  if (bf16) p.gate_up_bf = p.gate_up.to(DType::BF16), p.down_bf = p.down.to(DType::BF16);
   p.y = Tensor::empty({T, H}, DType::F32);
   p.dx = Tensor::empty({T, H}, DType::F32);
   p.drouter = Tensor::zeros({E, H}, DType::F32);
