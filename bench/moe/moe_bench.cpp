@@ -4,7 +4,8 @@
 // extrapolated to the full count, and the fit's points are printed alongside).
 // Prints one JSON line per measurement.
 //   moe_bench [--tokens 4096] [--hidden 2048] [--inter 768] [--experts 64] [--top-k 4] [--iters 3]
-//             [--warmup 1] [--ref-tokens 16,32] [--bf16]
+//             [--warmup 1] [--ref-tokens 16,32] [--bf16] [--gemm-probe]
+// --gemm-probe: only time the CPU GEMM on the six products of an average expert group.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 
 #include "core/rng.h"
 #include "core/threading.h"
+#include "ops/matmul/matmul.h"
 #include "ops/moe/moe.h"
 
 using namespace titan;
@@ -23,6 +25,7 @@ namespace {
 
 struct Problem {
   Tensor x, router, gate_up, down, dy, y, dx, drouter, dgate_up, ddown;
+  Tensor gate_up_bf, down_bf;  // bf16 copies for --bf16
 };
 
 Tensor randn(const Shape& s, uint64_t stream, double std) {
@@ -37,6 +40,7 @@ double step(const MoEKernel& k, Problem& p, int64_t T, int64_t K, DType compute)
   Tensor y = p.y.slice0(0, T), dx = p.dx.slice0(0, T);
   MoEArgs a;
   a.x = &x, a.router = &p.router, a.gate_up = &p.gate_up, a.down = &p.down, a.top_k = K, a.compute = compute;
+  if (compute == DType::BF16) a.gate_up = &p.gate_up_bf, a.down = &p.down_bf;  // rounded once, as a trainer does
   MoEGrads g;
   g.dx = &dx, g.drouter = &p.drouter, g.dgate_up = &p.dgate_up, g.ddown = &p.ddown;
   const auto t0 = std::chrono::steady_clock::now();
@@ -44,6 +48,33 @@ double step(const MoEKernel& k, Problem& p, int64_t T, int64_t K, DType compute)
   k.forward(a, y, s);
   k.backward(a, s, dy, g);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// GFLOP/s of the CPU GEMM alone on one expert group's six products (m = rows of the group).
+void gemm_probe(int64_t rows, int64_t H, int64_t I) {
+  struct G {
+    const char* what;
+    bool ta, tb;
+    int64_t m, n, k;
+  } gs[] = {{"gate_up fwd", false, true, rows, 2 * I, H}, {"down fwd", false, true, rows, H, I},
+            {"dact bwd", false, false, rows, I, H},       {"ddown bwd", true, false, H, I, rows},
+            {"dgate_up bwd", true, false, 2 * I, H, rows}, {"dx bwd", false, false, rows, H, 2 * I}};
+  const GemmKernel& gk = kernel<GemmKernel>("cpu");
+  for (const G& g : gs) {
+    const Tensor a = randn({g.ta ? g.k : g.m, g.ta ? g.m : g.k}, 8, 1.0);
+    const Tensor b = randn({g.tb ? g.n : g.k, g.tb ? g.k : g.n}, 9, 1.0);
+    Tensor c = Tensor::zeros({g.m, g.n}, DType::F32);
+    GemmArgs args;
+    args.trans_a = g.ta, args.trans_b = g.tb, args.m = g.m, args.n = g.n, args.k = g.k;
+    args.a = a.raw(), args.b = b.raw(), args.c = c.data<float>();
+    gemm(gk, args);  // primitive creation
+    const int reps = 10;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) gemm(gk, args);
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+    std::printf("{\"gemm\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"ta\": %d, \"tb\": %d, \"gflops\": %.1f}\n",
+                g.what, (long long)g.m, (long long)g.n, (long long)g.k, g.ta, g.tb, 2.0 * double(g.m * g.n * g.k) / t / 1e9);
+  }
 }
 
 }  // namespace
@@ -64,6 +95,10 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") warmup = std::stoll(next());
     else if (a == "--ref-tokens") ref_tokens = next();
     else if (a == "--bf16") bf16 = true;
+    else if (a == "--gemm-probe") {
+      gemm_probe(T * K / E, H, I);  // the average group (options before it apply)
+      return 0;
+    }
     else {
       std::fprintf(stderr, "moe_bench: unknown option %s\n", a.c_str());
       return 2;
@@ -76,6 +111,7 @@ int main(int argc, char** argv) {
   p.gate_up = randn({E, 2 * I, H}, 3, 0.02);
   p.down = randn({E, H, I}, 4, 0.02);
   p.dy = randn({T, H}, 5, 1.0);
+  if (bf16) p.gate_up_bf = p.gate_up.to(DType::BF16), p.down_bf = p.down.to(DType::BF16);
   p.y = Tensor::empty({T, H}, DType::F32);
   p.dx = Tensor::empty({T, H}, DType::F32);
   p.drouter = Tensor::zeros({E, H}, DType::F32);

@@ -54,12 +54,13 @@ struct In {
   DType dt() const { return use_bf ? DType::BF16 : DType::F32; }
 };
 
-// A weight tensor as a GEMM input: the f32 tensor itself, or a bf16 copy.
+// A weight tensor as a GEMM input: the f32 tensor itself, or a bf16 copy (the tensor itself when
+// the caller passed it already in bf16).
 struct W {
   const Tensor* t;
   Tensor bf;
   W(const Tensor* w, bool bf16) : t(w) {
-    if (bf16) bf = to_bf16(*w);
+    if (bf16) bf = to_bf16(*w);  // no copy for a BF16 tensor
   }
   const void* at(int64_t off) const {
     return bf.defined() ? static_cast<const void*>(bf.data<bf16>() + off)
@@ -201,9 +202,13 @@ void backward(const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGr
   TITAN_CHECK(s.topk_idx.defined() && s.topk_idx.dim(0) == T && s.topk_idx.dim(1) == K && s.slot_pos.defined() &&
                   s.acts.defined() && s.acts.dim(1) == 2 * I,
               "moe.grouped_gemm: saved state does not come from this variant's forward with these arguments");
+  if (gr.dx) opcheck::f32(*gr.dx, "moe", "dx");
   if (gr.dx) opcheck::same_shape(*gr.dx, *a.x, "moe", "dx", "x");
+  if (gr.drouter) opcheck::f32(*gr.drouter, "moe", "drouter");
   if (gr.drouter) opcheck::same_shape(*gr.drouter, *a.router, "moe", "drouter", "router");
+  if (gr.dgate_up) opcheck::f32(*gr.dgate_up, "moe", "dgate_up");
   if (gr.dgate_up) opcheck::same_shape(*gr.dgate_up, *a.gate_up, "moe", "dgate_up", "gate_up");
+  if (gr.ddown) opcheck::f32(*gr.ddown, "moe", "ddown");
   if (gr.ddown) opcheck::same_shape(*gr.ddown, *a.down, "moe", "ddown", "down");
   if (gr.dlogits_extra) opcheck::same_shape(*gr.dlogits_extra, s.logits, "moe", "dlogits_extra", "logits");
   const bool bf = a.compute == DType::BF16;

@@ -26,7 +26,9 @@
 //   dgate_up[e] += dgu^T @ x_e;  ddown[e] += (w * dy)^T @ act   (accumulate, like nn.Linear grads)
 //
 // compute: F32, or BF16 to round the expert GEMM inputs (x, gate_up, down, activations and their
-// gradients) to bf16 with f32 accumulation. The router always runs in f32: a bf16 router would
+// gradients) to bf16 with f32 accumulation. With compute BF16, gate_up and down may be given as
+// BF16 tensors, used as is (a trainer rounds each weight once per step instead of once per call);
+// the results are the same as with their f32 originals. The router always runs in f32: a bf16 router would
 // change which experts are chosen, not just the precision of the result.
 #pragma once
 #include <cstdint>

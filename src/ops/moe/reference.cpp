@@ -73,7 +73,20 @@ void expert_token(const MoEArgs& a, const MoEDims& d, int64_t e, int64_t t, Roun
   }
 }
 
-void forward(const MoEArgs& a, Tensor& y, MoESaved& s) {
+// The arguments with any BF16 weight widened to f32 (exact), so the loops read floats.
+struct F32Weights {
+  Tensor gu, dn;
+  MoEArgs a;
+  explicit F32Weights(const MoEArgs& in) : a(in) {
+    if (in.gate_up->dtype() == DType::BF16) gu = in.gate_up->to(DType::F32), a.gate_up = &gu;
+    if (in.down->dtype() == DType::BF16) dn = in.down->to(DType::F32), a.down = &dn;
+  }
+};
+
+void forward(const MoEArgs& args, Tensor& y, MoESaved& s) {
+  moe_check_args(args, "reference");
+  const F32Weights fw(args);
+  const MoEArgs& a = fw.a;
   const MoEDims d = moe_check_args(a, "reference");
   const auto [T, H, E, I, K] = d;
   opcheck::f32(y, "moe", "y");
@@ -94,16 +107,23 @@ void forward(const MoEArgs& a, Tensor& y, MoESaved& s) {
   }
 }
 
-void backward(const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGrads& gr) {
+void backward(const MoEArgs& args, const MoESaved& s, const Tensor& dy, const MoEGrads& gr) {
+  moe_check_args(args, "reference");
+  const F32Weights fw(args);
+  const MoEArgs& a = fw.a;
   const MoEDims d = moe_check_args(a, "reference");
   const auto [T, H, E, I, K] = d;
   opcheck::f32(dy, "moe", "dy");
   TITAN_CHECK(dy.ndim() == 2 && dy.dim(0) == T && dy.dim(1) == H, "moe: dy must be [", T, ", ", H, "], got ", dy.str());
   TITAN_CHECK(s.topk_idx.defined() && s.topk_idx.dim(0) == T && s.topk_idx.dim(1) == K,
               "moe: saved routing does not match these arguments (run forward first)");
+  if (gr.dx) opcheck::f32(*gr.dx, "moe", "dx");
   if (gr.dx) opcheck::same_shape(*gr.dx, *a.x, "moe", "dx", "x");
+  if (gr.drouter) opcheck::f32(*gr.drouter, "moe", "drouter");
   if (gr.drouter) opcheck::same_shape(*gr.drouter, *a.router, "moe", "drouter", "router");
+  if (gr.dgate_up) opcheck::f32(*gr.dgate_up, "moe", "dgate_up");
   if (gr.dgate_up) opcheck::same_shape(*gr.dgate_up, *a.gate_up, "moe", "dgate_up", "gate_up");
+  if (gr.ddown) opcheck::f32(*gr.ddown, "moe", "ddown");
   if (gr.ddown) opcheck::same_shape(*gr.ddown, *a.down, "moe", "ddown", "down");
   if (gr.dlogits_extra) opcheck::same_shape(*gr.dlogits_extra, s.logits, "moe", "dlogits_extra", "logits");
   const Rounder rb{a.compute == DType::BF16};

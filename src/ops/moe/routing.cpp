@@ -12,8 +12,11 @@ MoEDims moe_check_args(const MoEArgs& a, const char* variant) {
   TITAN_CHECK(a.x && a.router && a.gate_up && a.down, "moe.", variant, ": x, router, gate_up and down are required");
   opcheck::f32(*a.x, "moe", "x");
   opcheck::f32(*a.router, "moe", "router");
-  opcheck::f32(*a.gate_up, "moe", "gate_up");
-  opcheck::f32(*a.down, "moe", "down");
+  for (const auto& [w, name] : {std::pair{a.gate_up, "gate_up"}, std::pair{a.down, "down"}}) {
+    opcheck::defined(*w, "moe", name);
+    TITAN_CHECK(w->dtype() == DType::F32 || (w->dtype() == DType::BF16 && a.compute == DType::BF16), "moe: '", name,
+                "' must be f32 (or bf16 with compute bf16), got ", w->str(), " with compute ", dtype_name(a.compute));
+  }
   TITAN_CHECK(a.x->ndim() == 2, "moe: x must be [T, H], got ", a.x->str());
   TITAN_CHECK(a.router->ndim() == 2, "moe: router must be [E, H], got ", a.router->str());
   const int64_t T = a.x->dim(0), H = a.x->dim(1), E = a.router->dim(0);

@@ -10,7 +10,6 @@
 namespace titan {
 namespace verify_detail {
 
-constexpr double kRelFloor = 1e-3;
 
 void Diff::add(const Tensor& got, const Tensor& ref) {
   TITAN_CHECK(got.shape() == ref.shape(), "verify: output shapes differ: ", got.str(), " vs ", ref.str());
@@ -23,9 +22,6 @@ void Diff::add(const Tensor& got, const Tensor& ref) {
     m = std::max(m, std::fabs(double(r[i])));
   }
   max_abs = std::max(max_abs, a);
-  // Relative to the tensor's largest reference entry, floored at kRelFloor: inputs are O(1), so
-  // an output whose entries are all below the floor is zero up to rounding (for example the
-  // gradient of an RMSNorm over a single element), and its differences are compared to the floor.
   max_rel = std::max(max_rel, a / std::max(m, kRelFloor));
 }
 
@@ -33,7 +29,7 @@ void Diff::add_scalar(double got, double ref) {
   if (!std::isfinite(got) || !std::isfinite(ref)) finite = false;
   const double a = std::fabs(got - ref), m = std::fabs(ref);
   max_abs = std::max(max_abs, a);
-  max_rel = std::max(max_rel, m > 0 ? a / m : a);
+  max_rel = std::max(max_rel, a / std::max(m, kRelFloor));
 }
 
 Tensor randn(const Shape& s, uint64_t stream, double std) {

@@ -7,8 +7,10 @@
 // double); for the other ops the inputs are rounded to bf16 values and both sides compute in f32.
 //
 // Per row: max_abs_diff = max |variant - reference| over all outputs of that direction;
-// max_rel_diff = max over outputs of (max |variant - reference| / max |reference|) (relative to
-// each output's largest reference magnitude, so near-zero elements do not dominate);
+// max_rel_diff = max over outputs of (max |variant - reference| / max(max |reference|, 1e-3))
+// (relative to each output's largest reference magnitude, so near-zero elements do not dominate;
+// the floor keeps an output that is zero up to rounding, e.g. RMSNorm's dx for D = 1, from
+// turning noise into a large ratio);
 // ok = finite and max_rel_diff <= tol, or for variants declared bit-exact (rope.fused) max_abs_diff == 0 exactly.
 #pragma once
 #include <string>
@@ -44,6 +46,7 @@ void emit(std::vector<VerifyRow>& rows, const std::string& op, const std::string
           const std::string& shape, const std::string& direction, const Diff& d, double tol, bool exact = false);
 
 constexpr double kTolF32 = 1e-4, kTolBf16Compute = 2e-2;
+constexpr double kRelFloor = 1e-3;  // smallest denominator of max_rel_diff
 
 template <class K>
 std::vector<std::string> variants_to_check() {

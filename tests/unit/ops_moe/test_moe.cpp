@@ -4,6 +4,8 @@
 // argument errors.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "core/threading.h"
 #include "moe_test_util.h"
 #include "ops/registry.h"
@@ -184,6 +186,26 @@ TEST(MoE, RejectsBadArguments) {
   MoEGrads g;
   g.dx = &dx;
   EXPECT_THROW(grouped().backward(p.args(), none, p.dy, g), Error);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(MoE, PreConvertedBf16WeightsGiveTheSameBits) {
+  const MoEProblem p = make_problem(19, 12, 6, 10, 2, true, 600);
+  MoEProblem q = p;
+  q.gate_up = p.gate_up.to(DType::BF16);
+  q.down = p.down.to(DType::BF16);
+  for (const MoEKernel* k : {&kernel<MoEKernel>("reference"), &kernel<MoEKernel>("grouped_gemm")}) {
+    const MoEResult a = run_moe(*k, p, DType::BF16), b = run_moe(*k, q, DType::BF16);
+    for (auto [x, y] : {std::pair{&a.y, &b.y}, {&a.dx, &b.dx}, {&a.drouter, &b.drouter}, {&a.dgate_up, &b.dgate_up},
+                        {&a.ddown, &b.ddown}})
+      EXPECT_EQ(std::memcmp(x->raw(), y->raw(), x->nbytes()), 0) << k->variant;
+    Tensor y = Tensor::empty(p.x.shape(), DType::F32);
+    MoESaved s;
+    EXPECT_THROW(k->forward(q.args(DType::F32), y, s), Error);  // bf16 weights need bf16 compute
+  }
 }
 
 }  // namespace

@@ -68,3 +68,29 @@ TEST(VerifyKernels, FusedRopeRowsAreExactAndEveryOpWithVariantsHasRows) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(VerifyDiff, RelativeToLargestReferenceWithAFloor) {
+  using verify_detail::Diff;
+  Tensor ref = Tensor::empty({3}, DType::F32), got = Tensor::empty({3}, DType::F32);
+  const float r[3] = {2.f, -4.f, 0.f}, g[3] = {2.f, -4.004f, 0.f};
+  std::copy(r, r + 3, ref.data<float>());
+  std::copy(g, g + 3, got.data<float>());
+  Diff d;
+  d.add(got, ref);
+  EXPECT_NEAR(d.max_rel, 1e-3, 1e-6);  // 0.004 / 4
+  // An output that is zero up to rounding (e.g. RMSNorm's dx for D = 1) is judged against the floor.
+  const float r2[3] = {1e-10f, -2e-10f, 0.f}, g2[3] = {3e-10f, 0.f, 1e-10f};
+  std::copy(r2, r2 + 3, ref.data<float>());
+  std::copy(g2, g2 + 3, got.data<float>());
+  Diff z;
+  z.add(got, ref);
+  EXPECT_LT(z.max_rel, 1e-6);
+  EXPECT_GT(z.max_abs, 0.0);
+  Diff n;
+  n.add_scalar(NAN, 1.0);
+  EXPECT_FALSE(n.finite);
+}
+
+}  // namespace
