@@ -34,11 +34,11 @@ flops=$("$titan" info --model bench/train_step/model --seq-len 512 --json | "$py
 "$py" - "$t32" "$tbf" "$p32" "$flops" "$m32" "$mbf" "$pm32" <<'PY'
 import sys
 t32, tbf, p32, flops, m32, mbf, pm32 = map(float, sys.argv[1:])
-rows = [("pytorch eager f32", p32, 0.553, pm32, "process max RSS"), ("titan f32", t32, 0.553, m32, "allocator peak"),
-        ("titan bf16 matmuls", tbf, 1.094, mbf, "allocator peak")]
+rows = [("pytorch eager f32", p32, 0.236, pm32, "process max RSS"), ("titan f32", t32, 0.236, m32, "allocator peak"),
+        ("titan bf16 matmuls", tbf, 0.472, mbf, "allocator peak")]
 print(f"{'run':22} {'tokens/s':>9} {'vs torch':>9} {'TFLOP/s':>8} {'% peak':>7} {'memory GiB':>11}")
 for name, tps, peak, mem, what in rows:
     tf = tps * flops / 1e12
     print(f"{name:22} {tps:9.1f} {tps / p32:8.2f}x {tf:8.3f} {100 * tf / peak:6.1f}% {mem:8.2f} ({what})")
-print(f"model FLOPs/token {flops:.4g}; peaks: f32 0.553, bf16 1.094 TFLOP/s (2 threads)")
+print(f"model FLOPs/token {flops:.4g}; peaks: f32 0.236, bf16 0.472 TFLOP/s (2 threads)")
 PY
