@@ -2,7 +2,7 @@
 # Installs the Debian packages titan.cpp needs to build, test and fuzz; skips what is present.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libgtest-dev libdnnl-dev libpcre2-dev libutf8proc-dev
-      nlohmann-json3-dev libtomlplusplus-dev libopenmpi-dev openmpi-bin libomp-dev)
+      nlohmann-json3-dev libtomlplusplus-dev libopenmpi-dev openmpi-bin libomp-dev time)
 [ "${TITAN_FUZZ_DEPS:-0}" = 1 ] && pkgs+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -17,9 +17,9 @@ cd "$src"
 jemalloc=$(ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 2>/dev/null || true)
 
 run_titan() {  # $1 label, $2 precision
-  "$titan" train --config bench/train_step/bench.toml --job.dump_folder "$out/$1" --training.steps "$steps" \
-    --training.mixed_precision_param "$2" > "$out/$1.log" 2>&1 || { cat "$out/$1.log"; exit 1; }
-  "$py" -c "import json,sys; s=json.load(open('$out/$1/summary.json')); print(s['median_tps'], s['peak_memory_gib'])"
+  /usr/bin/time -f "%M" -o "$out/$1.rss" "$titan" train --config bench/train_step/bench.toml --job.dump_folder "$out/$1" \
+    --training.steps "$steps" --training.mixed_precision_param "$2" > "$out/$1.log" 2>&1 || { cat "$out/$1.log"; exit 1; }
+  "$py" -c "import json,sys; s=json.load(open('$out/$1/summary.json')); print(s['median_tps'], int(open('$out/$1.rss').read().split()[-1]) / 2**20)"
 }
 run_torch() {  # $1 extra flags
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ${jemalloc:+LD_PRELOAD=$jemalloc} "$py" bench/train_step/torch_baseline.py \
@@ -27,6 +27,7 @@ run_torch() {  # $1 extra flags
     "$py" -c "import json,sys; s=json.loads(sys.stdin.read()); print(s['tokens_per_s'], s['max_rss_gib'])"
 }
 
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 read t32 m32 < <(run_titan f32 float32)
 read tbf mbf < <(run_titan bf16 bfloat16)
 read p32 pm32 < <(run_torch "")
@@ -34,8 +35,8 @@ flops=$("$titan" info --model bench/train_step/model --seq-len 512 --json | "$py
 "$py" - "$t32" "$tbf" "$p32" "$flops" "$m32" "$mbf" "$pm32" <<'PY'
 import sys
 t32, tbf, p32, flops, m32, mbf, pm32 = map(float, sys.argv[1:])
-rows = [("pytorch eager f32", p32, 0.236, pm32, "process max RSS"), ("titan f32", t32, 0.236, m32, "allocator peak"),
-        ("titan bf16 matmuls", tbf, 0.472, mbf, "allocator peak")]
+rows = [("pytorch eager f32", p32, 0.236, pm32, "max RSS"), ("titan f32", t32, 0.236, m32, "max RSS"),
+        ("titan bf16 matmuls", tbf, 0.472, mbf, "max RSS")]
 print(f"{'run':22} {'tokens/s':>9} {'vs torch':>9} {'TFLOP/s':>8} {'% peak':>7} {'memory GiB':>11}")
 for name, tps, peak, mem, what in rows:
     tf = tps * flops / 1e12
