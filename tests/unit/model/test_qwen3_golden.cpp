@@ -49,6 +49,7 @@ TEST_P(Golden, LogitsLossAndGradientsMatchTransformers) {
   model->params().zero_grad();
   double loss2 = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
   EXPECT_NEAR(loss2, want_loss, 1e-5);
+  double worst_grad = 0;
   for (auto& p : model->params().all()) {
     SCOPED_TRACE(p.name);
     ASSERT_TRUE(golden.contains(p.name));
@@ -61,7 +62,10 @@ TEST_P(Golden, LogitsLossAndGradientsMatchTransformers) {
     }
     // Relative to the tensor's largest gradient entry, so near-zero entries do not dominate.
     EXPECT_LE(max_diff / std::max(max_ref, 1e-12), 1e-3) << "max abs diff " << max_diff << " max |ref| " << max_ref;
+    worst_grad = std::max(worst_grad, max_diff / std::max(max_ref, 1e-12));
   }
+  std::printf("%s/%s: |loss - hf| %.2e, logits max abs diff %.2e, worst grad rel diff %.2e\n", c.name.c_str(),
+              c.kernels.c_str(), std::fabs(loss - want_loss), max_abs, worst_grad);
 }
 
 std::vector<Case> cases() {
