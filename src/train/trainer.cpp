@@ -183,6 +183,11 @@ TrainResult run_training(const JobConfig& cfg) {
 
   const auto grads = named_grads(ps);
   int64_t step = start_step;
+  result.last_step = start_step;
+  if (start_step >= cfg.training.steps)
+    std::fprintf(stderr, "[titan] the checkpoint is already at step %lld of %lld: nothing to train (raise "
+                 "--training.steps to continue, or use another [job] dump_folder to start over)\n",
+                 (long long)start_step, (long long)cfg.training.steps);
   while (step < cfg.training.steps) {
     ++step;
     const double t0 = now_s();
