@@ -23,9 +23,11 @@ static int cmd_info(const std::vector<std::string>& argv) {
   const double state = double(s.param_bytes() + s.grad_bytes() + s.optimizer_bytes());
   if (args.has("json")) {
     std::printf(
-        "{\"model\": \"%s\", \"params\": %lld, \"embedding_params\": %lld, \"flops_per_token\": %.6g, "
-        "\"seq_len\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, \"optimizer_bytes\": %lld}\n",
-        m.c_str(), (long long)s.params, (long long)s.embedding_params, s.flops_per_token, (long long)seq,
+        "{\"model\": \"%s\", \"params\": %lld, \"active_params\": %lld, \"embedding_params\": %lld, "
+        "\"flops_per_token\": %.6g, \"seq_len\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, "
+        "\"optimizer_bytes\": %lld}\n",
+        m.c_str(), (long long)s.params, (long long)s.active_params, (long long)s.embedding_params, s.flops_per_token,
+        (long long)seq,
         (long long)s.param_bytes(), (long long)s.grad_bytes(), (long long)s.optimizer_bytes());
     return 0;
   }
@@ -35,7 +37,14 @@ static int cmd_info(const std::vector<std::string>& argv) {
               (long long)cfg.intermediate_size, (long long)cfg.vocab_size, cfg.tie_word_embeddings ? ", tied" : "");
   std::printf("parameters       %lld (%.3f B), embedding %lld\n", (long long)s.params, double(s.params) / 1e9,
               (long long)s.embedding_params);
-  std::printf("flops/token      %.4g (training, seq_len %lld)\n", s.flops_per_token, (long long)seq);
+  if (cfg.is_moe()) {
+    std::printf("experts          %lld per sparse layer (%lld of %lld layers sparse), top-%lld, moe_ffn %lld\n",
+                (long long)cfg.num_experts, (long long)cfg.num_sparse_layers(), (long long)cfg.num_hidden_layers,
+                (long long)cfg.num_experts_per_tok, (long long)cfg.moe_intermediate_size);
+    std::printf("active params    %lld (%.3f B) per token\n", (long long)s.active_params, double(s.active_params) / 1e9);
+  }
+  std::printf("flops/token      %.4g (training, seq_len %lld%s)\n", s.flops_per_token, (long long)seq,
+              cfg.is_moe() ? ", active parameters only" : "");
   std::printf("weights f32      %.2f GiB\n", double(s.param_bytes()) / gib);
   std::printf("grads f32        %.2f GiB\n", double(s.grad_bytes()) / gib);
   std::printf("adamw states     %.2f GiB\n", double(s.optimizer_bytes()) / gib);

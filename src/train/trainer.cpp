@@ -84,19 +84,30 @@ std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weigh
   } else {
     mc = flavor_config(cfg.model.flavor);
   }
-  TITAN_CHECK(cfg.model.name == "qwen3", "[model] name '", cfg.model.name,
-              "' is not supported yet (qwen3; qwen3_moe comes with the MoE model)");
-  TITAN_CHECK(cfg.model.num_experts < 0 && cfg.model.top_k < 0,
+  // [model] name: "qwen3" runs whatever the flavor / config.json is (torchtitan's qwen3 family has
+  // the MoE flavors too); "qwen3_moe" additionally insists on a mixture-of-experts model.
+  TITAN_CHECK(cfg.model.name == "qwen3" || cfg.model.name == "qwen3_moe", "[model] name '", cfg.model.name,
+              "' is not supported (qwen3 or qwen3_moe)");
+  TITAN_CHECK(cfg.model.name != "qwen3_moe" || mc.is_moe(), "[model] name is qwen3_moe but the model (",
+              mc.flavor.empty() ? std::string("config.json") : "flavor " + mc.flavor, ") is a dense qwen3");
+  TITAN_CHECK(mc.is_moe() || (cfg.model.num_experts < 0 && cfg.model.top_k < 0),
               "[model] num_experts / top_k apply to qwen3_moe models only");
   if (cfg.model.n_layers > 0) {
     TITAN_CHECK(cfg.model.n_layers <= mc.num_hidden_layers, "[model] n_layers ", cfg.model.n_layers,
                 " exceeds the model's ", mc.num_hidden_layers, " layers");
     mc.num_hidden_layers = cfg.model.n_layers;
   }
+  if (cfg.model.num_experts > 0) {
+    TITAN_CHECK(!ckpt || cfg.model.num_experts == mc.num_experts, "[model] num_experts ", cfg.model.num_experts,
+                " differs from the loaded checkpoint's ", mc.num_experts, " experts (the router shape would not match)");
+    mc.num_experts = cfg.model.num_experts;
+  }
+  if (cfg.model.top_k > 0) mc.num_experts_per_tok = cfg.model.top_k;
+  mc.validate("[model] overrides");
   auto model = std::make_unique<Qwen3Model>(mc, "cpu");
   if (ckpt) {
     // With a layer override only the kept layers are read (the rest of the file is unused).
-    for (auto& p : model->params().all()) ckpt->read_into(p.name, p.value);
+    load_weights(*model, *ckpt);
     *loaded_weights = true;
   }
   return model;
