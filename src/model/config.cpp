@@ -41,11 +41,12 @@ struct MoEFlavorRow {
 };
 
 // Published Qwen3-MoE shapes (config.json of Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B: every
-// layer sparse, norm_topk_prob true, untied, rope_theta 1e6), and "debug-moe" for tests.
+// layer sparse, norm_topk_prob true, untied, rope_theta 1e6), and "debug-moe": "debugmodel" with
+// 8 experts of 128, top-2, in every layer (the real vocabulary, so it trains on the bundled data).
 const MoEFlavorRow kMoEFlavors[] = {
     {{"30B-A3B", 151936, 2048, 6144, 48, 32, 4, 128, 40960, false}, 128, 8, 768},
     {{"235B-A22B", 151936, 4096, 12288, 94, 64, 4, 128, 40960, false}, 128, 8, 1536},
-    {{"debug-moe", 512, 64, 160, 2, 4, 2, 32, 256, false}, 8, 2, 32},
+    {{"debug-moe", 151936, 256, 768, 4, 8, 4, 32, 2048, true}, 8, 2, 128},
 };
 
 const char* hf_dtype_name(DType t) {

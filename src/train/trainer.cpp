@@ -72,8 +72,7 @@ DType export_dtype(const std::string& s) {
 
 }  // namespace
 
-std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weights) {
-  *loaded_weights = false;
+ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>* ckpt_out) {
   std::unique_ptr<HfCheckpoint> ckpt;
   ModelConfig mc;
   if (cfg.checkpoint.initial_load_in_hf && !cfg.checkpoint.initial_load_path.empty()) {
@@ -104,6 +103,14 @@ std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weigh
   }
   if (cfg.model.top_k > 0) mc.num_experts_per_tok = cfg.model.top_k;
   mc.validate("[model] overrides");
+  if (ckpt_out) *ckpt_out = std::move(ckpt);
+  return mc;
+}
+
+std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weights) {
+  *loaded_weights = false;
+  std::unique_ptr<HfCheckpoint> ckpt;
+  const ModelConfig mc = job_model_config(cfg, &ckpt);
   auto model = std::make_unique<Qwen3Model>(mc, "cpu");
   if (ckpt) {
     // With a layer override only the kept layers are read (the rest of the file is unused).

@@ -154,7 +154,9 @@ namespace {
 
 // A tiny MoE model with distinct weights everywhere, step-2 sparsity (layer 1 sparse, 0 dense).
 std::unique_ptr<Qwen3Model> tiny_moe() {
-  ModelConfig c = flavor_config("debug-moe");
+  ModelConfig c = flavor_config("debug-moe");  // shrunk: 2 layers, small vocabulary and widths
+  c.vocab_size = 512, c.hidden_size = 64, c.intermediate_size = 160, c.num_hidden_layers = 2;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.moe_intermediate_size = 32, c.tie_word_embeddings = false;
   c.decoder_sparse_step = 2;
   auto m = std::make_unique<Qwen3Model>(c, "cpu");
   m->init_weights(InitScheme::HF, 7);
