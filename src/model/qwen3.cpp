@@ -146,6 +146,33 @@ Tensor* Qwen3Model::expert_down(int64_t layer) {
   return L.sparse ? &L.w_edown : nullptr;
 }
 
+void Qwen3Model::enable_expert_bias() {
+  bias_.assign(layers_.size(), Tensor());
+  counts_.assign(layers_.size(), Tensor());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (!layers_[l].sparse) continue;
+    bias_[l] = Tensor::zeros({cfg_.num_experts}, DType::F32);
+    counts_[l] = Tensor::zeros({cfg_.num_experts}, DType::F32);
+  }
+}
+
+void Qwen3Model::update_expert_bias(float coeff) {
+  for (size_t l = 0; l < bias_.size(); ++l) {
+    if (!bias_[l].defined()) continue;
+    moe_update_expert_bias(bias_[l], counts_[l], coeff);
+    counts_[l].zero_();
+  }
+}
+
+std::vector<NamedTensor> Qwen3Model::expert_bias_state() {
+  std::vector<NamedTensor> v;
+  for (size_t l = 0; l < bias_.size(); ++l)
+    if (bias_[l].defined()) v.push_back({"model.layers." + std::to_string(l) + ".mlp.expert_bias", bias_[l]});
+  for (size_t l = 0; l < counts_.size(); ++l)
+    if (counts_[l].defined()) v.push_back({"model.layers." + std::to_string(l) + ".mlp.tokens_per_expert", counts_[l]});
+  return v;
+}
+
 bool Qwen3Model::aux_loss_on() const { return cfg_.output_router_logits && cfg_.num_sparse_layers() > 0; }
 
 const Tensor& Qwen3Model::lm_head_weight() {
@@ -279,6 +306,7 @@ void Qwen3Model::mlp_forward(size_t l, LayerActs& a, Tensor& out, int64_t T) {
   if (L.sparse) {
     MoEArgs m;
     m.x = &a.xn2, m.router = &L.w_router, m.gate_up = &L.w_egu, m.down = &L.w_edown;
+    m.bias = bias_.empty() ? nullptr : &bias_[l];
     m.top_k = cfg_.num_experts_per_tok, m.norm_topk_prob = cfg_.norm_topk_prob, m.compute = compute_;
     k.moe->forward(m, out, a.moe);
     return;
@@ -299,6 +327,7 @@ void Qwen3Model::mlp_backward(size_t l, LayerActs& a, Tensor& dxn2, int64_t T, c
   if (L.sparse) {
     MoEArgs m;
     m.x = &a.xn2, m.router = &L.w_router, m.gate_up = &L.w_egu, m.down = &L.w_edown;
+    m.bias = bias_.empty() ? nullptr : &bias_[l];
     m.top_k = cfg_.num_experts_per_tok, m.norm_topk_prob = cfg_.norm_topk_prob, m.compute = compute_;
     Tensor dx = f32({T, cfg_.hidden_size});
     MoEGrads g;
@@ -419,7 +448,14 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
   for (size_t l = 0; l < n; ++l) {
     xs[l + 1] = f32({T, H});
     layer_forward(l, xs[l], xs[l + 1], acts[l], B, S);
-    if (layers_[l].sparse) router_logits[l] = acts[l].moe.logits;
+    if (layers_[l].sparse) {
+      router_logits[l] = acts[l].moe.logits;
+      if (!counts_.empty()) {  // counted once per step's forward (recomputation does not count)
+        const int64_t* c = acts[l].moe.tokens_per_expert.data<int64_t>();
+        float* dst = counts_[l].data<float>();
+        for (int64_t e = 0; e < cfg_.num_experts; ++e) dst[e] += float(c[e]);
+      }
+    }
     if (ckpt_ == Checkpointing::Full) {
       acts[l] = LayerActs();
     } else if (ckpt_ == Checkpointing::Selective) {  // keep the attention block, recompute the MLP

@@ -61,6 +61,17 @@ class Qwen3Model {
   // output_router_logits is false).
   double last_aux_loss() const { return last_aux_; }
 
+  // torchtitan's auxiliary-loss-free load balancing: each sparse layer gets an expert bias [E]
+  // (zeros) that steers only the top-k choice (ops/moe/moe.h). forward_backward counts the tokens
+  // routed to each expert; update_expert_bias (once per optimizer step, before it) applies
+  //   delta = coeff * sign(mean(counts) - counts);  bias += delta - mean(delta)
+  // and clears the counts. The biases are training state (checkpointed), not HF parameters.
+  void enable_expert_bias();
+  bool has_expert_bias() const { return !bias_.empty(); }
+  void update_expert_bias(float coeff);
+  // name "model.layers.N.mlp.expert_bias" -> bias [E], then "...tokens_per_expert" -> counts [E] f32.
+  std::vector<NamedTensor> expert_bias_state();
+
   // ids, labels: [B, S] i64; label -100 is ignored. Returns the SUM of token losses; the number
   // of counted tokens is count_labels(labels). logits_out (optional): [B*S, V] f32.
   double forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out = nullptr);
@@ -93,6 +104,7 @@ class Qwen3Model {
   DType compute_ = DType::F32;
   Checkpointing ckpt_ = Checkpointing::None;
   double last_aux_ = 0;
+  std::vector<Tensor> bias_, counts_;  // per layer (undefined for dense layers); empty when off
 };
 
 }  // namespace titan

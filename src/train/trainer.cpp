@@ -117,6 +117,10 @@ std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weigh
     load_weights(*model, *ckpt);
     *loaded_weights = true;
   }
+  if (cfg.model.load_balance_coeff > 0) {
+    TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
+    model->enable_expert_bias();
+  }
   return model;
 }
 
@@ -169,6 +173,7 @@ TrainResult run_training(const JobConfig& cfg) {
     if (resume) {
       auto mt = named_values(ps);
       auto ot = opt.named(ps);
+      for (auto& b : model->expert_bias_state()) ot.push_back(b);  // MoE balancing state, if any
       TrainState st = ckm->load(*resume, mt, ot);
       TITAN_CHECK(st.config_hash == config_hash(cfg), ckm->step_dir(*resume),
                   ": checkpoint was written by a run with a different model/optimizer/training config");
@@ -195,7 +200,9 @@ TrainResult run_training(const JobConfig& cfg) {
     // nothing but the checkpoint folder.
     st.extra["model_config"] = nlohmann::json::parse(hf_config_json(mc, DType::F32));
     st.extra["job_config"] = render_toml(cfg);
-    result.last_checkpoint = ckm->save(st, named_values(ps), opt.named(ps));
+    auto ot = opt.named(ps);
+    for (auto& b : model->expert_bias_state()) ot.push_back(b);
+    result.last_checkpoint = ckm->save(st, named_values(ps), ot);
     std::fprintf(stderr, "[titan] checkpoint %s\n", result.last_checkpoint.c_str());
   };
 
@@ -229,6 +236,8 @@ TrainResult run_training(const JobConfig& cfg) {
     hp.eps = float(cfg.optimizer.eps);
     hp.weight_decay = float(cfg.optimizer.weight_decay);
     hp.step = step;
+    // torchtitan updates the expert biases from the step's token counts just before the optimizer.
+    if (model->has_expert_bias()) model->update_expert_bias(float(cfg.model.load_balance_coeff));
     for (size_t i = 0; i < ps.all().size(); ++i) adamw.step(ps.all()[i].value, ps.all()[i].grad, opt.m[i], opt.v[i], hp);
     const double t1 = now_s();
 

@@ -47,6 +47,20 @@ awk -v a="${L[0]}" -v b="${L[3]}" 'BEGIN { exit !(a == a + 0 && b == b + 0 && b 
   fail "loss did not fall: ${L[*]}"
 echo "ok: 2 MoE layers replaced; losses ${L[*]}"
 
+# Auxiliary-loss-free balancing: the expert biases are training state, so a run resumed from its
+# step-2 checkpoint continues exactly like the uninterrupted run.
+lb=("${common[@]}" --model.load_balance_coeff 0.01 --checkpoint.enable true --checkpoint.interval 2
+    --checkpoint.keep_latest_k 0 --job.dump_folder "$work/lb")
+"$titan" train "${lb[@]}" > "$work/lb.log" 2>&1 || { cat "$work/lb.log"; fail "train with load_balance_coeff"; }
+grep -aq 'model.layers.1.mlp.expert_bias' "$work"/lb/checkpoint/step-2/* || fail "expert bias not checkpointed"
+rm -rf "$work/lb/checkpoint/step-4"
+"$titan" train "${lb[@]}" > "$work/lb2.log" 2>&1 || { cat "$work/lb2.log"; fail "resume"; }
+grep -q 'resumed from .*step-2' "$work/lb2.log" || fail "did not resume: $(cat "$work/lb2.log")"
+mapfile -t R < <(grep -o '"loss": *[0-9.e+-]*' "$work/lb/metrics.jsonl" | sed 's/.*: *//')
+[ "${#R[@]}" -eq 6 ] && [ "${R[2]}" = "${R[4]}" ] && [ "${R[3]}" = "${R[5]}" ] ||
+  fail "resumed losses differ: ${R[*]}"
+echo "ok: load_balance_coeff run resumes exactly (${R[*]})"
+
 out=$("$titan" train "${common[@]}" --job.dump_folder "$work/x" --model.name qwen3 --model.flavor debugmodel \
   --model.num_experts 4 2>&1) && fail "num_experts accepted on a dense model"
 echo "$out" | grep -q "num_experts / top_k apply to qwen3_moe models only" || fail "$out"

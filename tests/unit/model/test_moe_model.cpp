@@ -262,3 +262,42 @@ TEST(MoEStateDict, FusedFixtureScoresLikeThePerExpertOne) {
   Tensor labels = ids;  // any labels: both models see the same
   EXPECT_EQ(ref->forward(ids, labels), fused->forward(ids, labels));
 }
+
+// Auxiliary-loss-free balancing: forward_backward counts routed tokens, the bias steers only the
+// choice, and update_expert_bias applies torchtitan's centered sign step.
+TEST(MoEExpertBias, CountsSteerAndUpdate) {
+  auto m = tiny_moe();  // layer 1 sparse, 8 experts, top-2
+  for (auto& p : m->params().all()) {  // small weights: a well-conditioned forward
+    float* v = p.value.data<float>();
+    for (int64_t i = 0; i < p.value.numel(); ++i) v[i] *= 0.01f;
+  }
+  m->enable_expert_bias();
+  ASSERT_TRUE(m->has_expert_bias());
+  auto st = m->expert_bias_state();
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0].name, "model.layers.1.mlp.expert_bias");
+  EXPECT_EQ(st[1].name, "model.layers.1.mlp.tokens_per_expert");
+  Tensor ids = Tensor::empty({2, 5}, DType::I64);
+  for (int64_t i = 0; i < 10; ++i) ids.data<int64_t>()[i] = (i * 37) % 512;
+  m->params().zero_grad();
+  m->forward_backward(ids, ids, 0.1f);
+  const float* cnt = st[1].tensor.data<float>();
+  double total = 0, mean = 0;
+  std::vector<float> c(cnt, cnt + 8);
+  for (float x : c) total += x;
+  EXPECT_EQ(total, 10.0 * 2);  // every token's top-2 slots
+  mean = total / 8;
+  m->update_expert_bias(0.5f);
+  const float* b = st[0].tensor.data<float>();
+  double dsum = 0;
+  std::vector<double> delta(8);
+  for (int e = 0; e < 8; ++e) dsum += delta[size_t(e)] = 0.5 * (mean > c[size_t(e)] ? 1 : mean < c[size_t(e)] ? -1 : 0);
+  for (int e = 0; e < 8; ++e) EXPECT_NEAR(b[e], delta[size_t(e)] - dsum / 8, 1e-6) << e;
+  for (int e = 0; e < 8; ++e) EXPECT_EQ(cnt[e], 0.f);  // counts cleared
+  // A dominant bias sends every token to experts 0 and 1 (the bias ranks, the weights do not).
+  float* bw = st[0].tensor.data<float>();
+  for (int e = 0; e < 8; ++e) bw[e] = e < 2 ? 100.f : 0.f;
+  m->forward_backward(ids, ids, 0.1f);
+  EXPECT_EQ(cnt[0], 10.f);
+  EXPECT_EQ(cnt[1], 10.f);
+}
