@@ -149,10 +149,16 @@ TrainResult run_training(const JobConfig& cfg) {
     for (auto& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
   }
   ModelSize size = model_size(mc, seq);
+  char moe_buf[96] = "";
+  if (mc.is_moe())  // FLOPs (and MFU) count the active parameters only
+    std::snprintf(moe_buf, sizeof moe_buf, " (%.3fM active: %lld experts, top-%lld)", double(size.active_params) / 1e6,
+                  (long long)mc.num_experts, (long long)mc.num_experts_per_tok);
+  const std::string moe_note = moe_buf;
   std::fprintf(stderr,
-               "[titan] model %s: %lld layers, hidden %lld, vocab %lld, %.3fM params, %s weights; %.3g FLOPs/token\n",
+               "[titan] model %s: %lld layers, hidden %lld, vocab %lld, %.3fM params%s, %s weights; %.3g FLOPs/token\n",
                mc.flavor.empty() ? "(config.json)" : mc.flavor.c_str(), (long long)mc.num_hidden_layers,
                (long long)mc.hidden_size, (long long)mc.vocab_size, double(size.params) / 1e6,
+               moe_note.c_str(),
                loaded ? "loaded" : "torchtitan-init", size.flops_per_token);
   std::fprintf(stderr, "[titan] batch: global %lld = local %lld x dp %lld x accumulation %lld, seq_len %lld, %s\n",
                (long long)global_b, (long long)local_b, (long long)dp, (long long)accum, (long long)seq,
