@@ -138,7 +138,38 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
 
   // Every parameter present with the config's shape, in a floating dtype.
   std::set<std::string> expected;
+  const ModelConfig& mc = ck.config_;
+  for (int64_t l = 0; l < mc.num_hidden_layers && mc.is_moe(); ++l) {  // fused expert layers first
+    if (!mc.layer_is_sparse(l)) continue;
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    const std::string gu = p + "gate_up_proj", dn = p + "down_proj";
+    const bool has_gu = ck.where_.count(gu) > 0, has_dn = ck.where_.count(dn) > 0;
+    if (!has_gu && !has_dn) continue;
+    TITAN_CHECK(has_gu && has_dn, dir, ": layer ", l, " has ", quote(has_gu ? gu : dn), " but not ", quote(has_gu ? dn : gu),
+                " (the fused expert layout needs both)");
+    TITAN_CHECK(ck.where_.count(p + "0.gate_proj.weight") == 0, dir, ": layer ", l,
+                " stores its experts both fused (", quote(gu), ") and per expert (", quote(p + "0.gate_proj.weight"), ")");
+    const int64_t E = mc.num_experts, I = mc.moe_intermediate_size, H = mc.hidden_size;
+    const std::pair<std::string, Shape> want[] = {{gu, {E, 2 * I, H}}, {dn, {E, H, I}}};
+    for (const auto& [name, shape] : want) {
+      const SafetensorsFile& f = ck.files_[ck.where_.at(name)];
+      const SafetensorsEntry& e = *f.find(name);
+      TITAN_CHECK(e.shape == shape, f.origin(), ": tensor ", quote(name), " has shape ", shape_str(e.shape),
+                  " but config.json implies ", shape_str(shape));
+      TITAN_CHECK(e.dtype == "F32" || e.dtype == "BF16" || e.dtype == "F16", f.origin(), ": tensor ", quote(name),
+                  " has dtype ", e.dtype, "; parameters must be F32, BF16 or F16");
+      expected.insert(name);
+    }
+    ck.fused_layers_[l] = FusedExperts{gu, dn};
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = p + std::to_string(e) + ".";
+      ck.fused_[x + "gate_proj.weight"] = ExpertSlice{gu, e, 0, I};
+      ck.fused_[x + "up_proj.weight"] = ExpertSlice{gu, e, I, I};
+      ck.fused_[x + "down_proj.weight"] = ExpertSlice{dn, e, 0, H};
+    }
+  }
   for (const auto& s : ck.specs_) {
+    if (ck.fused_.count(s.name)) continue;  // checked above as part of its fused tensor
     expected.insert(s.name);
     auto it = ck.where_.find(s.name);
     TITAN_CHECK(it != ck.where_.end(), dir, ": missing tensor ", quote(s.name), " (shape ", shape_str(s.shape),
@@ -182,9 +213,27 @@ const SafetensorsFile& HfCheckpoint::file_of(const std::string& name) const {
   return files_[it->second];
 }
 
-Tensor HfCheckpoint::get(const std::string& name, DType dt) const { return file_of(name).get(name, dt); }
+Tensor HfCheckpoint::get(const std::string& name, DType dt) const {
+  auto it = fused_.find(name);
+  if (it == fused_.end()) return file_of(name).get(name, dt);
+  const ExpertSlice& x = it->second;
+  Tensor all = file_of(x.fused).get(x.fused, dt);  // [E, R, C]
+  const Tensor one = all.slice0(x.expert, x.expert + 1).view({all.dim(1), all.dim(2)});
+  return one.slice0(x.row0, x.row0 + x.rows).clone();
+}
 
-void HfCheckpoint::read_into(const std::string& name, Tensor& dst) const { file_of(name).read_into(name, dst); }
+void HfCheckpoint::read_into(const std::string& name, Tensor& dst) const {
+  if (!fused_.count(name)) return file_of(name).read_into(name, dst);
+  Tensor src = get(name, dst.dtype());
+  TITAN_CHECK(src.shape() == dst.shape(), dir_, ": tensor ", quote(name), " has shape ", shape_str(src.shape()),
+              ", expected ", shape_str(dst.shape()));
+  dst.copy_(src);
+}
+
+HfCheckpoint::FusedExperts HfCheckpoint::fused_experts(int64_t layer) const {
+  auto it = fused_layers_.find(layer);
+  return it == fused_layers_.end() ? FusedExperts{} : it->second;
+}
 
 TensorMap HfCheckpoint::load_all(DType dt) const {
   TensorMap m;

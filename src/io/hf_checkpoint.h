@@ -10,6 +10,13 @@
 // does carry lm_head.weight, it is accepted only when it equals model.embed_tokens.weight
 // bit for bit (after conversion to f32 when their dtypes differ) and then ignored; a differing
 // copy is an error, since using either one silently would change the model.
+//
+// Qwen3-MoE experts (the state-dict adapter): a sparse layer's experts may be stored per expert
+// (mlp.experts.E.gate_proj.weight [I, H], up_proj [I, H], down_proj [H, I]: what transformers'
+// save_pretrained writes) or fused (mlp.experts.gate_up_proj [E, 2I, H], rows [0, I) gate and
+// [I, 2I) up; mlp.experts.down_proj [E, H, I]: transformers 5's in-memory layout), chosen per layer;
+// a layer holding both, or a partial fused pair, is an error. specs() stays the per-expert list,
+// and get / read_into serve per-expert names from a fused layer (a copy of the expert's slice).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -42,6 +49,12 @@ class HfCheckpoint {
   void read_into(const std::string& name, Tensor& dst) const;
   // All parameters of specs() in dtype dt.
   TensorMap load_all(DType dt = DType::F32) const;
+  // Names of a sparse layer's fused expert tensors when the checkpoint stores that layer fused,
+  // else empty strings (the per-expert layout, or a dense layer).
+  struct FusedExperts {
+    std::string gate_up, down;
+  };
+  FusedExperts fused_experts(int64_t layer) const;
 
  private:
   std::string dir_;
@@ -49,6 +62,12 @@ class HfCheckpoint {
   std::vector<ParamSpec> specs_;
   std::vector<SafetensorsFile> files_;
   std::map<std::string, size_t> where_;  // tensor name -> index in files_
+  struct ExpertSlice {
+    std::string fused;  // the fused tensor holding it
+    int64_t expert = 0, row0 = 0, rows = 0;  // rows [row0, row0 + rows) of fused[expert]
+  };
+  std::map<std::string, ExpertSlice> fused_;  // per-expert name -> where it lives in a fused tensor
+  std::map<int64_t, FusedExperts> fused_layers_;
 };
 
 // Shortcut: open `dir`, return all parameters as f32 and, when config is given, the config.

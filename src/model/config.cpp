@@ -35,6 +35,20 @@ const FlavorRow kFlavors[] = {
     {"debug-tiny", 512, 64, 160, 2, 4, 2, 32, 256, true},
 };
 
+struct MoEFlavorRow {
+  FlavorRow base;  // intermediate_size of the base is the dense MLP (used by mlp_only layers only)
+  int64_t experts, top_k, moe_inter;
+};
+
+// Published Qwen3-MoE shapes (config.json of Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B: every
+// layer sparse, norm_topk_prob true, untied, rope_theta 1e6), and "debug-moe": "debugmodel" with
+// 8 experts of 128, top-2, in every layer (the real vocabulary, so it trains on the bundled data).
+const MoEFlavorRow kMoEFlavors[] = {
+    {{"30B-A3B", 151936, 2048, 6144, 48, 32, 4, 128, 40960, false}, 128, 8, 768},
+    {{"235B-A22B", 151936, 4096, 12288, 94, 64, 4, 128, 40960, false}, 128, 8, 1536},
+    {{"debug-moe", 151936, 256, 768, 4, 8, 4, 32, 2048, true}, 8, 2, 128},
+};
+
 const char* hf_dtype_name(DType t) {
   switch (t) {
     case DType::F32: return "float32";
@@ -152,8 +166,22 @@ double check_rope_object(const json& v, const char* key, const std::string& orig
 
 }  // namespace
 
+bool ModelConfig::layer_is_sparse(int64_t layer) const {
+  if (!is_moe() || num_experts <= 0) return false;
+  for (int64_t l : mlp_only_layers)
+    if (l == layer) return false;
+  return (layer + 1) % decoder_sparse_step == 0;
+}
+
+int64_t ModelConfig::num_sparse_layers() const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < num_hidden_layers; ++l) n += layer_is_sparse(l);
+  return n;
+}
+
 void ModelConfig::validate(const std::string& origin) const {
-  TITAN_CHECK(model_type == "qwen3", origin, ": model_type ", quote(model_type), " is not supported (expected \"qwen3\")");
+  TITAN_CHECK(model_type == "qwen3" || model_type == "qwen3_moe", origin, ": model_type ", quote(model_type),
+              " is not supported (expected \"qwen3\" or \"qwen3_moe\")");
   struct Limit {
     const char* name;
     int64_t value, max;
@@ -178,28 +206,59 @@ void ModelConfig::validate(const std::string& origin) const {
               ": initializer_range must be non-negative, got ", initializer_range);
   TITAN_CHECK(hf_dtype_name(torch_dtype) != nullptr, origin, ": torch_dtype must be a floating type, got ",
               dtype_name(torch_dtype));
+  if (!is_moe()) return;
+  TITAN_CHECK(num_experts >= 0 && num_experts <= 65536, origin, ": num_experts must be in [0, 65536], got ", num_experts);
+  TITAN_CHECK(decoder_sparse_step >= 1 && decoder_sparse_step <= 4096, origin,
+              ": decoder_sparse_step must be in [1, 4096], got ", decoder_sparse_step);
+  TITAN_CHECK(std::isfinite(router_aux_loss_coef), origin, ": router_aux_loss_coef must be finite");
+  for (int64_t l : mlp_only_layers)
+    TITAN_CHECK(l >= 0, origin, ": mlp_only_layers entry ", l, " is negative");  // indices past the last layer: no effect, as in HF
+  if (num_sparse_layers() == 0) return;
+  TITAN_CHECK(num_experts_per_tok >= 1 && num_experts_per_tok <= num_experts, origin,
+              ": num_experts_per_tok must be in [1, num_experts = ", num_experts, "], got ", num_experts_per_tok);
+  TITAN_CHECK(moe_intermediate_size >= 1 && moe_intermediate_size <= (int64_t(1) << 22), origin,
+              ": moe_intermediate_size must be in [1, ", int64_t(1) << 22, "], got ", moe_intermediate_size);
 }
 
 std::vector<std::string> flavor_names() {
   std::vector<std::string> names;
   for (const auto& f : kFlavors) names.push_back(f.name);
+  for (const auto& f : kMoEFlavors) names.push_back(f.base.name);
   return names;
 }
 
+namespace {
+ModelConfig base_config(const FlavorRow& f) {
+  ModelConfig c;
+  c.flavor = f.name;
+  c.vocab_size = f.vocab;
+  c.hidden_size = f.hidden;
+  c.intermediate_size = f.inter;
+  c.num_hidden_layers = f.layers;
+  c.num_attention_heads = f.heads;
+  c.num_key_value_heads = f.kv_heads;
+  c.head_dim = f.head_dim;
+  c.max_position_embeddings = f.max_pos;
+  c.tie_word_embeddings = f.tied;
+  return c;
+}
+}  // namespace
+
 ModelConfig flavor_config(const std::string& name) {
+  for (const auto& f : kMoEFlavors) {
+    if (name != f.base.name) continue;
+    ModelConfig c = base_config(f.base);
+    c.model_type = "qwen3_moe";
+    c.num_experts = f.experts;
+    c.num_experts_per_tok = f.top_k;
+    c.moe_intermediate_size = f.moe_inter;
+    c.norm_topk_prob = true;
+    c.validate("flavor " + name);
+    return c;
+  }
   for (const auto& f : kFlavors) {
     if (name != f.name) continue;
-    ModelConfig c;
-    c.flavor = f.name;
-    c.vocab_size = f.vocab;
-    c.hidden_size = f.hidden;
-    c.intermediate_size = f.inter;
-    c.num_hidden_layers = f.layers;
-    c.num_attention_heads = f.heads;
-    c.num_key_value_heads = f.kv_heads;
-    c.head_dim = f.head_dim;
-    c.max_position_embeddings = f.max_pos;
-    c.tie_word_embeddings = f.tied;
+    ModelConfig c = base_config(f);
     c.validate("flavor " + name);
     return c;
   }
@@ -217,21 +276,45 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
   ModelConfig c;
   c.flavor = "";
   c.model_type = f.string("model_type", true, "");
-  TITAN_CHECK(c.model_type != "qwen3_moe", origin,
-              ": model_type \"qwen3_moe\" (mixture of experts) is not supported yet; only dense \"qwen3\"");
-  TITAN_CHECK(c.model_type == "qwen3", origin, ": model_type ", quote(c.model_type),
-              " is not supported (expected \"qwen3\")");
+  TITAN_CHECK(c.model_type == "qwen3" || c.model_type == "qwen3_moe", origin, ": model_type ", quote(c.model_type),
+              " is not supported (expected \"qwen3\" or \"qwen3_moe\")");
+  const bool moe = c.is_moe();
+  const char* arch = moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM";
   if (const json* a = f.find("architectures"); a && !a->is_null()) {
     TITAN_CHECK(a->is_array(), origin, ": field \"architectures\" must be a list");
     bool causal_lm = a->empty();
-    for (const auto& e : *a) causal_lm |= e.is_string() && e.get<std::string>() == "Qwen3ForCausalLM";
-    TITAN_CHECK(causal_lm, origin, ": architectures ", printable(a->dump(), 80),
-                " has no \"Qwen3ForCausalLM\" (other heads are not supported)");
+    for (const auto& e : *a) causal_lm |= e.is_string() && e.get<std::string>() == arch;
+    TITAN_CHECK(causal_lm, origin, ": architectures ", printable(a->dump(), 80), " has no \"", arch,
+                "\" (other heads are not supported)");
   }
 
   c.vocab_size = f.positive("vocab_size", true, 0);
   c.hidden_size = f.positive("hidden_size", true, 0);
-  c.intermediate_size = f.positive("intermediate_size", true, 0);
+  c.intermediate_size = f.positive("intermediate_size", !moe, 6144);
+  if (moe) {  // Qwen3MoeConfig's defaults for absent fields
+    // transformers 5 writes the expert count as "num_local_experts" (its attribute_map alias of
+    // num_experts); 4.x writes "num_experts". Either, or both when they agree.
+    const bool has_local = f.find("num_local_experts") != nullptr, has_plain = f.find("num_experts") != nullptr;
+    const char* key = has_local && !has_plain ? "num_local_experts" : "num_experts";
+    c.num_experts = f.integer(key, false, 128);
+    if (c.num_experts < 0) f.bad(key, "a non-negative integer", *f.find(key));
+    if (has_local && has_plain)
+      TITAN_CHECK(f.integer("num_local_experts", false, 0) == c.num_experts, origin, ": num_experts (", c.num_experts,
+                  ") and num_local_experts (", f.integer("num_local_experts", false, 0), ") disagree");
+    c.num_experts_per_tok = f.positive("num_experts_per_tok", false, 8);
+    c.moe_intermediate_size = f.positive("moe_intermediate_size", false, 768);
+    c.norm_topk_prob = f.boolean("norm_topk_prob", false);
+    c.decoder_sparse_step = f.positive("decoder_sparse_step", false, 1);
+    c.router_aux_loss_coef = f.number("router_aux_loss_coef", 0.001);
+    c.output_router_logits = f.boolean("output_router_logits", false);
+    if (const json* m = f.find("mlp_only_layers"); m && !m->is_null()) {
+      if (!m->is_array()) f.bad("mlp_only_layers", "a list of layer indices", *m);
+      for (const auto& e : *m) {
+        if (!e.is_number_integer()) f.bad("mlp_only_layers", "a list of layer indices", *m);
+        c.mlp_only_layers.push_back(e.get<int64_t>());
+      }
+    }
+  }
   c.num_hidden_layers = f.positive("num_hidden_layers", true, 0);
   c.num_attention_heads = f.positive("num_attention_heads", true, 0);
   // HF's Qwen3Config turns an explicit null into num_attention_heads.
@@ -308,7 +391,7 @@ std::string hf_config_json(const ModelConfig& c, DType export_dtype) {
   const char* dt = hf_dtype_name(export_dtype);
   TITAN_CHECK(dt, "config.json export: dtype ", dtype_name(export_dtype), " is not a floating type");
   json j = json::object();
-  j["architectures"] = json::array({"Qwen3ForCausalLM"});
+  j["architectures"] = json::array({c.is_moe() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"});
   j["model_type"] = c.model_type;
   j["attention_bias"] = false;
   j["attention_dropout"] = 0.0;
@@ -333,6 +416,16 @@ std::string hf_config_json(const ModelConfig& c, DType export_dtype) {
   j["use_cache"] = true;
   j["use_sliding_window"] = false;
   j["vocab_size"] = c.vocab_size;
+  if (c.is_moe()) {
+    j["decoder_sparse_step"] = c.decoder_sparse_step;
+    j["mlp_only_layers"] = c.mlp_only_layers;
+    j["moe_intermediate_size"] = c.moe_intermediate_size;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+    j["num_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["output_router_logits"] = c.output_router_logits;
+    j["router_aux_loss_coef"] = c.router_aux_loss_coef;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -351,6 +444,17 @@ std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
     specs.push_back({p + "self_attn.q_norm.weight", {D}});
     specs.push_back({p + "self_attn.k_norm.weight", {D}});
     specs.push_back({p + "post_attention_layernorm.weight", {H}});
+    if (c.layer_is_sparse(i)) {
+      const int64_t E = c.num_experts, MI = c.moe_intermediate_size;
+      specs.push_back({p + "mlp.gate.weight", {E, H}});
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        specs.push_back({x + "gate_proj.weight", {MI, H}});
+        specs.push_back({x + "up_proj.weight", {MI, H}});
+        specs.push_back({x + "down_proj.weight", {H, MI}});
+      }
+      continue;
+    }
     specs.push_back({p + "mlp.gate_proj.weight", {I, H}});
     specs.push_back({p + "mlp.up_proj.weight", {I, H}});
     specs.push_back({p + "mlp.down_proj.weight", {H, I}});

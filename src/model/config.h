@@ -1,6 +1,6 @@
 // Model configuration: from the built-in flavor table (torchtitan's role) or from a Hugging Face
-// config.json (model_type "qwen3"; "qwen3_moe" comes with the MoE issue). Every field of
-// config.json that changes the computation is either honoured or refused with a clear error.
+// config.json (model_type "qwen3" or "qwen3_moe"). Every field of config.json that changes the
+// computation is either honoured or refused with a clear error.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,6 +29,23 @@ struct ModelConfig {
   int64_t bos_token_id = 151643, eos_token_id = 151645;  // -1: null in config.json
   double initializer_range = 0.02;  // std of HF's normal init
 
+  // qwen3_moe only (transformers' Qwen3MoeConfig; ignored for "qwen3"). Layer i is sparse iff
+  // num_experts > 0, i is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0; dense
+  // layers are a SwiGLU MLP of intermediate_size, sparse ones num_experts SwiGLU experts of
+  // moe_intermediate_size with a top-num_experts_per_tok router.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  double router_aux_loss_coef = 0.001;
+  bool output_router_logits = false;  // true: the loss includes router_aux_loss_coef * aux loss
+
+  bool is_moe() const { return model_type == "qwen3_moe"; }
+  bool layer_is_sparse(int64_t layer) const;
+  int64_t num_sparse_layers() const;
+
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
   void validate(const std::string& origin) const;  // shapes consistent; error names origin
@@ -42,12 +59,16 @@ std::vector<std::string> flavor_names();
 // Parse a Hugging Face config.json (path names the file in errors).
 ModelConfig load_hf_config(const std::string& path);
 // Same from text in memory (the fuzzing entry point); origin names the source in errors.
-// Required: model_type "qwen3", vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+// Required: model_type "qwen3" (or "qwen3_moe"), vocab_size, hidden_size, intermediate_size, num_hidden_layers,
 // num_attention_heads, num_key_value_heads. Absent optional fields take Qwen3Config's defaults in
 // transformers (head_dim 128, rms_norm_eps 1e-6, rope_theta 10000, max_position_embeddings 32768,
 // tie_word_embeddings false). Refused: rope_scaling / rope_parameters of a type other than
 // "default", use_sliding_window true, layer_types other than "full_attention", attention_bias
 // true, hidden_act other than "silu", attention_dropout != 0, quantization_config.
+// qwen3_moe: intermediate_size, num_experts, num_experts_per_tok, moe_intermediate_size,
+// norm_topk_prob, decoder_sparse_step, mlp_only_layers, router_aux_loss_coef and
+// output_router_logits take Qwen3MoeConfig's defaults (6144, 128, 8, 768, false, 1, [], 0.001,
+// false); the same field names in transformers 4.x and 5.x.
 ModelConfig parse_hf_config(std::string_view text, const std::string& origin);
 // The config.json text for export (HF field names, architectures, torch_dtype).
 std::string hf_config_json(const ModelConfig& c, DType export_dtype);
@@ -57,8 +78,10 @@ struct ParamSpec {
   std::string name;
   std::vector<int64_t> shape;
 };
-// All parameters of Qwen3ForCausalLM in HF naming, in module order. A tied model has no
-// lm_head.weight entry (it is model.embed_tokens.weight).
+// All parameters of Qwen3ForCausalLM / Qwen3MoeForCausalLM in HF naming, in module order. A tied
+// model has no lm_head.weight entry (it is model.embed_tokens.weight). A sparse layer's MLP is
+// mlp.gate.weight [E, H] and, per expert e, mlp.experts.e.{gate_proj,up_proj} [I, H] and
+// mlp.experts.e.down_proj [H, I] (the per-expert layout; see model/moe_state.h for the fused one).
 std::vector<ParamSpec> model_param_specs(const ModelConfig& c);
 // Number of parameters (sum over model_param_specs: a tied embedding counts once).
 int64_t model_param_count(const ModelConfig& c);

@@ -14,7 +14,11 @@ ModelSize model_size(const ModelConfig& c, int64_t seq_len) {
     s.params += n;
     if (p.name == "model.embed_tokens.weight") s.embedding_params += n;
   }
-  s.matmul_params = s.params - s.embedding_params + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0);
+  // Unused experts per token: (E - K) experts of 3 * H * I_moe weights in each sparse layer.
+  const int64_t idle = c.num_sparse_layers() * (c.num_experts - c.num_experts_per_tok) * 3 * c.hidden_size *
+                       c.moe_intermediate_size;
+  s.active_params = s.params - idle;
+  s.matmul_params = s.active_params - s.embedding_params + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0);
   s.flops_per_token = flops_per_token(s.matmul_params, c.num_hidden_layers, c.num_attention_heads, c.head_dim, seq_len);
   return s;
 }

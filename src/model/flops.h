@@ -10,6 +10,10 @@
 // the embedding); on Qwen3's 151,936-token vocabulary that hides most of a small model's compute
 // (75% for the benchmark model), so titan counts the matmul that actually runs. For untied models
 // the two agree. Norm weights are counted, as torchtitan does.
+//
+// Qwen3-MoE: a token runs the router and only num_experts_per_tok of the num_experts experts of
+// each sparse layer, so N (and the FLOPs) count the ACTIVE parameters: every parameter minus, per
+// sparse layer, the (E - K) experts a token does not use (torchtitan counts MoE FLOPs the same way).
 // MFU = flops_per_token * tokens/s / peak FLOP/s.
 #pragma once
 #include <cstdint>
@@ -21,7 +25,8 @@ namespace titan {
 struct ModelSize {
   int64_t params = 0;             // unique trainable parameters (a tied lm_head counted once)
   int64_t embedding_params = 0;   // model.embed_tokens.weight
-  int64_t matmul_params = 0;      // N above
+  int64_t active_params = 0;      // parameters one token uses (= params for dense models)
+  int64_t matmul_params = 0;      // N above (active parameters only)
   double flops_per_token = 0;     // training (forward + backward)
   int64_t non_embedding_params() const { return params - embedding_params; }
   // Training state bytes in f32: weights, grads, AdamW exp_avg + exp_avg_sq.

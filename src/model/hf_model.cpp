@@ -1,5 +1,7 @@
 #include "model/hf_model.h"
 
+#include <set>
+
 namespace titan {
 
 std::unique_ptr<Qwen3Model> load_hf_model(const std::string& dir, const std::string& kernel_variant) {
@@ -10,7 +12,22 @@ std::unique_ptr<Qwen3Model> load_hf_model(const std::string& dir, const std::str
 }
 
 void load_weights(Qwen3Model& model, const HfCheckpoint& ckpt) {
-  for (auto& p : model.params().all()) ckpt.read_into(p.name, p.value);
+  // Fused expert layers: one read of each fused tensor straight into the stacked storage (the
+  // per-expert params are views of it), instead of one slice copy per expert.
+  std::set<std::string> done;
+  for (int64_t l = 0; l < model.config().num_hidden_layers; ++l) {
+    const HfCheckpoint::FusedExperts f = ckpt.fused_experts(l);
+    if (f.gate_up.empty() || !model.expert_gate_up(l)) continue;
+    ckpt.read_into(f.gate_up, *model.expert_gate_up(l));
+    ckpt.read_into(f.down, *model.expert_down(l));
+    done.insert("model.layers." + std::to_string(l) + ".");
+  }
+  for (auto& p : model.params().all()) {
+    if (!done.empty() && p.name.find(".mlp.experts.") != std::string::npos &&
+        done.count(p.name.substr(0, p.name.find("mlp.experts."))))
+      continue;
+    ckpt.read_into(p.name, p.value);
+  }
 }
 
 TensorMap model_state(const Qwen3Model& model) {

@@ -14,6 +14,7 @@ KernelSet kernel_set(const std::string& variant) {
   k.swiglu = &kernel<SwiGLUKernel>(variant);
   k.residual = &kernel<ResidualKernel>(variant);
   k.cross_entropy = &kernel<CrossEntropyKernel>(variant);
+  k.moe = &kernel<MoEKernel>(variant == "cpu" ? "grouped_gemm" : "reference");
   return k;
 }
 

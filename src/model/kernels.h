@@ -7,6 +7,7 @@
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/matmul/matmul.h"
+#include "ops/moe/moe.h"
 #include "ops/residual/residual.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/rope/rope.h"
@@ -23,9 +24,11 @@ struct KernelSet {
   const SwiGLUKernel* swiglu = nullptr;
   const ResidualKernel* residual = nullptr;
   const CrossEntropyKernel* cross_entropy = nullptr;
+  const MoEKernel* moe = nullptr;  // sparse MLP blocks (qwen3_moe)
 };
 
-// All ops from one variant set; error if any op lacks that variant.
+// All ops from one variant set; error if any op lacks that variant. The MoE op has no "cpu"
+// variant: the "cpu" set uses moe.grouped_gemm, the "reference" set moe.reference.
 KernelSet kernel_set(const std::string& variant);
 
 }  // namespace titan

@@ -21,13 +21,17 @@ struct LayerActs {
   Tensor h;            // [T, H] residual after attention
   // MLP block
   Tensor xn2, rstd2;   // [T, H], [T]
-  Tensor gu, act;      // [T, 2I], [T, I]
+  Tensor gu, act;      // [T, 2I], [T, I]  (dense MLP)
+  MoESaved moe;        // sparse MLP: routing and the variant's saved activations
   bool have_attn = false, have_mlp = false;
 };
 
 struct Qwen3Model::Layer {
   Tensor w_in, w_qkv, w_qn, w_kn, w_o, w_post, w_gu, w_down;        // fused storage
   Tensor g_in, g_qkv, g_qn, g_kn, g_o, g_post, g_gu, g_down;        // their grads
+  // Sparse layers (w_gu / w_down unused): router [E, H], stacked experts [E, 2I, H], [E, H, I].
+  bool sparse = false;
+  Tensor w_router, w_egu, w_edown, g_router, g_egu, g_edown;
 };
 
 struct Qwen3Model::Bf16Weights {
@@ -41,8 +45,9 @@ void Qwen3Model::round_weights_for_compute() {
   for (auto& L : layers_) {
     wbf_->qkv.push_back(to_bf16(L.w_qkv));
     wbf_->o.push_back(to_bf16(L.w_o));
-    wbf_->gu.push_back(to_bf16(L.w_gu));
-    wbf_->down.push_back(to_bf16(L.w_down));
+    // The MoE op rounds its own expert GEMM inputs (and keeps the router in f32).
+    wbf_->gu.push_back(L.sparse ? Tensor() : to_bf16(L.w_gu));
+    wbf_->down.push_back(L.sparse ? Tensor() : to_bf16(L.w_down));
   }
 }
 
@@ -72,6 +77,7 @@ Qwen3Model::~Qwen3Model() = default;
 
 void Qwen3Model::build_params() {
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
+  (void)I;
   const int64_t Q = cfg_.q_dim(), K = cfg_.kv_dim();
   auto pair = [&](const Shape& s) { return std::make_pair(Tensor::zeros(s, DType::F32), Tensor::zeros(s, DType::F32)); };
   auto [emb, gemb] = pair({V, H});
@@ -86,8 +92,6 @@ void Qwen3Model::build_params() {
     std::tie(L.w_kn, L.g_kn) = pair({D});
     std::tie(L.w_o, L.g_o) = pair({H, Q});
     std::tie(L.w_post, L.g_post) = pair({H});
-    std::tie(L.w_gu, L.g_gu) = pair({2 * I, H});
-    std::tie(L.w_down, L.g_down) = pair({H, I});
     params_.add(p + "input_layernorm.weight", L.w_in, L.g_in);
     params_.add(p + "self_attn.q_proj.weight", L.w_qkv.slice0(0, Q), L.g_qkv.slice0(0, Q));
     params_.add(p + "self_attn.k_proj.weight", L.w_qkv.slice0(Q, Q + K), L.g_qkv.slice0(Q, Q + K));
@@ -96,6 +100,25 @@ void Qwen3Model::build_params() {
     params_.add(p + "self_attn.q_norm.weight", L.w_qn, L.g_qn);
     params_.add(p + "self_attn.k_norm.weight", L.w_kn, L.g_kn);
     params_.add(p + "post_attention_layernorm.weight", L.w_post, L.g_post);
+    if (cfg_.layer_is_sparse(l)) {
+      const int64_t E = cfg_.num_experts, MI = cfg_.moe_intermediate_size;
+      L.sparse = true;
+      std::tie(L.w_router, L.g_router) = pair({E, H});
+      std::tie(L.w_egu, L.g_egu) = pair({E, 2 * MI, H});
+      std::tie(L.w_edown, L.g_edown) = pair({E, H, MI});
+      params_.add(p + "mlp.gate.weight", L.w_router, L.g_router);
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        Tensor wgu = L.w_egu.slice0(e, e + 1).view({2 * MI, H}), ggu = L.g_egu.slice0(e, e + 1).view({2 * MI, H});
+        params_.add(x + "gate_proj.weight", wgu.slice0(0, MI), ggu.slice0(0, MI));
+        params_.add(x + "up_proj.weight", wgu.slice0(MI, 2 * MI), ggu.slice0(MI, 2 * MI));
+        params_.add(x + "down_proj.weight", L.w_edown.slice0(e, e + 1).view({H, MI}),
+                    L.g_edown.slice0(e, e + 1).view({H, MI}));
+      }
+      continue;
+    }
+    std::tie(L.w_gu, L.g_gu) = pair({2 * I, H});
+    std::tie(L.w_down, L.g_down) = pair({H, I});
     params_.add(p + "mlp.gate_proj.weight", L.w_gu.slice0(0, I), L.g_gu.slice0(0, I));
     params_.add(p + "mlp.up_proj.weight", L.w_gu.slice0(I, 2 * I), L.g_gu.slice0(I, 2 * I));
     params_.add(p + "mlp.down_proj.weight", L.w_down, L.g_down);
@@ -113,6 +136,44 @@ void Qwen3Model::build_params() {
     TITAN_ASSERT(specs[i].name == params_.all()[i].name && specs[i].shape == params_.all()[i].value.shape(),
                  "param spec mismatch at ", specs[i].name);
 }
+
+Tensor* Qwen3Model::expert_gate_up(int64_t layer) {
+  Layer& L = layers_.at(size_t(layer));
+  return L.sparse ? &L.w_egu : nullptr;
+}
+Tensor* Qwen3Model::expert_down(int64_t layer) {
+  Layer& L = layers_.at(size_t(layer));
+  return L.sparse ? &L.w_edown : nullptr;
+}
+
+void Qwen3Model::enable_expert_bias() {
+  bias_.assign(layers_.size(), Tensor());
+  counts_.assign(layers_.size(), Tensor());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (!layers_[l].sparse) continue;
+    bias_[l] = Tensor::zeros({cfg_.num_experts}, DType::F32);
+    counts_[l] = Tensor::zeros({cfg_.num_experts}, DType::F32);
+  }
+}
+
+void Qwen3Model::update_expert_bias(float coeff) {
+  for (size_t l = 0; l < bias_.size(); ++l) {
+    if (!bias_[l].defined()) continue;
+    moe_update_expert_bias(bias_[l], counts_[l], coeff);
+    counts_[l].zero_();
+  }
+}
+
+std::vector<NamedTensor> Qwen3Model::expert_bias_state() {
+  std::vector<NamedTensor> v;
+  for (size_t l = 0; l < bias_.size(); ++l)
+    if (bias_[l].defined()) v.push_back({"model.layers." + std::to_string(l) + ".mlp.expert_bias", bias_[l]});
+  for (size_t l = 0; l < counts_.size(); ++l)
+    if (counts_[l].defined()) v.push_back({"model.layers." + std::to_string(l) + ".mlp.tokens_per_expert", counts_[l]});
+  return v;
+}
+
+bool Qwen3Model::aux_loss_on() const { return cfg_.output_router_logits && cfg_.num_sparse_layers() > 0; }
 
 const Tensor& Qwen3Model::lm_head_weight() {
   return params_.at(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight").value;
@@ -199,10 +260,8 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs
   const KernelSet& k = kernels_[l];
   const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
   const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
-  const Tensor& Wgu = wbf_ ? wbf_->gu[l] : L.w_gu;
-  const Tensor& Wdown = wbf_ ? wbf_->down[l] : L.w_down;
   const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
-  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, I = cfg_.intermediate_size;
+  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
   const float eps = float(cfg_.rms_norm_eps);
   if (!a.have_attn) {
     a.xn1 = f32({T, H});
@@ -235,41 +294,79 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs
   a.xn2 = f32({T, H});
   a.rstd2 = f32({T});
   k.rmsnorm->forward(a.h, L.w_post, eps, a.xn2, a.rstd2);
-  a.gu = f32({T, 2 * I});
-  k.linear->forward(a.xn2, Wgu, a.gu, compute_);
-  a.act = f32({T, I});
-  k.swiglu->forward(a.gu, a.act);
-  k.linear->forward(a.act, Wdown, out, compute_);
+  mlp_forward(l, a, out, T);
   k.residual->forward(out, a.h, out);
   a.have_mlp = true;
 }
 
+// out [T, H] = mlp(xn2): the dense SwiGLU MLP or the sparse MoE block.
+void Qwen3Model::mlp_forward(size_t l, LayerActs& a, Tensor& out, int64_t T) {
+  const Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  if (L.sparse) {
+    MoEArgs m;
+    m.x = &a.xn2, m.router = &L.w_router, m.gate_up = &L.w_egu, m.down = &L.w_edown;
+    m.bias = bias_.empty() ? nullptr : &bias_[l];
+    m.top_k = cfg_.num_experts_per_tok, m.norm_topk_prob = cfg_.norm_topk_prob, m.compute = compute_;
+    k.moe->forward(m, out, a.moe);
+    return;
+  }
+  const int64_t I = cfg_.intermediate_size;
+  a.gu = f32({T, 2 * I});
+  k.linear->forward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, a.gu, compute_);
+  a.act = f32({T, I});
+  k.swiglu->forward(a.gu, a.act);
+  k.linear->forward(a.act, wbf_ ? wbf_->down[l] : L.w_down, out, compute_);
+}
+
+// dy [T, H] = d(mlp output) -> returns d(xn2) in dxn2; parameter grads accumulate.
+void Qwen3Model::mlp_backward(size_t l, LayerActs& a, Tensor& dxn2, int64_t T, const Tensor* dlogits_extra) {
+  Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  Tensor& dy = dxn2;  // on entry d(out); overwritten with d(xn2) below
+  if (L.sparse) {
+    MoEArgs m;
+    m.x = &a.xn2, m.router = &L.w_router, m.gate_up = &L.w_egu, m.down = &L.w_edown;
+    m.bias = bias_.empty() ? nullptr : &bias_[l];
+    m.top_k = cfg_.num_experts_per_tok, m.norm_topk_prob = cfg_.norm_topk_prob, m.compute = compute_;
+    Tensor dx = f32({T, cfg_.hidden_size});
+    MoEGrads g;
+    g.dx = &dx, g.drouter = &L.g_router, g.dgate_up = &L.g_egu, g.ddown = &L.g_edown, g.dlogits_extra = dlogits_extra;
+    k.moe->backward(m, a.moe, dy, g);
+    a.moe = MoESaved();
+    dxn2 = dx;
+    return;
+  }
+  const int64_t I = cfg_.intermediate_size, H = cfg_.hidden_size;
+  Tensor dact = f32({T, I});
+  k.linear->backward(a.act, wbf_ ? wbf_->down[l] : L.w_down, dy, &dact, &L.g_down, compute_);
+  a.act = Tensor();
+  Tensor dgu = f32({T, 2 * I});
+  k.swiglu->backward(a.gu, dact, dgu);
+  a.gu = Tensor();
+  dact = Tensor();
+  Tensor dx = f32({T, H});
+  k.linear->backward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, dgu, &dx, &L.g_gu, compute_);
+  dxn2 = dx;
+}
+
 // dx: on entry d(layer output) [T, H]; on exit d(layer input). Parameter grads accumulate.
-void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S) {
+void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S,
+                                const Tensor* dlogits_extra) {
   Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
   const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
   const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
-  const Tensor& Wgu = wbf_ ? wbf_->gu[l] : L.w_gu;
-  const Tensor& Wdown = wbf_ ? wbf_->down[l] : L.w_down;
   const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
-  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, I = cfg_.intermediate_size;
+  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
   if (!a.have_attn || !a.have_mlp) {  // recompute what checkpointing dropped
     Tensor out = f32({T, H});
     layer_forward(l, x, out, a, B, S);
   }
-  // MLP block: out = h + down(swiglu(gu(rmsnorm(h))))
+  // MLP block: out = h + mlp(rmsnorm(h))  (dense: down(swiglu(gu(.))); sparse: the MoE block)
   {
-    Tensor dact = f32({T, I});
-    k.linear->backward(a.act, Wdown, dx, &dact, &L.g_down, compute_);
-    a.act = Tensor();
-    Tensor dgu = f32({T, 2 * I});
-    k.swiglu->backward(a.gu, dact, dgu);
-    a.gu = Tensor();
-    dact = Tensor();
-    Tensor dxn2 = f32({T, H});
-    k.linear->backward(a.xn2, Wgu, dgu, &dxn2, &L.g_gu, compute_);
-    dgu = Tensor();
+    Tensor dxn2 = dx;  // d(out) shared; mlp_backward rebinds dxn2 to a fresh tensor
+    mlp_backward(l, a, dxn2, T, dlogits_extra);
     Tensor dh = f32({T, H});
     k.rmsnorm->backward(a.h, L.w_post, a.rstd2, dxn2, dh, L.g_post);
     k.residual->accumulate(dx, dh);  // dx is now d(h)
@@ -315,15 +412,24 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
   round_weights_for_compute();
   Tensor x = f32({T, H}), y = f32({T, H});
   hk.embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, x);
+  std::vector<Tensor> router_logits;  // [T, E] per sparse layer (for the auxiliary loss)
   for (size_t l = 0; l < layers_.size(); ++l) {
     LayerActs a;
     layer_forward(l, x, y, a, B, S);
+    if (layers_[l].sparse) router_logits.push_back(a.moe.logits);
     std::swap(x, y);
   }
   Tensor xf = f32({T, H}), rstd = f32({T});
   hk.rmsnorm->forward(x, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
   double loss = hk.cross_entropy->forward(xf, lm_head_weight(), labels.view({T}), logits_out, compute_);
   wbf_.reset();
+  last_aux_ = 0;
+  if (aux_loss_on()) {
+    std::vector<const Tensor*> lp;
+    for (const auto& t : router_logits) lp.push_back(&t);
+    last_aux_ = moe_aux_loss(lp, cfg_.num_experts_per_tok);
+    loss += double(count_labels(labels)) * cfg_.router_aux_loss_coef * last_aux_;
+  }
   return loss;
 }
 
@@ -336,19 +442,50 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
   const size_t n = layers_.size();
   std::vector<Tensor> xs(n + 1);  // layer inputs (and the final hidden state)
   std::vector<LayerActs> acts(n);
+  std::vector<Tensor> router_logits(n);
   xs[0] = f32({T, H});
   hk.embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, xs[0]);
   for (size_t l = 0; l < n; ++l) {
     xs[l + 1] = f32({T, H});
     layer_forward(l, xs[l], xs[l + 1], acts[l], B, S);
+    if (layers_[l].sparse) {
+      router_logits[l] = acts[l].moe.logits;
+      if (!counts_.empty()) {  // counted once per step's forward (recomputation does not count)
+        const int64_t* c = acts[l].moe.tokens_per_expert.data<int64_t>();
+        float* dst = counts_[l].data<float>();
+        for (int64_t e = 0; e < cfg_.num_experts; ++e) dst[e] += float(c[e]);
+      }
+    }
     if (ckpt_ == Checkpointing::Full) {
       acts[l] = LayerActs();
     } else if (ckpt_ == Checkpointing::Selective) {  // keep the attention block, recompute the MLP
       LayerActs& a = acts[l];
       a.xn2 = a.rstd2 = a.gu = a.act = Tensor();
+      a.moe = MoESaved();
       a.have_mlp = false;
     }
   }
+  // Auxiliary loss: its value joins the loss sum as n * coef * aux (n counted tokens), so its
+  // gradient, fed to each sparse layer's router logits, is grad_scale * n * coef * d(aux).
+  // Recomputation under checkpointing reproduces the same logits, so the counts stay valid.
+  std::vector<Tensor> dlogits(n);
+  double aux_term = 0;
+  last_aux_ = 0;
+  if (aux_loss_on()) {
+    const double count = double(count_labels(labels));
+    std::vector<const Tensor*> lp;
+    std::vector<Tensor*> dp;
+    for (size_t l = 0; l < n; ++l) {
+      if (!layers_[l].sparse) continue;
+      dlogits[l] = f32(router_logits[l].shape());
+      lp.push_back(&router_logits[l]);
+      dp.push_back(&dlogits[l]);
+    }
+    last_aux_ = moe_aux_loss(lp, cfg_.num_experts_per_tok, &dp,
+                             float(double(grad_scale) * count * cfg_.router_aux_loss_coef));
+    aux_term = count * cfg_.router_aux_loss_coef * last_aux_;
+  }
+  router_logits.clear();
   Tensor xf = f32({T, H}), rstd = f32({T});
   const Param& norm = params_.at("model.norm.weight");
   hk.rmsnorm->forward(xs[n], norm.value, float(cfg_.rms_norm_eps), xf, rstd);
@@ -360,11 +497,12 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
   xf = dxf = Tensor();
   for (size_t l = n; l-- > 0;) {
     xs[l + 1] = Tensor();
-    layer_backward(l, xs[l], acts[l], dx, B, S);
+    layer_backward(l, xs[l], acts[l], dx, B, S, dlogits[l].defined() ? &dlogits[l] : nullptr);
+    dlogits[l] = Tensor();
   }
   hk.embedding->backward(ids.view({T}), dx, params_.at("model.embed_tokens.weight").grad);
   wbf_.reset();
-  return loss;
+  return loss + aux_term;
 }
 
 }  // namespace titan

@@ -6,6 +6,14 @@
 //   k_norm) then RoPE; a = attention(q, k, v) [T, Q]; h = x + a @ Wo^T; xn2 = rmsnorm(h);
 //   gu = xn2 @ Wgu^T [T, 2I]; x' = h + swiglu(gu) @ Wdown^T
 //   final: xf = rmsnorm(x_L); loss = CE(xf @ Wlm^T, labels) in vocab-sized chunks.
+//
+// Qwen3-MoE (config.is_moe()): a sparse layer's MLP is the MoE op instead (ops/moe/moe.h):
+//   x' = h + moe(xn2; router [E, H], gate_up [E, 2I, H], down [E, H, I]), experts stacked in one
+//   buffer each; the per-expert HF parameters are row-slice views of them (gate_proj of expert e =
+//   gate_up[e, :I], up_proj = gate_up[e, I:], down_proj = down[e]), so names stay HF's.
+//   With output_router_logits the returned loss sum is CE_sum + n * coef * aux, where n =
+//   count_labels(labels) and aux is HF's load_balancing_loss_func over every sparse layer's router
+//   logits of this call: divided by n it is transformers' loss, CE_mean + coef * aux.
 #pragma once
 #include <memory>
 #include <string>
@@ -45,6 +53,25 @@ class Qwen3Model {
   DType compute_dtype() const { return compute_; }
   void set_checkpointing(Checkpointing c) { ckpt_ = c; }
 
+  // MoE: the stacked expert storage of a sparse layer (null for dense layers), for the state-dict
+  // adapter (fused HF layout). gate_up [E, 2I, H], down [E, H, I], router [E, H].
+  Tensor* expert_gate_up(int64_t layer);
+  Tensor* expert_down(int64_t layer);
+  // The unweighted auxiliary loss of the last forward(_backward) (0 without sparse layers or when
+  // output_router_logits is false).
+  double last_aux_loss() const { return last_aux_; }
+
+  // torchtitan's auxiliary-loss-free load balancing: each sparse layer gets an expert bias [E]
+  // (zeros) that steers only the top-k choice (ops/moe/moe.h). forward_backward counts the tokens
+  // routed to each expert; update_expert_bias (once per optimizer step, before it) applies
+  //   delta = coeff * sign(mean(counts) - counts);  bias += delta - mean(delta)
+  // and clears the counts. The biases are training state (checkpointed), not HF parameters.
+  void enable_expert_bias();
+  bool has_expert_bias() const { return !bias_.empty(); }
+  void update_expert_bias(float coeff);
+  // name "model.layers.N.mlp.expert_bias" -> bias [E], then "...tokens_per_expert" -> counts [E] f32.
+  std::vector<NamedTensor> expert_bias_state();
+
   // ids, labels: [B, S] i64; label -100 is ignored. Returns the SUM of token losses; the number
   // of counted tokens is count_labels(labels). logits_out (optional): [B*S, V] f32.
   double forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out = nullptr);
@@ -56,7 +83,11 @@ class Qwen3Model {
   struct Layer;
   void build_params();
   void layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs& a, int64_t B, int64_t S);
-  void layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S);
+  void layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S,
+                      const Tensor* dlogits_extra);
+  void mlp_forward(size_t l, LayerActs& a, Tensor& out, int64_t T);
+  void mlp_backward(size_t l, LayerActs& a, Tensor& dx, int64_t T, const Tensor* dlogits_extra);
+  bool aux_loss_on() const;
   const Tensor& lm_head_weight();
   Tensor& lm_head_grad();
   // With bf16 compute, each linear weight is rounded to bf16 once per forward(_backward) call
@@ -72,6 +103,8 @@ class Qwen3Model {
   RopeCache rope_;
   DType compute_ = DType::F32;
   Checkpointing ckpt_ = Checkpointing::None;
+  double last_aux_ = 0;
+  std::vector<Tensor> bias_, counts_;  // per layer (undefined for dense layers); empty when off
 };
 
 }  // namespace titan

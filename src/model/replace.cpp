@@ -104,7 +104,13 @@ std::vector<KernelModule> qwen3_kernel_modules(Qwen3Model& model, int64_t batch,
     const std::string p = "model.layers." + std::to_string(l) + ".";
     m.push_back(kernel_module(p + "self_attn.rope", k.rope, s));
     m.push_back(kernel_module(p + "self_attn.attention", k.attention, s));
-    m.push_back(kernel_module(p + "mlp", k.swiglu, s));
+    if (c.layer_is_sparse(l)) {  // the whole MoE block (router, experts and their SwiGLU) is one kernel
+      KernelShape ms = s;
+      ms.ffn = c.moe_intermediate_size, ms.experts = c.num_experts, ms.top_k = c.num_experts_per_tok;
+      m.push_back(kernel_module(p + "mlp", k.moe, ms));
+    } else {
+      m.push_back(kernel_module(p + "mlp", k.swiglu, s));
+    }
     m.push_back(kernel_module(p + "linear", k.linear, s));
     m.push_back(kernel_module(p + "norm", k.rmsnorm, s));
     m.push_back(kernel_module(p + "residual", k.residual, s));

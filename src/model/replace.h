@@ -64,8 +64,9 @@ std::vector<Replacement> apply_kernel_replacements(std::vector<KernelModule>& mo
 // The dense Qwen3Model's replaceable modules (batch/seq: the job's, for constraint checks; 0 = unknown):
 //   model.layers.N.self_attn.rope        rope
 //   model.layers.N.self_attn.attention   attention
-//   model.layers.N.mlp                   swiglu (the MLP activation; its projections use .linear)
-//   model.layers.N.linear                linear (q/k/v/o and gate/up/down projections of layer N)
+//   model.layers.N.mlp                   swiglu (the MLP activation; its projections use .linear),
+//                                        or, on a sparse qwen3_moe layer, moe (the whole block)
+//   model.layers.N.linear                linear (q/k/v/o and dense gate/up/down projections of layer N)
 //   model.layers.N.norm                  rmsnorm (input_layernorm, post_attention_layernorm, q_norm,
 //                                        k_norm of layer N: one kernel slot per layer)
 //   model.layers.N.residual              residual

@@ -48,6 +48,7 @@ std::vector<Field> fields_of(JobConfig& c) {
       {"model", "n_layers", Kind::Int, &c.model.n_layers, {}},
       {"model", "num_experts", Kind::Int, &c.model.num_experts, {}},
       {"model", "top_k", Kind::Int, &c.model.top_k, {}},
+      {"model", "load_balance_coeff", Kind::Double, &c.model.load_balance_coeff, {}},
       {"optimizer", "name", Kind::String, &c.optimizer.name, {"AdamW"}},
       {"optimizer", "lr", Kind::Double, &c.optimizer.lr, {}},
       {"optimizer", "beta1", Kind::Double, &c.optimizer.beta1, {}},
@@ -428,6 +429,8 @@ void JobConfig::validate(const std::string& o) const {
   require(model.n_layers == -1 || model.n_layers >= 1, o, "model", "n_layers", "must be -1 (flavor's) or >= 1");
   require(model.num_experts == -1 || model.num_experts >= 1, o, "model", "num_experts", "must be -1 or >= 1");
   require(model.top_k == -1 || model.top_k >= 1, o, "model", "top_k", "must be -1 or >= 1");
+  require(model.load_balance_coeff >= 0 && std::isfinite(model.load_balance_coeff), o, "model", "load_balance_coeff",
+          "must be >= 0 (0 = off)");
   require(!model.flavor.empty() || !model.hf_assets_path.empty(), o, "model", "flavor",
           "is empty and no [model] hf_assets_path is given");
 

@@ -28,6 +28,9 @@ struct ModelSection {
   int64_t n_layers = -1;
   int64_t num_experts = -1;
   int64_t top_k = -1;
+  // qwen3_moe: torchtitan's auxiliary-loss-free load balancing; > 0 enables a per-layer expert
+  // bias updated by this much (times a sign) before each optimizer step. 0 = off.
+  double load_balance_coeff = 0;
 };
 
 struct OptimizerSection {

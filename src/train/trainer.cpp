@@ -72,8 +72,7 @@ DType export_dtype(const std::string& s) {
 
 }  // namespace
 
-std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weights) {
-  *loaded_weights = false;
+ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>* ckpt_out) {
   std::unique_ptr<HfCheckpoint> ckpt;
   ModelConfig mc;
   if (cfg.checkpoint.initial_load_in_hf && !cfg.checkpoint.initial_load_path.empty()) {
@@ -84,20 +83,43 @@ std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weigh
   } else {
     mc = flavor_config(cfg.model.flavor);
   }
-  TITAN_CHECK(cfg.model.name == "qwen3", "[model] name '", cfg.model.name,
-              "' is not supported yet (qwen3; qwen3_moe comes with the MoE model)");
-  TITAN_CHECK(cfg.model.num_experts < 0 && cfg.model.top_k < 0,
+  // [model] name: "qwen3" runs whatever the flavor / config.json is (torchtitan's qwen3 family has
+  // the MoE flavors too); "qwen3_moe" additionally insists on a mixture-of-experts model.
+  TITAN_CHECK(cfg.model.name == "qwen3" || cfg.model.name == "qwen3_moe", "[model] name '", cfg.model.name,
+              "' is not supported (qwen3 or qwen3_moe)");
+  TITAN_CHECK(cfg.model.name != "qwen3_moe" || mc.is_moe(), "[model] name is qwen3_moe but the model (",
+              mc.flavor.empty() ? std::string("config.json") : "flavor " + mc.flavor, ") is a dense qwen3");
+  TITAN_CHECK(mc.is_moe() || (cfg.model.num_experts < 0 && cfg.model.top_k < 0),
               "[model] num_experts / top_k apply to qwen3_moe models only");
   if (cfg.model.n_layers > 0) {
     TITAN_CHECK(cfg.model.n_layers <= mc.num_hidden_layers, "[model] n_layers ", cfg.model.n_layers,
                 " exceeds the model's ", mc.num_hidden_layers, " layers");
     mc.num_hidden_layers = cfg.model.n_layers;
   }
+  if (cfg.model.num_experts > 0) {
+    TITAN_CHECK(!ckpt || cfg.model.num_experts == mc.num_experts, "[model] num_experts ", cfg.model.num_experts,
+                " differs from the loaded checkpoint's ", mc.num_experts, " experts (the router shape would not match)");
+    mc.num_experts = cfg.model.num_experts;
+  }
+  if (cfg.model.top_k > 0) mc.num_experts_per_tok = cfg.model.top_k;
+  mc.validate("[model] overrides");
+  if (ckpt_out) *ckpt_out = std::move(ckpt);
+  return mc;
+}
+
+std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weights) {
+  *loaded_weights = false;
+  std::unique_ptr<HfCheckpoint> ckpt;
+  const ModelConfig mc = job_model_config(cfg, &ckpt);
   auto model = std::make_unique<Qwen3Model>(mc, "cpu");
   if (ckpt) {
     // With a layer override only the kept layers are read (the rest of the file is unused).
-    for (auto& p : model->params().all()) ckpt->read_into(p.name, p.value);
+    load_weights(*model, *ckpt);
     *loaded_weights = true;
+  }
+  if (cfg.model.load_balance_coeff > 0) {
+    TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
+    model->enable_expert_bias();
   }
   return model;
 }
@@ -127,10 +149,16 @@ TrainResult run_training(const JobConfig& cfg) {
     for (auto& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
   }
   ModelSize size = model_size(mc, seq);
+  char moe_buf[96] = "";
+  if (mc.is_moe())  // FLOPs (and MFU) count the active parameters only
+    std::snprintf(moe_buf, sizeof moe_buf, " (%.3fM active: %lld experts, top-%lld)", double(size.active_params) / 1e6,
+                  (long long)mc.num_experts, (long long)mc.num_experts_per_tok);
+  const std::string moe_note = moe_buf;
   std::fprintf(stderr,
-               "[titan] model %s: %lld layers, hidden %lld, vocab %lld, %.3fM params, %s weights; %.3g FLOPs/token\n",
+               "[titan] model %s: %lld layers, hidden %lld, vocab %lld, %.3fM params%s, %s weights; %.3g FLOPs/token\n",
                mc.flavor.empty() ? "(config.json)" : mc.flavor.c_str(), (long long)mc.num_hidden_layers,
                (long long)mc.hidden_size, (long long)mc.vocab_size, double(size.params) / 1e6,
+               moe_note.c_str(),
                loaded ? "loaded" : "torchtitan-init", size.flops_per_token);
   std::fprintf(stderr, "[titan] batch: global %lld = local %lld x dp %lld x accumulation %lld, seq_len %lld, %s\n",
                (long long)global_b, (long long)local_b, (long long)dp, (long long)accum, (long long)seq,
@@ -151,6 +179,7 @@ TrainResult run_training(const JobConfig& cfg) {
     if (resume) {
       auto mt = named_values(ps);
       auto ot = opt.named(ps);
+      for (auto& b : model->expert_bias_state()) ot.push_back(b);  // MoE balancing state, if any
       TrainState st = ckm->load(*resume, mt, ot);
       TITAN_CHECK(st.config_hash == config_hash(cfg), ckm->step_dir(*resume),
                   ": checkpoint was written by a run with a different model/optimizer/training config");
@@ -177,7 +206,9 @@ TrainResult run_training(const JobConfig& cfg) {
     // nothing but the checkpoint folder.
     st.extra["model_config"] = nlohmann::json::parse(hf_config_json(mc, DType::F32));
     st.extra["job_config"] = render_toml(cfg);
-    result.last_checkpoint = ckm->save(st, named_values(ps), opt.named(ps));
+    auto ot = opt.named(ps);
+    for (auto& b : model->expert_bias_state()) ot.push_back(b);
+    result.last_checkpoint = ckm->save(st, named_values(ps), ot);
     std::fprintf(stderr, "[titan] checkpoint %s\n", result.last_checkpoint.c_str());
   };
 
@@ -216,6 +247,8 @@ TrainResult run_training(const JobConfig& cfg) {
     hp.eps = float(cfg.optimizer.eps);
     hp.weight_decay = float(cfg.optimizer.weight_decay);
     hp.step = step;
+    // torchtitan updates the expert biases from the step's token counts just before the optimizer.
+    if (model->has_expert_bias()) model->update_expert_bias(float(cfg.model.load_balance_coeff));
     for (size_t i = 0; i < ps.all().size(); ++i) adamw.step(ps.all()[i].value, ps.all()[i].grad, opt.m[i], opt.v[i], hp);
     const double t1 = now_s();
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "io/hf_checkpoint.h"
 #include "model/qwen3.h"
 #include "train/job_config.h"
 
@@ -26,6 +27,10 @@ struct TrainResult {
 // from the HF folder), else [model] hf_assets_path's config.json, else [model] flavor; then the
 // [model] n_layers override. `initialized` tells whether weights were loaded.
 std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weights);
+// The model configuration build_model would use (overrides applied: n_layers, and for qwen3_moe
+// num_experts / top_k), without building the model; ckpt_out receives the opened initial HF
+// checkpoint when the job loads one.
+ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>* ckpt_out = nullptr);
 
 TrainResult run_training(const JobConfig& cfg);
 

@@ -93,7 +93,7 @@ TEST(Flavors, DebugFlavorsAndUnknownName) {
   ModelConfig t = flavor_config("debug-tiny");
   EXPECT_LE(t.vocab_size, 1024);
   EXPECT_NE(t.head_dim, t.hidden_size / t.num_attention_heads);
-  EXPECT_EQ(flavor_names().size(), 8u);
+  EXPECT_EQ(flavor_names().size(), 11u);  // 8 dense + 3 qwen3_moe
   try {
     flavor_config("4b");
     FAIL();
@@ -183,7 +183,7 @@ TEST(HfConfig, RefusedFieldsEachNameTheProblem) {
     const char* message;
   };
   const Case cases[] = {
-      {"model_type", "qwen3_moe", "model_type \"qwen3_moe\" (mixture of experts) is not supported yet"},
+      {"model_type", "mixtral", "model_type \"mixtral\" is not supported"},
       {"model_type", "llama", "model_type \"llama\" is not supported"},
       {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}, "rope_scaling of type \"yarn\" is not supported"},
       {"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}, "rope_scaling of type \"linear\" is not supported"},

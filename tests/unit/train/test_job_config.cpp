@@ -217,7 +217,7 @@ TEST(JobConfig, RenderRoundTrips) {
   JobConfig f;
   apply_toml(f, et, "rendered");
   EXPECT_FALSE(f.lr_scheduler.decay_ratio.has_value());
-  EXPECT_EQ(job_config_keys().size(), 52u);
+  EXPECT_EQ(job_config_keys().size(), 53u);  // 52 + [model] load_balance_coeff
 }
 
 TEST(JobConfig, HashCoversTheTrajectoryOnly) {
@@ -251,4 +251,11 @@ TEST(JobConfig, RecipesParse) {
   JobConfig h1 = parse_job_command_line(
       {"--config", dir + "qwen3_4b_hf_finetune.toml", "--parallelism.data_parallel_shard_degree", "1"});
   EXPECT_EQ(h1.parallelism.data_parallel_shard_degree, 1);
+  JobConfig m = load_job_config_file(dir + "qwen3_30b_a3b_4layer_moe.toml");
+  EXPECT_NO_THROW(m.validate("qwen3_30b_a3b_4layer_moe.toml"));
+  EXPECT_EQ(m.model.name, "qwen3_moe");
+  EXPECT_EQ(m.model.flavor, "30B-A3B");
+  EXPECT_EQ(m.model.n_layers, 4);
+  EXPECT_EQ(m.model.num_experts, 64);
+  EXPECT_EQ(m.model.top_k, 4);
 }

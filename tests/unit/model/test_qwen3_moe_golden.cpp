@@ -1,0 +1,154 @@
+// The Qwen3-MoE model against transformers' goldens (tools/oracle/qwen3_moe_goldens.py): logits,
+// loss (with the router auxiliary loss when the config's output_router_logits is true) and the
+// gradient of every parameter under its per-expert HF name, for the reference kernel set (MoE
+// reference loop) and the cpu set (MoE token permutation + grouped GEMM).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "io/token_lines.h"
+#include "model/hf_model.h"
+#include "util/strings.h"
+
+using namespace titan;
+
+namespace {
+
+struct Case {
+  std::string name, kernels;
+};
+
+std::string fixture(const std::string& name) { return std::string(TITAN_FIXTURES) + "/qwen3_moe/" + name; }
+
+Tensor shifted_labels(const Tensor& ids) {
+  const int64_t B = ids.dim(0), S = ids.dim(1);
+  Tensor labels = Tensor::empty({B, S}, DType::I64);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < S; ++t)
+      labels.data<int64_t>()[b * S + t] = t + 1 < S ? ids.data<int64_t>()[b * S + t + 1] : kIgnoreIndex;
+  return labels;
+}
+
+class MoEGolden : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MoEGolden, LogitsLossAndGradientsMatchTransformers) {
+  const Case& c = GetParam();
+  const std::string dir = fixture(c.name);
+  auto model = load_hf_model(dir, c.kernels);
+  ASSERT_TRUE(model->config().is_moe());
+  Tensor ids = read_token_lines(dir + "/tokens.txt");
+  Tensor labels = shifted_labels(ids);
+  const int64_t count = count_labels(labels);
+  auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
+  auto meta = nlohmann::json::parse(read_file(dir + "/golden.json"));
+  const double want_loss = meta["loss"].get<double>();
+  const bool aux_on = meta["output_router_logits"].get<bool>();
+  ASSERT_EQ(model->config().output_router_logits, aux_on);
+  // The fixtures are chosen so that the aux term is visible at the test's tolerance.
+  if (aux_on) {
+    ASSERT_GT(meta["loss"].get<double>() - meta["loss_ce"].get<double>(), 1e-2);
+  }
+
+  const int64_t N = ids.numel(), V = model->config().vocab_size;
+  Tensor logits = Tensor::empty({N, V}, DType::F32);
+  double loss = model->forward(ids, labels, &logits) / double(count);
+  EXPECT_NEAR(loss, want_loss, 1e-5);
+  if (aux_on) {
+    EXPECT_NEAR(model->last_aux_loss(), meta["aux_loss"].get<double>(), 1e-5);
+  }
+  Tensor gl = golden.get("logits", DType::F32);
+  ASSERT_EQ(gl.numel(), logits.numel());
+  double max_abs = 0;
+  for (int64_t i = 0; i < N * V; ++i)
+    max_abs = std::max(max_abs, double(std::fabs(gl.data<float>()[i] - logits.data<float>()[i])));
+  EXPECT_LE(max_abs, 1e-4) << "logits max abs diff";
+
+  model->params().zero_grad();
+  double loss2 = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
+  EXPECT_NEAR(loss2, want_loss, 1e-5);
+  size_t n_expert_params = 0;
+  for (auto& p : model->params().all()) {
+    SCOPED_TRACE(p.name);
+    n_expert_params += p.name.find(".mlp.experts.") != std::string::npos;
+    ASSERT_TRUE(golden.contains(p.name));
+    Tensor g = golden.get(p.name, DType::F32);
+    ASSERT_EQ(g.shape(), p.grad.shape());
+    double max_diff = 0, max_ref = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      max_diff = std::max(max_diff, double(std::fabs(g.data<float>()[i] - p.grad.data<float>()[i])));
+      max_ref = std::max(max_ref, double(std::fabs(g.data<float>()[i])));
+    }
+    EXPECT_LE(max_diff / std::max(max_ref, 1e-12), 1e-3) << "max abs diff " << max_diff << " max |ref| " << max_ref;
+  }
+  const ModelConfig& mc = model->config();
+  EXPECT_EQ(n_expert_params, size_t(3 * mc.num_experts * mc.num_sparse_layers()));
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (const char* n : {"aux_norm", "noaux_nonorm_tied", "step2_mlponly"})
+    for (const char* k : {"reference", "cpu"}) v.push_back({n, k});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Qwen3Moe, MoEGolden, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name + "_" + info.param.kernels; });
+
+// Activation checkpointing recomputes the routing in backward: gradients (aux loss included) must
+// not change.
+TEST(Qwen3MoeCheckpointing, FullAndSelectiveGiveTheSameGradients) {
+  const std::string dir = fixture("aux_norm");
+  Tensor ids = read_token_lines(dir + "/tokens.txt");
+  Tensor labels = shifted_labels(ids);
+  std::vector<std::vector<float>> grads;
+  std::vector<double> losses;
+  for (Checkpointing ck : {Checkpointing::None, Checkpointing::Selective, Checkpointing::Full}) {
+    auto model = load_hf_model(dir, "cpu");
+    model->set_checkpointing(ck);
+    model->params().zero_grad();
+    losses.push_back(model->forward_backward(ids, labels, 0.1f));
+    std::vector<float> g;
+    for (auto& p : model->params().all())
+      for (int64_t i = 0; i < p.grad.numel(); ++i) g.push_back(p.grad.data<float>()[i]);
+    grads.push_back(std::move(g));
+  }
+  for (size_t i = 1; i < grads.size(); ++i) {
+    EXPECT_EQ(losses[i], losses[0]);
+    EXPECT_EQ(grads[i], grads[0]);
+  }
+}
+
+}  // namespace
+
+// bf16 expert GEMMs (router kept in f32, so routing matches on these fixtures): close to the f32
+// oracle within bf16 rounding, for both MoE variants.
+TEST(Qwen3MoeBf16, MixedPrecisionStaysCloseToTheF32Oracle) {
+  for (const char* kernels : {"reference", "cpu"}) {
+    SCOPED_TRACE(kernels);
+    const std::string dir = fixture("aux_norm");
+    auto model = load_hf_model(dir, kernels);
+    model->set_compute_dtype(DType::BF16);
+    Tensor ids = read_token_lines(dir + "/tokens.txt");
+    Tensor labels = shifted_labels(ids);
+    const int64_t count = count_labels(labels);
+    auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
+    const double want = nlohmann::json::parse(read_file(dir + "/golden.json"))["loss"].get<double>();
+    model->params().zero_grad();
+    const double loss = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
+    EXPECT_NEAR(loss, want, 2e-2 * want);
+    EXPECT_NE(loss, want);  // bf16 really ran
+    for (auto& p : model->params().all()) {
+      Tensor g = golden.get(p.name, DType::F32);
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < g.numel(); ++i) {
+        double d = double(g.data<float>()[i]) - p.grad.data<float>()[i];
+        num += d * d;
+        den += double(g.data<float>()[i]) * g.data<float>()[i];
+      }
+      EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 5e-2) << p.name;  // relative L2 error
+    }
+  }
+}
