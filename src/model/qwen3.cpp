@@ -45,9 +45,10 @@ void Qwen3Model::round_weights_for_compute() {
   for (auto& L : layers_) {
     wbf_->qkv.push_back(to_bf16(L.w_qkv));
     wbf_->o.push_back(to_bf16(L.w_o));
-    // The MoE op rounds its own expert GEMM inputs (and keeps the router in f32).
-    wbf_->gu.push_back(L.sparse ? Tensor() : to_bf16(L.w_gu));
-    wbf_->down.push_back(L.sparse ? Tensor() : to_bf16(L.w_down));
+    // Sparse layers: the stacked experts are rounded here too (the MoE op takes bf16 expert
+    // weights as they are); the router stays f32 inside the op.
+    wbf_->gu.push_back(to_bf16(L.sparse ? L.w_egu : L.w_gu));
+    wbf_->down.push_back(to_bf16(L.sparse ? L.w_edown : L.w_down));
   }
 }
 
@@ -305,7 +306,8 @@ void Qwen3Model::mlp_forward(size_t l, LayerActs& a, Tensor& out, int64_t T) {
   const KernelSet& k = kernels_[l];
   if (L.sparse) {
     MoEArgs m;
-    m.x = &a.xn2, m.router = &L.w_router, m.gate_up = &L.w_egu, m.down = &L.w_edown;
+    m.x = &a.xn2, m.router = &L.w_router;
+    m.gate_up = wbf_ ? &wbf_->gu[l] : &L.w_egu, m.down = wbf_ ? &wbf_->down[l] : &L.w_edown;
     m.bias = bias_.empty() ? nullptr : &bias_[l];
     m.top_k = cfg_.num_experts_per_tok, m.norm_topk_prob = cfg_.norm_topk_prob, m.compute = compute_;
     k.moe->forward(m, out, a.moe);
@@ -326,7 +328,8 @@ void Qwen3Model::mlp_backward(size_t l, LayerActs& a, Tensor& dxn2, int64_t T, c
   Tensor& dy = dxn2;  // on entry d(out); overwritten with d(xn2) below
   if (L.sparse) {
     MoEArgs m;
-    m.x = &a.xn2, m.router = &L.w_router, m.gate_up = &L.w_egu, m.down = &L.w_edown;
+    m.x = &a.xn2, m.router = &L.w_router;
+    m.gate_up = wbf_ ? &wbf_->gu[l] : &L.w_egu, m.down = wbf_ ? &wbf_->down[l] : &L.w_edown;
     m.bias = bias_.empty() ? nullptr : &bias_[l];
     m.top_k = cfg_.num_experts_per_tok, m.norm_topk_prob = cfg_.norm_topk_prob, m.compute = compute_;
     Tensor dx = f32({T, cfg_.hidden_size});
