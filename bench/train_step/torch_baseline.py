@@ -11,7 +11,7 @@ import statistics
 import time
 
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 
 def main():
@@ -29,15 +29,26 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bf16", action="store_true", help="autocast matmuls to bf16 (f32 master weights)")
+    ap.add_argument("--moe-experts", type=int, default=0, help="> 0: Qwen3MoeForCausalLM with this many experts")
+    ap.add_argument("--moe-topk", type=int, default=4)
+    ap.add_argument("--moe-ffn", type=int, default=768)
+    ap.add_argument("--untied", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.ffn,
-                      num_hidden_layers=args.layers, num_attention_heads=args.heads,
-                      num_key_value_heads=args.kv_heads, head_dim=args.head_dim, tie_word_embeddings=True,
-                      max_position_embeddings=4096, use_cache=False)
-    cfg._attn_implementation = "sdpa"
-    model = Qwen3ForCausalLM(cfg).float().train()
+    common = dict(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.ffn,
+                  num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+                  head_dim=args.head_dim, tie_word_embeddings=not args.untied, max_position_embeddings=4096,
+                  use_cache=False)
+    if args.moe_experts > 0:
+        cfg = Qwen3MoeConfig(num_experts=args.moe_experts, num_experts_per_tok=args.moe_topk,
+                             moe_intermediate_size=args.moe_ffn, norm_topk_prob=True, **common)
+        cfg._attn_implementation = "sdpa"
+        model = Qwen3MoeForCausalLM(cfg).float().train()
+    else:
+        cfg = Qwen3Config(**common)
+        cfg._attn_implementation = "sdpa"
+        model = Qwen3ForCausalLM(cfg).float().train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, foreach=True)
     g = torch.Generator().manual_seed(1)
     times, losses = [], []
