@@ -27,6 +27,16 @@ struct TrainResult {
 // [model] n_layers override. `initialized` tells whether weights were loaded.
 std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weights);
 
+namespace dist {
+class Comm;
+}
+
+// One process (a LocalComm).
 TrainResult run_training(const JobConfig& cfg);
+// Data parallel over the ranks of `comm` (every rank calls it with the same config; checked):
+// each rank takes its slice of every global micro-batch, the loss is the mean over the global
+// batch's tokens, gradients are summed over ranks (see dist/data_parallel.h for replicated vs
+// sharded optimizer state); rank 0 alone logs, writes metrics, checkpoints and exports.
+TrainResult run_training(const JobConfig& cfg, dist::Comm& comm);
 
 }  // namespace titan
