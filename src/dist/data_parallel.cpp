@@ -1,5 +1,6 @@
 #include "dist/data_parallel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -14,15 +15,15 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Copies between the flat vector and the parameter tensors (ParamStore order), restricted to the
-// flat range [lo, hi).
+// Calls f(param index, offset in the param, flat offset, count) for each piece of the flat range
+// [lo, hi) (ParamStore order).
 template <class F>
-void for_each_span(ParamStore& ps, int64_t lo, int64_t hi, F&& f) {
+void for_each_span(const ParamStore& ps, int64_t lo, int64_t hi, F&& f) {
   int64_t off = 0;
-  for (auto& p : ps.all()) {
-    const int64_t n = p.value.numel();
+  for (size_t i = 0; i < ps.all().size() && off < hi; ++i) {
+    const int64_t n = ps.all()[i].value.numel();
     const int64_t a = std::max(off, lo), b = std::min(off + n, hi);
-    if (a < b) f(p, a - off, a, b - a);  // (param, offset in param, flat offset, count)
+    if (a < b) f(i, a - off, a, b - a);
     off += n;
   }
 }
@@ -39,47 +40,77 @@ DataParallel::DataParallel(ParamStore& ps, Comm& comm, Mode mode) : ps_(ps), com
   chunk_ = (total_ + n - 1) / n;
   begin_ = std::min(total_, int64_t(comm.rank()) * chunk_);
   end_ = std::min(total_, begin_ + chunk_);
-  flat_ = Tensor::zeros({chunk_ * n}, DType::F32);
+  bucket_ = std::max<int64_t>(1, std::min(chunk_, kBucket));
+  stage_ = Tensor::zeros({bucket_ * n}, DType::F32);
+  g_ = Tensor::zeros({chunk_}, DType::F32);
   if (mode == Mode::Shard) {
-    g_ = Tensor::zeros({chunk_}, DType::F32);
     p_ = Tensor::zeros({chunk_}, DType::F32);
     m_ = Tensor::zeros({chunk_}, DType::F32);
     v_ = Tensor::zeros({chunk_}, DType::F32);
   }
 }
 
-void DataParallel::grads_to_flat() {
-  float* f = flat_.data<float>();
-  for_each_span(ps_, 0, total_, [&](Param& p, int64_t po, int64_t fo, int64_t cnt) {
-    std::memcpy(f + fo, p.grad.data<float>() + po, size_t(cnt) * sizeof(float));
-  });
+std::vector<float*> DataParallel::grad_ptrs() const {
+  std::vector<float*> out;
+  for (auto& p : ps_.all()) out.push_back(p.grad.data<float>());
+  return out;
+}
+std::vector<float*> DataParallel::value_ptrs() const {
+  std::vector<float*> out;
+  for (auto& p : ps_.all()) out.push_back(p.value.data<float>());
+  return out;
 }
 
-void DataParallel::flat_to_grads() {
-  const float* f = flat_.data<float>();
-  for_each_span(ps_, 0, total_, [&](Param& p, int64_t po, int64_t fo, int64_t cnt) {
-    std::memcpy(p.grad.data<float>() + po, f + fo, size_t(cnt) * sizeof(float));
-  });
+void DataParallel::reduce_into_chunk(const std::vector<float*>& src) {
+  const int n = comm_.size();
+  float* s = stage_.data<float>();
+  for (int64_t o = 0; o < chunk_; o += bucket_) {
+    const int64_t b = std::min(bucket_, chunk_ - o);
+    std::memset(s, 0, size_t(n) * size_t(b) * sizeof(float));  // padding past P stays 0
+    for (int q = 0; q < n; ++q) {
+      const int64_t lo = int64_t(q) * chunk_ + o;
+      for_each_span(ps_, lo, std::min(lo + b, total_), [&](size_t i, int64_t po, int64_t fo, int64_t cnt) {
+        std::memcpy(s + int64_t(q) * b + (fo - lo), src[i] + po, size_t(cnt) * sizeof(float));
+      });
+    }
+    const double t0 = now_s();
+    comm_.reduce_scatter(s, g_.data<float>() + o, b, ReduceOp::Sum);
+    comm_seconds_ += now_s() - t0;
+  }
+}
+
+void DataParallel::gather_from_chunk(const float* chunk, const std::vector<float*>& dst) {
+  const int n = comm_.size();
+  float* s = stage_.data<float>();
+  for (int64_t o = 0; o < chunk_; o += bucket_) {
+    const int64_t b = std::min(bucket_, chunk_ - o);
+    const double t0 = now_s();
+    comm_.all_gather(chunk + o, s, b);
+    comm_seconds_ += now_s() - t0;
+    for (int q = 0; q < n; ++q) {
+      const int64_t lo = int64_t(q) * chunk_ + o;
+      for_each_span(ps_, lo, std::min(lo + b, total_), [&](size_t i, int64_t po, int64_t fo, int64_t cnt) {
+        std::memcpy(dst[i] + po, s + int64_t(q) * b + (fo - lo), size_t(cnt) * sizeof(float));
+      });
+    }
+  }
 }
 
 void DataParallel::all_reduce_grads() {
   TITAN_ASSERT(mode_ == Mode::Replicate);
-  grads_to_flat();
-  const double t0 = now_s();
-  comm_.all_reduce(flat_.data<float>(), flat_.numel(), ReduceOp::Sum);
-  comm_seconds_ += now_s() - t0;
-  flat_to_grads();
+  const auto grads = grad_ptrs();
+  reduce_into_chunk(grads);
+  gather_from_chunk(g_.data<float>(), grads);
 }
 
 double DataParallel::shard_step(double max_norm, const AdamWKernel& adamw, const AdamWParams& hp) {
   TITAN_ASSERT(mode_ == Mode::Shard);
-  grads_to_flat();
-  double t0 = now_s();
-  comm_.reduce_scatter(flat_.data<float>(), g_.data<float>(), chunk_, ReduceOp::Sum);
+  reduce_into_chunk(grad_ptrs());
   // Sum of squares of my chunk in double, in element order; the ranks' sums in rank order.
   float* g = g_.data<float>();
   double ss = 0;
   for (int64_t i = 0; i < chunk_; ++i) ss += double(g[i]) * double(g[i]);
+  const double t0 = now_s();
   const double norm = std::sqrt(comm_.all_reduce_sum(ss));
   comm_seconds_ += now_s() - t0;
   if (!std::isfinite(norm)) return norm;
@@ -92,35 +123,25 @@ double DataParallel::shard_step(double max_norm, const AdamWKernel& adamw, const
   }
   // My chunk of the (replicated, identical) parameters; padding stays 0 (0 grad, 0 moments).
   float* p = p_.data<float>();
-  for_each_span(ps_, begin_, end_, [&](Param& prm, int64_t po, int64_t fo, int64_t cnt) {
-    std::memcpy(p + (fo - begin_), prm.value.data<float>() + po, size_t(cnt) * sizeof(float));
+  for_each_span(ps_, begin_, end_, [&](size_t i, int64_t po, int64_t fo, int64_t cnt) {
+    std::memcpy(p + (fo - begin_), ps_.all()[i].value.data<float>() + po, size_t(cnt) * sizeof(float));
   });
   adamw.step(p_, g_, m_, v_, hp);
-  t0 = now_s();
-  comm_.all_gather(p, flat_.data<float>(), chunk_);
-  comm_seconds_ += now_s() - t0;
-  const float* f = flat_.data<float>();
-  for_each_span(ps_, 0, total_, [&](Param& prm, int64_t po, int64_t fo, int64_t cnt) {
-    std::memcpy(prm.value.data<float>() + po, f + fo, size_t(cnt) * sizeof(float));
-  });
+  gather_from_chunk(p, value_ptrs());
   return norm;
 }
 
 void DataParallel::gather_moments(std::vector<Tensor>* m, std::vector<Tensor>* v) {
   TITAN_ASSERT(mode_ == Mode::Shard);
-  m->clear();
-  v->clear();
   for (int which = 0; which < 2; ++which) {
-    const double t0 = now_s();
-    comm_.all_gather((which ? v_ : m_).data<float>(), flat_.data<float>(), chunk_);
-    comm_seconds_ += now_s() - t0;
     std::vector<Tensor>& out = which ? *v : *m;
-    for (auto& p : ps_.all()) out.push_back(Tensor::empty(p.value.shape(), DType::F32));
-    const float* f = flat_.data<float>();
-    size_t i = 0;
-    for_each_span(ps_, 0, total_, [&](Param&, int64_t po, int64_t fo, int64_t cnt) {
-      std::memcpy(out[i++].data<float>() + po, f + fo, size_t(cnt) * sizeof(float));
-    });
+    out.clear();
+    std::vector<float*> dst;
+    for (auto& p : ps_.all()) {
+      out.push_back(Tensor::empty(p.value.shape(), DType::F32));
+      dst.push_back(out.back().data<float>());
+    }
+    gather_from_chunk((which ? v_ : m_).data<float>(), dst);
   }
 }
 
@@ -128,16 +149,10 @@ void DataParallel::scatter_moments(const std::vector<Tensor>& m, const std::vect
   TITAN_ASSERT(mode_ == Mode::Shard && m.size() == ps_.all().size() && v.size() == m.size());
   std::memset(m_.data<float>(), 0, m_.nbytes());
   std::memset(v_.data<float>(), 0, v_.nbytes());
-  int64_t off = 0;
-  for (size_t i = 0; i < ps_.all().size(); ++i) {
-    const int64_t n = ps_.all()[i].value.numel();
-    const int64_t a = std::max(off, begin_), b = std::min(off + n, end_);
-    if (a < b) {
-      std::memcpy(m_.data<float>() + (a - begin_), m[i].data<float>() + (a - off), size_t(b - a) * sizeof(float));
-      std::memcpy(v_.data<float>() + (a - begin_), v[i].data<float>() + (a - off), size_t(b - a) * sizeof(float));
-    }
-    off += n;
-  }
+  for_each_span(ps_, begin_, end_, [&](size_t i, int64_t po, int64_t fo, int64_t cnt) {
+    std::memcpy(m_.data<float>() + (fo - begin_), m[i].data<float>() + po, size_t(cnt) * sizeof(float));
+    std::memcpy(v_.data<float>() + (fo - begin_), v[i].data<float>() + po, size_t(cnt) * sizeof(float));
+  });
 }
 
 }  // namespace titan::dist

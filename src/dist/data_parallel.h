@@ -2,22 +2,25 @@
 //
 // The parameters are viewed as one flattened f32 vector of P elements (ParamStore order),
 // padded to P' = N x chunk with chunk = ceil(P / N) for N ranks; rank r owns [r x chunk,
-// (r+1) x chunk).
+// (r+1) x chunk). Collectives move the flat vector in buckets: for bucket offset o, a staging
+// buffer holds [q x chunk + o, q x chunk + o + B) for every rank q (N x B floats, B = kBucket
+// at most), so no full-size flat copy of the parameters or gradients is ever made.
 //
 // Mode::Shard (data_parallel_shard_degree = N; ZeRO-1/2 style): every rank keeps the AdamW
-// moments of its own chunk only (2 x chunk floats, 1/N of the full state). A step copies the
-// local gradients into the flat staging buffer, reduce-scatters them (sum, rank order), computes
-// the global L2 norm from the per-rank sums of squares (double, added in rank order), clips the
-// chunk as torch.nn.utils.clip_grad_norm_ would, runs AdamW on the chunk, and all-gathers the
-// updated chunks back into every rank's parameters. Parameters and gradients stay replicated
-// (the model computes with full tensors); per-layer parameter sharding (ZeRO-3) is not done.
+// moments of its own chunk only (2 x chunk floats, 1/N of the full state). A step reduce-scatters
+// the gradients (sum, rank order) into this rank's chunk, computes the global L2 norm from the
+// per-rank sums of squares (double, added in rank order), clips the chunk as
+// torch.nn.utils.clip_grad_norm_ would, runs AdamW on the chunk, and all-gathers the updated
+// chunks into every rank's parameters. Parameters and full gradients stay replicated (the model
+// computes with full tensors); per-layer parameter sharding (ZeRO-3) is not done.
 //
-// Mode::Replicate (data_parallel_replicate_degree = N): the flat gradient is all-reduced (sum)
-// and copied back; the caller then clips and steps every parameter exactly as one process does.
+// Mode::Replicate (data_parallel_replicate_degree = N): the same reduce-scatter, then an
+// all-gather of the summed chunk back into every Param::grad; the caller clips and steps every
+// parameter exactly as one process does.
 //
 // Either way every rank ends the step with bitwise identical parameters (each reduction's result
 // is the same on every rank, see comm.h), which equal the one-process update up to f32
-// reduction-order rounding of the gradient sum.
+// reduction-order rounding of the gradient sum (and of the norm).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -57,20 +60,29 @@ class DataParallel {
   // Keep this rank's chunk of full per-parameter moments (any rank count wrote them).
   void scatter_moments(const std::vector<Tensor>& m, const std::vector<Tensor>& v);
 
-  // Bytes this object holds: flat staging buffer, moments (shard) or none (replicate).
-  int64_t staging_bytes() const { return flat_.nbytes(); }
+  static constexpr int64_t kBucket = int64_t(1) << 20;  // elements per rank per collective call
+
+  // Bytes this object holds: staging (N x bucket) + reduced gradient chunk (+ parameter chunk
+  // when sharded), and the moments (sharded only).
+  int64_t staging_bytes() const { return stage_.nbytes() + g_.nbytes() + p_.nbytes(); }
   int64_t optimizer_bytes() const { return m_.nbytes() + v_.nbytes(); }
   double comm_seconds() const { return comm_seconds_; }  // accumulated time inside collectives
 
  private:
-  void grads_to_flat();
-  void flat_to_grads();
+  // Reduce-scatter (sum) of the flat vector read from src[i] (per parameter) into g_.
+  void reduce_into_chunk(const std::vector<float*>& src);
+  // All-gather of a chunk-sized buffer into the flat vector written to dst[i] (per parameter).
+  void gather_from_chunk(const float* chunk, const std::vector<float*>& dst);
+  std::vector<float*> grad_ptrs() const;
+  std::vector<float*> value_ptrs() const;
   ParamStore& ps_;
   Comm& comm_;
   Mode mode_;
   int64_t total_ = 0, chunk_ = 0, begin_ = 0, end_ = 0;
-  Tensor flat_;            // P' f32: gradients in, parameters out
-  Tensor g_, p_, m_, v_;   // Shard: chunk f32 each
+  int64_t bucket_ = 0;
+  Tensor stage_;           // N x bucket f32
+  Tensor g_;               // chunk f32: this rank's summed gradient
+  Tensor p_, m_, v_;       // Shard: chunk f32 each (parameters, AdamW moments)
   double comm_seconds_ = 0;
 };
 

@@ -466,8 +466,12 @@ void JobConfig::validate(const std::string& o) const {
   not_impl("pipeline_parallel_degree", parallelism.pipeline_parallel_degree, false);
   not_impl("context_parallel_degree", parallelism.context_parallel_degree, false);
   not_impl("expert_parallel_degree", parallelism.expert_parallel_degree, false);
-  if (parallelism.data_parallel_shard_degree != -1)
-    grad_accumulation_steps(1);  // global batch divisible by local x dp (else checked with the world size)
+  // The global batch must split into local batches; the data-parallel degree may depend on the
+  // world size (-1), so the trainer checks divisibility by local x dp once the world is known.
+  TITAN_CHECK(training.global_batch_size == -1 || training.global_batch_size % training.local_batch_size == 0, o,
+              ": [training] global_batch_size = ", training.global_batch_size,
+              " is not a multiple of local_batch_size = ", training.local_batch_size);
+  if (parallelism.data_parallel_shard_degree != -1) grad_accumulation_steps(1);
 
   require(checkpoint.interval >= 1, o, "checkpoint", "interval", "must be >= 1");
   require(checkpoint.keep_latest_k >= 0, o, "checkpoint", "keep_latest_k", "must be >= 0 (0 keeps all)");
