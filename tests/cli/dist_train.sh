@@ -2,7 +2,8 @@
 # Data-parallel training over MPI (debugmodel, 1 layer, seq 32, global batch 4, 10 steps):
 #  - 2 and 4 ranks (oversubscribed) give the 1-process loss curve within 1e-5 relative;
 #  - a checkpoint written by 2 ranks resumes on 1 rank (and, with TITAN_DIST_FULL=1, one written
-#    by 4 ranks on 2 ranks: 45 s more), and the resumed steps continue the 1-process curve (checkpoints hold full per-parameter state,
+#    by 4 ranks on 2 ranks, and replicated optimizer state on 2 ranks: about 60 s more), and the
+#    resumed steps continue the 1-process curve (checkpoints hold full per-parameter state,
 #    gathered by rank 0; a sharded rank keeps its chunk on load);
 #  - the metrics carry per-rank and total tokens/s and the communication share;
 #  - the AdamW state per rank is 1/N and `titan info --dp N` predicts the measured per-rank
@@ -67,6 +68,10 @@ if [ "$full" = 1 ]; then
   run four_to_two 2 --checkpoint.enable true --checkpoint.interval 100
   rm -rf "$work/four_to_two/checkpoint"
   echo -n "resume 4->2 vs uninterrupted: "; compare "$work/one/metrics.jsonl" "$work/four_to_two/metrics.jsonl" || fail "4->2 resume"
+  run replicated 2 --checkpoint.enable false --parallelism.data_parallel_shard_degree 1 \
+    --parallelism.data_parallel_replicate_degree 2
+  grep -q "2 rank(s), replicated" "$work/replicated.log" || fail "replicate degree 2 did not replicate"
+  echo -n "2 ranks replicated vs 1: "; compare "$work/one/metrics.jsonl" "$work/replicated/metrics.jsonl" || fail "replicated"
 fi
 
 # Metrics: per-rank and total throughput, communication share (rank 0 writes them).
