@@ -105,6 +105,7 @@ LogLine MetricsLogger::make_line(const StepRecord& r) {
   l.world = r.world;
   l.tps_total = l.tps * double(r.world);
   l.comm_pct = win_seconds_ > 0 ? 100.0 * win_comm_ / win_seconds_ : 0;
+  l.memory_peak_max_rank_gib = r.max_rank_peak_bytes / kGiB;
   l.elapsed_s = now_s() - start_;
   l.warmup = r.step <= opt_.perf_warmup_steps;
   return l;
@@ -153,6 +154,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
       j["world"] = l.world;
       j["tps_total"] = l.tps_total;
       j["comm_pct"] = l.comm_pct;
+      j["memory_peak_max_rank_gib"] = l.memory_peak_max_rank_gib;
     }
     jsonl_ << j.dump() << "\n";
     jsonl_.flush();

@@ -37,6 +37,7 @@ struct StepRecord {
   double data_seconds = 0;    // part of step_seconds spent waiting for the data loader
   int64_t world = 1;          // data-parallel ranks; each processed `tokens` in the same wall time
   double comm_seconds = 0;    // part of step_seconds inside collectives (gradients, parameters)
+  double max_rank_peak_bytes = 0;  // largest allocator peak over all ranks (world > 1)
 };
 
 enum class ColorMode { Auto, Never, Always };  // Auto: colors only when the console is a TTY
@@ -65,7 +66,7 @@ struct LogLine {
   double memory_gib = 0, memory_peak_gib = 0, memory_pct = 0;
   double tps = 0, tflops = 0, mfu = 0, data_pct = 0;
   int64_t world = 1;
-  double tps_total = 0, comm_pct = 0;
+  double tps_total = 0, comm_pct = 0, memory_peak_max_rank_gib = 0;
   double elapsed_s = 0;  // since the logger was created
   bool warmup = false;
 };

@@ -305,6 +305,7 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
     rec.tokens = global_b / dp * seq;  // this rank's
     rec.world = world;
     rec.comm_seconds = world > 1 ? t_comm : 0.0;
+    if (world > 1) rec.max_rank_peak_bytes = comm.all_reduce_max(double(cpu_allocator().stats().peak_bytes));
     rec.step_seconds = t1 - t0;
     rec.data_seconds = t_data;
     if (lead) metrics.record(rec);
