@@ -318,7 +318,10 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
                 step == cfg.training.steps))
       save_checkpoint(step);
     if (stop) {
-      if (lead) std::fprintf(stderr, "[titan] stopping on signal %d after step %lld\n", stop_signal(), (long long)step);
+      if (lead && stop_signal() != 0)
+        std::fprintf(stderr, "[titan] stopping on signal %d after step %lld\n", stop_signal(), (long long)step);
+      else if (lead)
+        std::fprintf(stderr, "[titan] stopping after step %lld: another rank received a stop signal\n", (long long)step);
       result.stopped_by_signal = true;
       break;
     }

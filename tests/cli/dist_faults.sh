@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Faults in a data-parallel run end every rank within a bounded time, with a clear error:
 #  1. ranks started with different configs (MPMD launch) all stop naming the config hash mismatch;
-#  2. a rank killed mid-run (SIGKILL) takes the whole job down (mpirun ends the others), no hang.
+#  2. a rank killed mid-run (SIGKILL) takes the whole job down (mpirun ends the others), no hang;
+#  3. SIGTERM to one rank stops every rank after the same step, with a checkpoint, status 0.
 # Skips (77) when mpirun is missing.
 set -uo pipefail
 titan=$1 src=$2
@@ -54,3 +55,20 @@ for p in "${ranks[@]}"; do
   alive "$p" && { ps -o pid,stat,cmd -p "$p"; fail "rank process $p survived"; }
 done
 echo "ok: killed rank pid $victim -> job ended in ${SECONDS}s with status $rc"
+
+# 3. SIGTERM to rank 1 only: all ranks agree to stop, rank 0 checkpoints.
+mpirun "${MPIRUN_ARGS[@]}" -np 2 "$titan" train "${common[@]}" --job.dump_folder "$work/t" --training.steps 100000 \
+  --checkpoint.enable true > "$work/term.log" 2>&1 &
+mpid=$!
+for _ in $(seq 1 600); do grep -q "step:  2 " "$work/term.log" 2>/dev/null && break; sleep 0.1; done
+ranks=($(pgrep -P "$mpid"))
+[ ${#ranks[@]} -eq 2 ] || fail "expected 2 rank processes under mpirun $mpid, found ${#ranks[@]}"
+kill -TERM "${ranks[1]}"
+for _ in $(seq 1 300); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$mpid" 2>/dev/null && fail "mpirun still running 30 s after SIGTERM to rank 1"
+wait "$mpid"; rc=$?
+mpid=
+[ $rc -eq 0 ] || { tail -5 "$work/term.log"; fail "exit status $rc after SIGTERM to one rank"; }
+grep -q "another rank received a stop signal" "$work/term.log" || fail "no stop message: $(tail -3 "$work/term.log")"
+ls -d "$work"/t/checkpoint/step-* > /dev/null 2>&1 || fail "no checkpoint after SIGTERM"
+echo "ok: SIGTERM to rank 1 -> $(grep 'another rank' "$work/term.log"), checkpoint $(ls "$work/t/checkpoint")"
