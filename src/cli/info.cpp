@@ -1,28 +1,39 @@
 // titan info: parameter count, training FLOPs per token and training-state memory of a model
-// given as an HF folder or a built-in flavor name.
+// given as an HF folder or a built-in flavor name; with --dp N, the training state per rank of N
+// data-parallel ranks with sharded AdamW moments (src/dist/data_parallel.h: parameters and
+// gradients replicated, moments and the reduced gradient / parameter chunks 1/N, plus the
+// N x bucket staging buffer of the collectives). --n-layers overrides the layer count.
 #include <sys/stat.h>
 
 #include <cstdio>
 
 #include "cli/command.h"
 #include "core/allocator.h"
+#include "dist/data_parallel.h"
 #include "model/flops.h"
 #include "train/trainer.h"
 
 namespace titan::cli {
 
-static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq, bool json) {
+static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t dp, bool json) {
   ModelSize s = model_size(cfg, seq);
+  // Per rank of dp ranks (sharded optimizer): chunk = ceil(P / dp) f32 elements.
+  const int64_t chunk = (s.params + dp - 1) / dp;
+  const int64_t rank_opt = dp == 1 ? s.optimizer_bytes() : 2 * chunk * 4;
+  const int64_t rank_comm =
+      dp == 1 ? 0 : (2 * chunk + dp * std::min<int64_t>(chunk, dist::DataParallel::kBucket)) * 4;
+  const int64_t rank_state = s.param_bytes() + s.grad_bytes() + rank_opt + rank_comm;
   const double gib = double(1ull << 30);
   const double state = double(s.param_bytes() + s.grad_bytes() + s.optimizer_bytes());
   if (json) {
     std::printf(
         "{\"model\": \"%s\", \"params\": %lld, \"active_params\": %lld, \"embedding_params\": %lld, "
         "\"flops_per_token\": %.6g, \"seq_len\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, "
-        "\"optimizer_bytes\": %lld}\n",
+        "\"optimizer_bytes\": %lld, \"dp\": %lld, \"rank_optimizer_bytes\": %lld, \"rank_comm_bytes\": %lld, "
+        "\"rank_state_bytes\": %lld}\n",
         m.c_str(), (long long)s.params, (long long)s.active_params, (long long)s.embedding_params, s.flops_per_token,
-        (long long)seq,
-        (long long)s.param_bytes(), (long long)s.grad_bytes(), (long long)s.optimizer_bytes());
+        (long long)seq, (long long)s.param_bytes(), (long long)s.grad_bytes(), (long long)s.optimizer_bytes(),
+        (long long)dp, (long long)rank_opt, (long long)rank_comm, (long long)rank_state);
     return 0;
   }
   std::printf("model            %s (%s, %lld layers, hidden %lld, heads %lld/%lld, head_dim %lld, ffn %lld, vocab %lld%s)\n",
@@ -48,6 +59,10 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
   if (state > 24.0 * gib)
     std::printf("fits             NO: %.2f GiB of f32 training state exceeds a 24 GiB machine%s\n", state / gib,
                 state > double(machine_memory_bytes()) ? " and this one" : "");
+  if (dp > 1)
+    std::printf("per rank (dp %lld) %.3f GiB: weights + grads %.3f GiB, adamw shard %.3f GiB (1/%lld), comm buffers %.3f GiB\n",
+                (long long)dp, double(rank_state) / gib, double(s.param_bytes() + s.grad_bytes()) / gib,
+                double(rank_opt) / gib, (long long)dp, double(rank_comm) / gib);
   return 0;
 }
 
@@ -59,7 +74,7 @@ static int info_for_job(const std::vector<std::string>& argv, bool json) {
   ModelConfig cfg = job_model_config(job);
   std::string name = cfg.flavor.empty() ? "config.json" : cfg.flavor;
   if (job.model.n_layers > 0 || job.model.num_experts > 0 || job.model.top_k > 0) name += " (overridden by the job)";
-  return print_info(name, cfg, job.training.seq_len, json);
+  return print_info(name, cfg, job.training.seq_len, 1, json);
 }
 
 static int cmd_info(const std::vector<std::string>& argv) {
@@ -76,13 +91,20 @@ static int cmd_info(const std::vector<std::string>& argv) {
       return info_for_job(rest, json);
     }
   Args args(argv, {"json"});
-  args.check_known({"model", "seq-len", "json"});
+  args.check_known({"model", "seq-len", "json", "dp", "n-layers"});
   const std::string m = args.require("model");
   struct stat st {};
   ModelConfig cfg = (::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ? load_hf_config(m + "/config.json")
                                                                           : flavor_config(m);
   const int64_t seq = std::stoll(args.get("seq-len", "2048"));
-  return print_info(m, cfg, seq, args.has("json"));
+  const int64_t dp = std::stoll(args.get("dp", "1"));
+  TITAN_CHECK(dp >= 1, "--dp must be >= 1, got ", dp);
+  if (args.has("n-layers")) {
+    const int64_t nl = std::stoll(args.get("n-layers"));
+    TITAN_CHECK(nl >= 1 && nl <= cfg.num_hidden_layers, "--n-layers must be in [1, ", cfg.num_hidden_layers, "]");
+    cfg.num_hidden_layers = nl;
+  }
+  return print_info(m, cfg, seq, dp, args.has("json"));
 }
 
 TITAN_COMMAND("info", "parameters, FLOPs per token and memory of a model folder or flavor", cmd_info);

@@ -454,20 +454,27 @@ void JobConfig::validate(const std::string& o) const {
   require(training.steps >= 1, o, "training", "steps", "must be >= 1");
   require(!training.dataset.empty(), o, "training", "dataset", "must not be empty");
 
-  // Parallelism: one process only, until the distributed issue lands (MPI ranks).
+  // Parallelism: data parallelism over MPI ranks (src/dist); the other degrees are not built yet.
+  require(parallelism.data_parallel_shard_degree == -1 || parallelism.data_parallel_shard_degree >= 1, o,
+          "parallelism", "data_parallel_shard_degree", "must be -1 (all remaining ranks) or >= 1");
+  require(parallelism.data_parallel_replicate_degree >= 1, o, "parallelism", "data_parallel_replicate_degree",
+          "must be >= 1");
   auto not_impl = [&](const char* key, int64_t v, bool allow_minus1) {
     bool ok = v == 1 || (allow_minus1 && v == -1);
     if (!ok)
       fail(o, ": [parallelism] ", key, " = ", v, " is not implemented yet (only 1", allow_minus1 ? " or -1" : "",
            " is supported in this build)");
   };
-  not_impl("data_parallel_shard_degree", parallelism.data_parallel_shard_degree, true);
-  not_impl("data_parallel_replicate_degree", parallelism.data_parallel_replicate_degree, false);
   not_impl("tensor_parallel_degree", parallelism.tensor_parallel_degree, false);
   not_impl("pipeline_parallel_degree", parallelism.pipeline_parallel_degree, false);
   not_impl("context_parallel_degree", parallelism.context_parallel_degree, false);
   not_impl("expert_parallel_degree", parallelism.expert_parallel_degree, false);
-  grad_accumulation_steps(1);  // global batch divisible by local x dp
+  // The global batch must split into local batches; the data-parallel degree may depend on the
+  // world size (-1), so the trainer checks divisibility by local x dp once the world is known.
+  TITAN_CHECK(training.global_batch_size == -1 || training.global_batch_size % training.local_batch_size == 0, o,
+              ": [training] global_batch_size = ", training.global_batch_size,
+              " is not a multiple of local_batch_size = ", training.local_batch_size);
+  if (parallelism.data_parallel_shard_degree != -1) grad_accumulation_steps(1);
 
   require(checkpoint.interval >= 1, o, "checkpoint", "interval", "must be >= 1");
   require(checkpoint.keep_latest_k >= 0, o, "checkpoint", "keep_latest_k", "must be >= 0 (0 keeps all)");

@@ -102,6 +102,10 @@ LogLine MetricsLogger::make_line(const StepRecord& r) {
   l.tflops = opt_.flops_per_token * l.tps / 1e12;
   l.mfu = opt_.peak_flops > 0 ? 100.0 * opt_.flops_per_token * l.tps / opt_.peak_flops : 0;
   l.data_pct = win_seconds_ > 0 ? 100.0 * win_data_ / win_seconds_ : 0;
+  l.world = r.world;
+  l.tps_total = l.tps * double(r.world);
+  l.comm_pct = win_seconds_ > 0 ? 100.0 * win_comm_ / win_seconds_ : 0;
+  l.memory_peak_max_rank_gib = r.max_rank_peak_bytes / kGiB;
   l.elapsed_s = now_s() - start_;
   l.warmup = r.step <= opt_.perf_warmup_steps;
   return l;
@@ -113,6 +117,8 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
   win_tokens_ += r.tokens;
   win_seconds_ += r.step_seconds;
   win_data_ += r.data_seconds;
+  win_comm_ += r.comm_seconds;
+  world_ = r.world;
   double tps = r.step_seconds > 0 ? double(r.tokens) / r.step_seconds : 0;
   all_tps_.push_back(tps);
   if (r.step > opt_.perf_warmup_steps) steady_tps_.push_back(tps);
@@ -124,7 +130,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
 
   LogLine l = make_line(r);
   win_tokens_ = 0;
-  win_seconds_ = win_data_ = 0;
+  win_seconds_ = win_data_ = win_comm_ = 0;
 
   if (opt_.console) {
     std::fprintf(opt_.console, "%s\n", format_line(l, color_).c_str());
@@ -144,6 +150,12 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
                         {"data_pct", l.data_pct},
                         {"elapsed_s", l.elapsed_s},
                         {"warmup", l.warmup}};
+    if (l.world > 1) {
+      j["world"] = l.world;
+      j["tps_total"] = l.tps_total;
+      j["comm_pct"] = l.comm_pct;
+      j["memory_peak_max_rank_gib"] = l.memory_peak_max_rank_gib;
+    }
     jsonl_ << j.dump() << "\n";
     jsonl_.flush();
   }
@@ -194,6 +206,10 @@ RunSummary MetricsLogger::finish() {
                         {"peak_memory_pct", s.peak_memory_pct},
                         {"total_seconds", s.total_seconds},
                         {"final_loss", num(s.final_loss)}};
+    if (world_ > 1) {
+      j["world"] = world_;
+      j["median_tps_total"] = s.median_tps * double(world_);
+    }
     write_file_atomic(opt_.dump_folder + "/summary.json", j.dump(2) + "\n");
   }
   if (jsonl_.is_open()) jsonl_.flush();
@@ -213,6 +229,9 @@ std::string MetricsLogger::format_line(const LogLine& l, bool color) {
   s += "  " + c("36") + "tflops: " + fmt("%.3f", l.tflops);
   s += "  " + c("35") + "mfu: " + fmt("%.2f", l.mfu) + "%";
   s += "  " + c("0") + "data: " + fmt("%.1f", l.data_pct) + "%";
+  if (l.world > 1)
+    s += "  " + c("34") + "tps(" + std::to_string(l.world) + " ranks): " + with_commas(l.tps_total) + c("0") +
+         "  comm: " + fmt("%.1f", l.comm_pct) + "%";
   if (l.warmup) s += "  (warm-up)";
   s += c("0");
   return s;

@@ -11,6 +11,8 @@
 //   mfu     = 100 * flops_per_token * tps / peak_flops           (percent)
 //   memory  = allocator live bytes now; memory_peak = allocator peak; memory_pct = peak / machine
 //   data_pct = 100 * seconds waiting for data / step seconds
+//   with N data-parallel ranks (StepRecord::world): tps is per rank, tps_total = N x tps (the
+//   ranks step in lock-step), comm_pct = 100 * seconds in collectives / step seconds
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -33,6 +35,9 @@ struct StepRecord {
   int64_t tokens = 0;         // tokens processed in this step (all micro-batches of this process)
   double step_seconds = 0;    // wall time of the whole step, data loading included
   double data_seconds = 0;    // part of step_seconds spent waiting for the data loader
+  int64_t world = 1;          // data-parallel ranks; each processed `tokens` in the same wall time
+  double comm_seconds = 0;    // part of step_seconds inside collectives (gradients, parameters)
+  double max_rank_peak_bytes = 0;  // largest allocator peak over all ranks (world > 1)
 };
 
 enum class ColorMode { Auto, Never, Always };  // Auto: colors only when the console is a TTY
@@ -60,6 +65,8 @@ struct LogLine {
   double loss = 0, grad_norm = 0, lr = 0;
   double memory_gib = 0, memory_peak_gib = 0, memory_pct = 0;
   double tps = 0, tflops = 0, mfu = 0, data_pct = 0;
+  int64_t world = 1;
+  double tps_total = 0, comm_pct = 0, memory_peak_max_rank_gib = 0;
   double elapsed_s = 0;  // since the logger was created
   bool warmup = false;
 };
@@ -97,7 +104,8 @@ class MetricsLogger {
   double start_ = 0;
   // Accumulated since the previous log line.
   int64_t win_tokens_ = 0;
-  double win_seconds_ = 0, win_data_ = 0;
+  double win_seconds_ = 0, win_data_ = 0, win_comm_ = 0;
+  int64_t world_ = 1;
   std::vector<double> steady_tps_, all_tps_;
   int64_t steps_ = 0;
   double last_loss_ = 0;

@@ -8,6 +8,8 @@
 
 #include "core/allocator.h"
 #include "core/threading.h"
+#include "dist/comm.h"
+#include "dist/data_parallel.h"
 #include "io/hf_checkpoint.h"
 #include "model/flops.h"
 #include "model/hf_model.h"
@@ -125,17 +127,40 @@ std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weigh
 }
 
 TrainResult run_training(const JobConfig& cfg) {
+  dist::LocalComm local;
+  return run_training(cfg, local);
+}
+
+TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
   if (cfg.compute.threads > 0) set_num_threads(int(cfg.compute.threads));
+  const int64_t world = comm.size(), rank = comm.rank();
+  // The expert bias is updated from this process's routed-token counts; across ranks those would
+  // have to be summed first, which the data-parallel step does not do yet.
+  TITAN_CHECK(world == 1 || cfg.model.load_balance_coeff <= 0, "[model] load_balance_coeff (aux-loss-free MoE ",
+              "balancing) is single-process only for now; run it without mpirun or set it to 0");
+  const bool lead = rank == 0;  // the one rank that logs, writes metrics, checkpoints and exports
+  // Collective first: a rank with another config would otherwise diverge or wait forever.
+  comm.check_same("the job config hash", config_hash(cfg));
   TrainResult result;
   bool loaded = false;
   auto model = build_model(cfg, &loaded);
   const ModelConfig& mc = model->config();
   ParamStore& ps = model->params();
   const int64_t seq = cfg.training.seq_len, local_b = cfg.training.local_batch_size;
-  const int64_t world = 1, rank = 0;
   const int64_t accum = cfg.grad_accumulation_steps(world);
   const int64_t dp = cfg.data_parallel_degree(world);
   const int64_t global_b = local_b * dp * accum;
+  TITAN_CHECK(dp == world, "[parallelism] data-parallel degree ", dp, " (data_parallel_shard_degree x ",
+              "data_parallel_replicate_degree) does not match the ", world, " ranks of this run");
+  const int64_t replicate = cfg.parallelism.data_parallel_replicate_degree;
+  TITAN_CHECK(world == 1 || replicate == 1 || replicate == world, "[parallelism] data_parallel_replicate_degree ",
+              replicate, " with data_parallel_shard_degree ", world / replicate,
+              ": hybrid sharded data parallelism is not implemented (use one of them alone)");
+  std::unique_ptr<dist::DataParallel> dpar;
+  if (world > 1)
+    dpar = std::make_unique<dist::DataParallel>(
+        ps, comm, replicate == world ? dist::DataParallel::Mode::Replicate : dist::DataParallel::Mode::Shard);
+  const bool sharded = dpar && dpar->mode() == dist::DataParallel::Mode::Shard;
   if (!loaded) model->init_weights(InitScheme::Torchtitan, uint64_t(cfg.training.seed));
   const bool bf16 = cfg.training.mixed_precision_param == "bfloat16";
   model->set_compute_dtype(bf16 ? DType::BF16 : DType::F32);
@@ -146,7 +171,8 @@ TrainResult run_training(const JobConfig& cfg) {
     auto modules = qwen3_kernel_modules(*model, local_b, seq);
     std::vector<std::string> lines;
     apply_kernel_replacements(modules, cfg.kernels.replace, &lines);
-    for (auto& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
+    if (lead)
+      for (auto& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
   }
   ModelSize size = model_size(mc, seq);
   char moe_buf[96] = "";
@@ -154,18 +180,20 @@ TrainResult run_training(const JobConfig& cfg) {
     std::snprintf(moe_buf, sizeof moe_buf, " (%.3fM active: %lld experts, top-%lld)", double(size.active_params) / 1e6,
                   (long long)mc.num_experts, (long long)mc.num_experts_per_tok);
   const std::string moe_note = moe_buf;
-  std::fprintf(stderr,
-               "[titan] model %s: %lld layers, hidden %lld, vocab %lld, %.3fM params%s, %s weights; %.3g FLOPs/token\n",
+  if (lead)
+    std::fprintf(stderr,
+                 "[titan] model %s: %lld layers, hidden %lld, vocab %lld, %.3fM params%s, %s weights; %.3g FLOPs/token\n",
                mc.flavor.empty() ? "(config.json)" : mc.flavor.c_str(), (long long)mc.num_hidden_layers,
                (long long)mc.hidden_size, (long long)mc.vocab_size, double(size.params) / 1e6,
                moe_note.c_str(),
                loaded ? "loaded" : "torchtitan-init", size.flops_per_token);
-  std::fprintf(stderr, "[titan] batch: global %lld = local %lld x dp %lld x accumulation %lld, seq_len %lld, %s\n",
+  if (lead) std::fprintf(stderr, "[titan] batch: global %lld = local %lld x dp %lld x accumulation %lld, seq_len %lld, %s\n",
                (long long)global_b, (long long)local_b, (long long)dp, (long long)accum, (long long)seq,
                bf16 ? "bf16 matmuls, f32 master weights" : "f32");
 
   TrainData data(cfg, mc);
-  OptimizerState opt(ps);
+  // Full AdamW state unless sharded (then DataParallel holds this rank's chunk of it).
+  std::unique_ptr<OptimizerState> opt = sharded ? nullptr : std::make_unique<OptimizerState>(ps);
   const AdamWKernel& adamw = kernel<AdamWKernel>("cpu");
   LrSchedule sched(cfg.optimizer.lr, cfg.training.steps, cfg.lr_scheduler.warmup_steps, cfg.lr_scheduler.decay_ratio,
                    parse_decay_type(cfg.lr_scheduler.decay_type), cfg.lr_scheduler.min_lr_factor);
@@ -176,23 +204,48 @@ TrainResult run_training(const JobConfig& cfg) {
     ckm = std::make_unique<CheckpointManager>(cfg.checkpoint_folder(), cfg.checkpoint.keep_latest_k);
     std::optional<int64_t> resume =
         cfg.checkpoint.load_step >= 0 ? std::optional<int64_t>(cfg.checkpoint.load_step) : ckm->latest_step();
+    // Rank 0's view of the folder decides for all ranks.
+    int64_t resume_step = resume ? *resume : -1;
+    comm.broadcast(&resume_step, sizeof resume_step, 0);
+    resume = resume_step >= 0 ? std::optional<int64_t>(resume_step) : std::nullopt;
     if (resume) {
+      // Checkpoints hold the full per-parameter state whatever the rank count that wrote them;
+      // every rank reads it and a sharded rank keeps its chunk of the moments (resharding).
       auto mt = named_values(ps);
-      auto ot = opt.named(ps);
+      std::unique_ptr<OptimizerState> full = sharded ? std::make_unique<OptimizerState>(ps) : nullptr;
+      OptimizerState& into = sharded ? *full : *opt;
+      auto ot = into.named(ps);
       for (auto& b : model->expert_bias_state()) ot.push_back(b);  // MoE balancing state, if any
       TrainState st = ckm->load(*resume, mt, ot);
+      if (sharded) dpar->scatter_moments(full->m, full->v);
       TITAN_CHECK(st.config_hash == config_hash(cfg), ckm->step_dir(*resume),
                   ": checkpoint was written by a run with a different model/optimizer/training config");
       data.restore(st.data_state);
       start_step = st.step;
-      std::fprintf(stderr, "[titan] resumed from %s (step %lld)\n", ckm->step_dir(*resume).c_str(), (long long)st.step);
+      if (lead) std::fprintf(stderr, "[titan] resumed from %s (step %lld)\n", ckm->step_dir(*resume).c_str(), (long long)st.step);
     }
   }
-  std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live (weights, grads, optimizer)\n",
-               double(cpu_allocator().stats().live_bytes) / double(1ull << 30));
+  if (lead) {
+    std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live (weights, grads, optimizer)\n",
+                 double(cpu_allocator().stats().live_bytes) / double(1ull << 30));
+    const double mib = double(1 << 20);
+    const int64_t pbytes = ps.numel() * 4;
+    const int64_t obytes = sharded ? dpar->optimizer_bytes() : 2 * pbytes;
+    std::fprintf(stderr,
+                 "[titan] data parallel: %lld rank(s), %s; per rank: params %.3f MiB, grads %.3f MiB, optimizer %.3f MiB, "
+                 "comm staging %.3f MiB\n",
+                 (long long)world, !dpar ? "one process" : sharded ? "sharded optimizer state" : "replicated",
+                 double(pbytes) / mib, double(pbytes) / mib, double(obytes) / mib,
+                 double(dpar ? dpar->staging_bytes() : 0) / mib);
+  }
 
   MetricsOptions mo = metrics_options_from(cfg, size.flops_per_token);
   mo.append_jsonl = start_step > 0;
+  if (!lead) {
+    mo.console = nullptr;
+    mo.dump_folder.clear();
+    mo.tensorboard = false;
+  }
   MetricsLogger metrics(mo);
   install_stop_handlers();
 
@@ -206,10 +259,25 @@ TrainResult run_training(const JobConfig& cfg) {
     // nothing but the checkpoint folder.
     st.extra["model_config"] = nlohmann::json::parse(hf_config_json(mc, DType::F32));
     st.extra["job_config"] = render_toml(cfg);
-    auto ot = opt.named(ps);
-    for (auto& b : model->expert_bias_state()) ot.push_back(b);
-    result.last_checkpoint = ckm->save(st, named_values(ps), ot);
-    std::fprintf(stderr, "[titan] checkpoint %s\n", result.last_checkpoint.c_str());
+    st.extra["world_size"] = world;
+    // Sharded: the moments are gathered (a collective) and rank 0 writes the same per-parameter
+    // files as one process would, so any rank count can resume them.
+    OptimizerState* full = opt.get();
+    std::unique_ptr<OptimizerState> gathered;
+    if (sharded) {
+      gathered = std::make_unique<OptimizerState>(ps);
+      dpar->gather_moments(&gathered->m, &gathered->v);
+      full = gathered.get();
+    }
+    if (lead) {
+      auto ot = full->named(ps);
+      for (auto& b : model->expert_bias_state()) ot.push_back(b);
+      result.last_checkpoint = ckm->save(st, named_values(ps), ot);
+      std::fprintf(stderr, "[titan] checkpoint %s\n", result.last_checkpoint.c_str());
+    } else {
+      result.last_checkpoint = ckm->step_dir(step);
+    }
+    comm.barrier();  // the checkpoint is complete before any rank moves on
   };
 
   const auto grads = named_grads(ps);
@@ -227,19 +295,20 @@ TrainResult run_training(const JobConfig& cfg) {
     std::vector<Batch> micro;
     for (int64_t a = 0; a < accum; ++a) micro.push_back(data.next(rank, world));
     const double t_data = now_s() - t0;
-    int64_t count = 0;
-    for (auto& b : micro) count += count_labels(b.labels);
+    int64_t local_count = 0;
+    for (auto& b : micro) local_count += count_labels(b.labels);
+    const double comm0 = dpar ? dpar->comm_seconds() : 0.0;
+    const double tc0 = now_s();
+    const int64_t count = comm.all_reduce_sum(local_count);  // global: the loss is the global token mean
+    double t_comm = now_s() - tc0;
     TITAN_CHECK(count > 0, "step ", step, ": the batch has no labelled tokens");
     ps.zero_grad();
     double loss_sum = 0;
     for (auto& b : micro) loss_sum += model->forward_backward(b.inputs, b.labels, float(1.0 / double(count)));
-    const double loss = loss_sum / double(count);
+    const double tc1 = now_s();
+    const double loss = comm.all_reduce_sum(loss_sum) / double(count);
+    t_comm += now_s() - tc1;
     TITAN_CHECK(std::isfinite(loss), "step ", step, ": loss is ", loss, " (non-finite); stopping");
-    const double norm = cfg.training.max_norm > 0 ? clip_grad_norm_(grads, cfg.training.max_norm) : global_l2_norm(grads);
-    if (!std::isfinite(norm)) {
-      auto bad = first_non_finite(grads);
-      fail("step ", step, ": gradient norm is ", norm, "; first non-finite gradient: ", bad ? *bad : "(none found)");
-    }
     AdamWParams hp;
     hp.lr = float(sched.lr_at_step(step));
     hp.beta1 = float(cfg.optimizer.beta1);
@@ -249,7 +318,26 @@ TrainResult run_training(const JobConfig& cfg) {
     hp.step = step;
     // torchtitan updates the expert biases from the step's token counts just before the optimizer.
     if (model->has_expert_bias()) model->update_expert_bias(float(cfg.model.load_balance_coeff));
-    for (size_t i = 0; i < ps.all().size(); ++i) adamw.step(ps.all()[i].value, ps.all()[i].grad, opt.m[i], opt.v[i], hp);
+    double norm = 0;
+    if (sharded) {
+      // Every rank sees the same global norm, so a non-finite one stops all ranks alike.
+      norm = dpar->shard_step(cfg.training.max_norm, adamw, hp);
+      if (!std::isfinite(norm)) {
+        auto bad = first_non_finite(grads);
+        fail("step ", step, ": gradient norm is ", norm, "; first non-finite local gradient on rank ", rank, ": ",
+             bad ? *bad : "(none here)");
+      }
+    } else {
+      if (dpar) dpar->all_reduce_grads();
+      norm = cfg.training.max_norm > 0 ? clip_grad_norm_(grads, cfg.training.max_norm) : global_l2_norm(grads);
+      if (!std::isfinite(norm)) {
+        auto bad = first_non_finite(grads);
+        fail("step ", step, ": gradient norm is ", norm, "; first non-finite gradient: ", bad ? *bad : "(none found)");
+      }
+      for (size_t i = 0; i < ps.all().size(); ++i)
+        adamw.step(ps.all()[i].value, ps.all()[i].grad, opt->m[i], opt->v[i], hp);
+    }
+    if (dpar) t_comm += dpar->comm_seconds() - comm0;
     const double t1 = now_s();
 
     StepRecord rec;
@@ -257,27 +345,35 @@ TrainResult run_training(const JobConfig& cfg) {
     rec.loss = loss;
     rec.grad_norm = norm;
     rec.lr = hp.lr;
-    rec.tokens = global_b / dp * seq;
+    rec.tokens = global_b / dp * seq;  // this rank's
+    rec.world = world;
+    rec.comm_seconds = world > 1 ? t_comm : 0.0;
+    if (world > 1) rec.max_rank_peak_bytes = comm.all_reduce_max(double(cpu_allocator().stats().peak_bytes));
     rec.step_seconds = t1 - t0;
     rec.data_seconds = t_data;
-    metrics.record(rec);
+    if (lead) metrics.record(rec);
     result.last_step = step;
     result.last_loss = loss;
 
-    const bool stop = stop_requested();
+    // A signal may reach the ranks at different times: stop when any rank saw one.
+    const bool stop = world > 1 ? comm.all_reduce_max(stop_requested() ? 1.0 : 0.0) > 0 : stop_requested();
     if (ckm && ((cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0) || stop ||
                 step == cfg.training.steps))
       save_checkpoint(step);
     if (stop) {
-      std::fprintf(stderr, "[titan] stopping on signal %d after step %lld\n", stop_signal(), (long long)step);
+      if (lead && stop_signal() != 0)
+        std::fprintf(stderr, "[titan] stopping on signal %d after step %lld\n", stop_signal(), (long long)step);
+      else if (lead)
+        std::fprintf(stderr, "[titan] stopping after step %lld: another rank received a stop signal\n", (long long)step);
       result.stopped_by_signal = true;
       break;
     }
   }
-  metrics.finish();
+  if (lead) metrics.finish();
   uninstall_stop_handlers();
 
-  if (cfg.checkpoint.last_save_in_hf && !result.stopped_by_signal) {
+  // Parameters are replicated, so rank 0 exports them alone.
+  if (lead && cfg.checkpoint.last_save_in_hf && !result.stopped_by_signal) {
     HfExportOptions eo;
     eo.dtype = export_dtype(cfg.checkpoint.export_dtype);
     eo.tokenizer_dir = data.tokenizer_dir();

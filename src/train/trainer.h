@@ -32,6 +32,16 @@ std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weigh
 // checkpoint when the job loads one.
 ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>* ckpt_out = nullptr);
 
+namespace dist {
+class Comm;
+}
+
+// One process (a LocalComm).
 TrainResult run_training(const JobConfig& cfg);
+// Data parallel over the ranks of `comm` (every rank calls it with the same config; checked):
+// each rank takes its slice of every global micro-batch, the loss is the mean over the global
+// batch's tokens, gradients are summed over ranks (see dist/data_parallel.h for replicated vs
+// sharded optimizer state); rank 0 alone logs, writes metrics, checkpoints and exports.
+TrainResult run_training(const JobConfig& cfg, dist::Comm& comm);
 
 }  // namespace titan

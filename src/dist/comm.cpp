@@ -1,0 +1,156 @@
+#include "dist/comm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace titan::dist {
+
+namespace {
+
+// Element access in f32 for the two buffer types.
+inline float load(float x) { return x; }
+inline float load(uint16_t x) { return bf16_to_f32(x); }
+inline void store(float* p, float v) { *p = v; }
+inline void store(uint16_t* p, float v) { *p = f32_to_bf16(v); }
+
+}  // namespace
+
+template <class T>
+void Comm::reduce_scatter_t(const T* in, T* out, int64_t chunk, ReduceOp op) {
+  const int n = size();
+  TITAN_ASSERT(chunk >= 0);
+  const float scale = op == ReduceOp::Avg ? 1.0f / float(n) : 1.0f;
+  if (n == 1) {
+    for (int64_t i = 0; i < chunk; ++i) store(out + i, load(in[i]) * scale);
+    return;
+  }
+  const int64_t piece_max = std::min<int64_t>(chunk, kPieceElems);
+  std::vector<T> send(size_t(n) * size_t(piece_max)), recv(send.size());
+  std::vector<float> acc(static_cast<size_t>(piece_max));
+  for (int64_t off = 0; off < chunk; off += piece_max) {
+    const int64_t p = std::min(piece_max, chunk - off);
+    // Block q of the send buffer: elements [off, off+p) of rank q's chunk.
+    for (int q = 0; q < n; ++q) std::memcpy(&send[size_t(q) * p], in + int64_t(q) * chunk + off, size_t(p) * sizeof(T));
+    all_to_all_bytes(send.data(), recv.data(), size_t(p) * sizeof(T));
+    // recv block q = rank q's contribution to my chunk; add in rank order.
+    for (int64_t i = 0; i < p; ++i) acc[i] = load(recv[i]);
+    for (int q = 1; q < n; ++q) {
+      const T* r = &recv[size_t(q) * p];
+      for (int64_t i = 0; i < p; ++i) acc[i] += load(r[i]);
+    }
+    for (int64_t i = 0; i < p; ++i) store(out + off + i, op == ReduceOp::Avg ? acc[i] * scale : acc[i]);
+  }
+}
+
+template <class T>
+void Comm::all_gather_t(const T* in, T* out, int64_t chunk) {
+  const int n = size();
+  if (n == 1) {
+    if (out != in) std::memmove(out, in, size_t(chunk) * sizeof(T));
+    return;
+  }
+  const int64_t piece_max = std::min<int64_t>(chunk, kPieceElems);
+  std::vector<T> recv(size_t(n) * size_t(piece_max));
+  for (int64_t off = 0; off < chunk; off += piece_max) {
+    const int64_t p = std::min(piece_max, chunk - off);
+    all_gather_bytes(in + off, recv.data(), size_t(p) * sizeof(T));
+    for (int q = 0; q < n; ++q) std::memcpy(out + int64_t(q) * chunk + off, &recv[size_t(q) * p], size_t(p) * sizeof(T));
+  }
+}
+
+template <class T>
+void Comm::all_reduce_t(T* buf, int64_t n_elems, ReduceOp op) {
+  const int n = size();
+  const int64_t chunk = (n_elems + n - 1) / n;
+  std::vector<T> padded(size_t(chunk) * size_t(n), T(0)), mine(static_cast<size_t>(chunk));
+  std::memcpy(padded.data(), buf, size_t(n_elems) * sizeof(T));
+  reduce_scatter_t(padded.data(), mine.data(), chunk, op);
+  all_gather_t(mine.data(), padded.data(), chunk);
+  std::memcpy(buf, padded.data(), size_t(n_elems) * sizeof(T));
+}
+
+void Comm::reduce_scatter(const float* in, float* out, int64_t chunk, ReduceOp op) { reduce_scatter_t(in, out, chunk, op); }
+void Comm::reduce_scatter(const uint16_t* in, uint16_t* out, int64_t chunk, ReduceOp op) {
+  reduce_scatter_t(in, out, chunk, op);
+}
+void Comm::all_gather(const float* in, float* out, int64_t chunk) { all_gather_t(in, out, chunk); }
+void Comm::all_gather(const uint16_t* in, uint16_t* out, int64_t chunk) { all_gather_t(in, out, chunk); }
+void Comm::all_reduce(float* buf, int64_t n, ReduceOp op) { all_reduce_t(buf, n, op); }
+void Comm::all_reduce(uint16_t* buf, int64_t n, ReduceOp op) { all_reduce_t(buf, n, op); }
+
+double Comm::all_reduce_sum(double v) {
+  std::vector<double> all(static_cast<size_t>(size()));
+  all_gather_bytes(&v, all.data(), sizeof v);
+  double s = 0;
+  for (double x : all) s += x;
+  return s;
+}
+
+int64_t Comm::all_reduce_sum(int64_t v) {
+  std::vector<int64_t> all(static_cast<size_t>(size()));
+  all_gather_bytes(&v, all.data(), sizeof v);
+  int64_t s = 0;
+  for (int64_t x : all) s += x;
+  return s;
+}
+
+double Comm::all_reduce_max(double v) {
+  std::vector<double> all(static_cast<size_t>(size()));
+  all_gather_bytes(&v, all.data(), sizeof v);
+  return *std::max_element(all.begin(), all.end());
+}
+
+void Comm::check_same(const std::string& what, const std::string& value) {
+  // Fixed-width exchange: lengths first, then the padded strings.
+  const int n = size();
+  int64_t len = int64_t(value.size());
+  std::vector<int64_t> lens(static_cast<size_t>(n));
+  all_gather_bytes(&len, lens.data(), sizeof len);
+  const int64_t width = *std::max_element(lens.begin(), lens.end());
+  std::string mine = value;
+  mine.resize(size_t(width), '\0');
+  std::string all(size_t(width) * size_t(n), '\0');
+  if (width > 0) all_gather_bytes(mine.data(), all.data(), size_t(width));
+  bool same = true;
+  std::vector<std::string> vals;
+  for (int q = 0; q < n; ++q) {
+    vals.push_back(all.substr(size_t(q) * size_t(width), size_t(lens[size_t(q)])));
+    same = same && vals.back() == vals[0];
+  }
+  if (same) return;
+  std::string list;
+  for (int q = 0; q < n; ++q) list += (q ? ", rank " : "rank ") + std::to_string(q) + ": " + vals[size_t(q)];
+  fail("ranks disagree on ", what, " (", list, "); every rank must run the same configuration");
+}
+
+void LocalComm::all_gather_bytes(const void* in, void* out, size_t bytes) {
+  if (in != out) std::memmove(out, in, bytes);
+}
+void LocalComm::all_to_all_bytes(const void* in, void* out, size_t bytes) {
+  if (in != out) std::memmove(out, in, bytes);
+}
+void LocalComm::broadcast(void*, size_t, int root) { TITAN_ASSERT(root == 0, "broadcast root ", root, " of 1 rank"); }
+void LocalComm::abort(int code) { std::exit(code); }
+
+bool launched_by_mpi() {
+  if (const char* f = std::getenv("TITAN_COMM")) {
+    std::string s = f;
+    TITAN_CHECK(s == "local" || s == "mpi", "TITAN_COMM must be 'local' or 'mpi', got '", s, "'");
+    return s == "mpi";
+  }
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+std::unique_ptr<Comm> make_comm() {
+  if (launched_by_mpi()) return make_mpi_comm();
+  return std::make_unique<LocalComm>();
+}
+
+}  // namespace titan::dist

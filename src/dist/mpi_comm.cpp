@@ -1,0 +1,93 @@
+// MpiComm: the Comm backend over MPI_COMM_WORLD (OpenMPI on Debian; any MPI-3 library works).
+//
+// Faults: the communicator uses MPI_ERRORS_ARE_FATAL, so a failed MPI call ends the whole job
+// rather than returning into code that would wait for a peer forever. A rank that dies (signal,
+// exit without MPI_Finalize) makes mpirun terminate every other rank; a rank that raises a
+// titan::Error calls abort() (MPI_Abort) after printing its error, which also ends every rank.
+// A rank that loops forever without calling MPI is not detected (no watchdog thread).
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+
+#include "core/error.h"
+#include "dist/comm.h"
+
+namespace titan::dist {
+
+namespace {
+
+void check_mpi(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  fail("MPI ", what, " failed: ", std::string(msg, size_t(len)));
+}
+
+int count_of(size_t bytes) {
+  TITAN_ASSERT(bytes <= size_t(INT_MAX), "MPI message of ", bytes, " bytes per rank");
+  return int(bytes);
+}
+
+class MpiComm final : public Comm {
+ public:
+  MpiComm() {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+      int provided = 0;
+      // Only the main thread calls MPI (OpenMP workers never do).
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+      owns_ = true;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  ~MpiComm() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_ && !finalized) MPI_Finalize();
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "mpi"; }
+
+  void all_gather_bytes(const void* in, void* out, size_t bytes) override {
+    check_mpi(MPI_Allgather(in, count_of(bytes), MPI_BYTE, out, count_of(bytes), MPI_BYTE, MPI_COMM_WORLD),
+              "MPI_Allgather");
+  }
+  void all_to_all_bytes(const void* in, void* out, size_t bytes) override {
+    check_mpi(MPI_Alltoall(in, count_of(bytes), MPI_BYTE, out, count_of(bytes), MPI_BYTE, MPI_COMM_WORLD),
+              "MPI_Alltoall");
+  }
+  void broadcast(void* buf, size_t bytes, int root) override {
+    // Large broadcasts go in INT_MAX-bounded pieces.
+    char* p = static_cast<char*>(buf);
+    const size_t piece = size_t(1) << 30;
+    size_t off = 0;
+    do {
+      const size_t b = bytes - off < piece ? bytes - off : piece;
+      check_mpi(MPI_Bcast(p + off, count_of(b), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+      off += b;
+    } while (off < bytes);
+  }
+  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  [[noreturn]] void abort(int code) override {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+
+ private:
+  int rank_ = 0, size_ = 1;
+  bool owns_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> make_mpi_comm() { return std::make_unique<MpiComm>(); }
+
+}  // namespace titan::dist

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Data-parallel training over MPI (debugmodel, 1 layer, seq 32, global batch 4, 10 steps):
+#  - 2 and 4 ranks (oversubscribed) give the 1-process loss curve within 1e-5 relative;
+#  - a checkpoint written by 2 ranks resumes on 1 rank (and, with TITAN_DIST_FULL=1, one written
+#    by 4 ranks on 2 ranks, and replicated optimizer state on 2 ranks: about 60 s more), and the
+#    resumed steps continue the 1-process curve (checkpoints hold full per-parameter state,
+#    gathered by rank 0; a sharded rank keeps its chunk on load);
+#  - the metrics carry per-rank and total tokens/s and the communication share;
+#  - the AdamW state per rank is 1/N and `titan info --dp N` predicts the measured per-rank
+#    memory within 10%.
+# Skips (77) when mpirun is missing.
+set -uo pipefail
+titan=$1 src=$2
+command -v mpirun >/dev/null || { echo "mpirun not found; skipping"; exit 77; }
+source "$src/tests/cli/dist/env.sh"
+# Checkpoints (0.45 GB each) go to tmpfs when it has room: fsync on the disk costs more than the
+# training steps.
+shm_free=$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 { print $4 }')
+if [ -n "$shm_free" ] && [ "$shm_free" -gt 4000000 ]; then work=$(mktemp -d -p /dev/shm); else work=$(mktemp -d); fi
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=1
+common=(--config "$src/recipes/debug.toml" --model.n_layers 1 --training.seq_len 32 --training.local_batch_size 1
+        --training.global_batch_size 4 --training.steps 10 --metrics.log_freq 1 --metrics.enable_tensorboard false
+        --checkpoint.last_save_in_hf false --lr_scheduler.warmup_steps 2 --compute.threads 1
+        --parallelism.data_parallel_shard_degree -1 --checkpoint.keep_latest_k 0)
+fail() { echo "FAIL: $*"; exit 1; }
+run() {  # run NAME NP ARGS...
+  local name=$1 np=$2; shift 2
+  if [ "$np" = 1 ]; then "$titan" train "${common[@]}" --job.dump_folder "$work/$name" "$@" > "$work/$name.log" 2>&1
+  else mpirun "${MPIRUN_ARGS[@]}" -np "$np" "$titan" train "${common[@]}" --job.dump_folder "$work/$name" "$@" \
+         > "$work/$name.log" 2>&1; fi || { tail -20 "$work/$name.log"; fail "$name ($np ranks) exited non-zero"; }
+  echo "$name: $np rank(s), done at ${SECONDS}s"
+}
+# "step loss" per line of a metrics.jsonl
+curve() { sed -E 's/.*"loss":([^,]*).*"step":([0-9]+).*/\2 \1/' "$1"; }
+compare() {  # compare A B: every step of B is in A with a loss within 1e-5 relative
+  awk 'NR==FNR { a[$1] = $2; next }
+       { if (!($1 in a)) { print "step " $1 " missing"; bad = 1; next }
+         d = a[$1] - $2; if (d < 0) d = -d; r = d / (a[$1] < 0 ? -a[$1] : a[$1]); if (r > worst) worst = r
+         if (r > 1e-5) { print "step " $1 ": " a[$1] " vs " $2; bad = 1 } n++ }
+       END { printf "%d steps, worst relative difference %.2e\n", n, worst; exit bad || n == 0 }' <(curve "$1") <(curve "$2")
+}
+
+SECONDS=0
+run one 1 --checkpoint.enable false
+run two 2 --checkpoint.enable true --checkpoint.interval 5
+full=${TITAN_DIST_FULL:-0}
+if [ "$full" = 1 ]; then run four 4 --checkpoint.enable true --checkpoint.interval 5; else run four 4 --checkpoint.enable false; fi
+[ "$(curve "$work/one/metrics.jsonl" | wc -l)" -eq 10 ] || fail "1-rank run logged $(wc -l < "$work/one/metrics.jsonl") steps"
+echo -n "2 ranks vs 1: "; compare "$work/one/metrics.jsonl" "$work/two/metrics.jsonl" || fail "2-rank curve differs"
+echo -n "4 ranks vs 1: "; compare "$work/one/metrics.jsonl" "$work/four/metrics.jsonl" || fail "4-rank curve differs"
+[ -f "$work/two/checkpoint/step-5/state.json" ] || fail "no checkpoint step-5 from 2 ranks"
+
+# Resume with another rank count from the step-5 checkpoints.
+mkdir -p "$work/two_to_one/checkpoint"
+mv "$work/two/checkpoint/step-5" "$work/two_to_one/checkpoint/"
+rm -rf "$work/two/checkpoint"
+run two_to_one 1 --checkpoint.enable true --checkpoint.interval 100
+rm -rf "$work/two_to_one/checkpoint"
+
+grep -q "resumed from .*step-5" "$work/two_to_one.log" || fail "2->1 did not resume"
+[ "$(curve "$work/two_to_one/metrics.jsonl" | head -1 | cut -d' ' -f1)" = 6 ] || fail "2->1 does not start at step 6"
+echo -n "resume 2->1 vs uninterrupted: "; compare "$work/one/metrics.jsonl" "$work/two_to_one/metrics.jsonl" || fail "2->1 resume"
+if [ "$full" = 1 ]; then
+  mkdir -p "$work/four_to_two/checkpoint"
+  mv "$work/four/checkpoint/step-5" "$work/four_to_two/checkpoint/"
+  rm -rf "$work/four/checkpoint"
+  run four_to_two 2 --checkpoint.enable true --checkpoint.interval 100
+  rm -rf "$work/four_to_two/checkpoint"
+  echo -n "resume 4->2 vs uninterrupted: "; compare "$work/one/metrics.jsonl" "$work/four_to_two/metrics.jsonl" || fail "4->2 resume"
+  run replicated 2 --checkpoint.enable false --parallelism.data_parallel_shard_degree 1 \
+    --parallelism.data_parallel_replicate_degree 2
+  grep -q "2 rank(s), replicated" "$work/replicated.log" || fail "replicate degree 2 did not replicate"
+  echo -n "2 ranks replicated vs 1: "; compare "$work/one/metrics.jsonl" "$work/replicated/metrics.jsonl" || fail "replicated"
+fi
+
+# Metrics: per-rank and total throughput, communication share (rank 0 writes them).
+last=$(tail -1 "$work/four/metrics.jsonl")
+for k in '"world":4' '"tps_total":' '"comm_pct":' '"memory_peak_max_rank_gib":'; do
+  echo "$last" | grep -q "$k" || fail "4-rank metrics.jsonl lacks $k: $last"
+done
+grep -q "tps(4 ranks):" "$work/four.log" || fail "no total tps on the console"
+[ "$(grep -c '^.*step: 10 ' "$work/four.log")" -eq 1 ] || fail "more than one rank logged"
+
+# Memory: optimizer state per rank falls as 1/N; titan info --dp N predicts the live memory.
+opt() { sed -nE 's/.*optimizer ([0-9.]+) MiB.*/\1/p' "$1"; }
+live() { sed -nE 's/.*memory after setup: ([0-9.]+) GiB.*/\1/p' "$1"; }
+o1=$(opt "$work/one.log") o2=$(opt "$work/two.log") o4=$(opt "$work/four.log")
+echo "optimizer MiB per rank: 1 rank $o1, 2 ranks $o2, 4 ranks $o4; live GiB: $(live "$work/one.log") / $(live "$work/two.log") / $(live "$work/four.log")"
+awk -v a="$o1" -v b="$o2" -v c="$o4" 'BEGIN { exit !(b * 2 > a * 0.999 && b * 2 < a * 1.001 && c * 4 > a * 0.999 && c * 4 < a * 1.001) }' ||
+  fail "optimizer state is not 1/N"
+for np in 2 4; do
+  name=$([ $np = 2 ] && echo two || echo four)
+  pred=$("$titan" info --model debugmodel --n-layers 1 --seq-len 32 --dp $np --json | sed -nE 's/.*"rank_state_bytes": ([0-9]+).*/\1/p')
+  meas=$(live "$work/$name.log")
+  awk -v p="$pred" -v m="$meas" 'BEGIN { p /= 1073741824; printf "dp %s: titan info %.3f GiB, measured %.3f GiB\n", "'$np'", p, m
+                                         exit !(m > 0.9 * p && m < 1.1 * p) }' || fail "titan info --dp $np is off by more than 10%"
+done
+echo "ok ($SECONDS s)"
