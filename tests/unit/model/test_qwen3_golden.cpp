@@ -11,6 +11,7 @@
 #include "io/token_lines.h"
 #include "model/hf_model.h"
 #include "util/strings.h"
+#include "unit/model/golden_check.h"
 
 using namespace titan;
 
@@ -85,27 +86,6 @@ INSTANTIATE_TEST_SUITE_P(Qwen3, Golden, ::testing::ValuesIn(cases()),
 TEST(Qwen3Bf16, MixedPrecisionStaysCloseToTheF32Oracle) {
   for (const char* name : {"tied_gqa2_hd16", "untied_gqa2_long"}) {
     SCOPED_TRACE(name);
-    const std::string dir = fixture(name);
-    auto model = load_hf_model(dir, "cpu");
-    model->set_compute_dtype(DType::BF16);
-    Tensor ids = read_token_lines(dir + "/tokens.txt");
-    Tensor labels = next_token_labels(ids);
-    const int64_t count = count_labels(labels);
-    auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
-    const double want = nlohmann::json::parse(read_file(dir + "/golden.json"))["loss"].get<double>();
-    model->params().zero_grad();
-    const double loss = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
-    EXPECT_NEAR(loss, want, 2e-2 * want);
-    EXPECT_NE(loss, want);  // bf16 really ran
-    for (auto& p : model->params().all()) {
-      Tensor g = golden.get(p.name, DType::F32);
-      double num = 0, den = 0;
-      for (int64_t i = 0; i < g.numel(); ++i) {
-        double d = double(g.data<float>()[i]) - p.grad.data<float>()[i];
-        num += d * d;
-        den += double(g.data<float>()[i]) * g.data<float>()[i];
-      }
-      EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 5e-2) << p.name;  // relative L2 error
-    }
+    titan::testing::expect_bf16_close_to_golden(fixture(name), "cpu");
   }
 }

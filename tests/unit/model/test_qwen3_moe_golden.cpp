@@ -12,6 +12,7 @@
 #include "io/token_lines.h"
 #include "model/hf_model.h"
 #include "util/strings.h"
+#include "unit/model/golden_check.h"
 
 using namespace titan;
 
@@ -23,15 +24,6 @@ struct Case {
 
 std::string fixture(const std::string& name) { return std::string(TITAN_FIXTURES) + "/qwen3_moe/" + name; }
 
-Tensor shifted_labels(const Tensor& ids) {
-  const int64_t B = ids.dim(0), S = ids.dim(1);
-  Tensor labels = Tensor::empty({B, S}, DType::I64);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < S; ++t)
-      labels.data<int64_t>()[b * S + t] = t + 1 < S ? ids.data<int64_t>()[b * S + t + 1] : kIgnoreIndex;
-  return labels;
-}
-
 class MoEGolden : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MoEGolden, LogitsLossAndGradientsMatchTransformers) {
@@ -40,7 +32,7 @@ TEST_P(MoEGolden, LogitsLossAndGradientsMatchTransformers) {
   auto model = load_hf_model(dir, c.kernels);
   ASSERT_TRUE(model->config().is_moe());
   Tensor ids = read_token_lines(dir + "/tokens.txt");
-  Tensor labels = shifted_labels(ids);
+  Tensor labels = next_token_labels(ids);
   const int64_t count = count_labels(labels);
   auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
   auto meta = nlohmann::json::parse(read_file(dir + "/golden.json"));
@@ -102,7 +94,7 @@ INSTANTIATE_TEST_SUITE_P(Qwen3Moe, MoEGolden, ::testing::ValuesIn(cases()),
 TEST(Qwen3MoeCheckpointing, FullAndSelectiveGiveTheSameGradients) {
   const std::string dir = fixture("aux_norm");
   Tensor ids = read_token_lines(dir + "/tokens.txt");
-  Tensor labels = shifted_labels(ids);
+  Tensor labels = next_token_labels(ids);
   std::vector<std::vector<float>> grads;
   std::vector<double> losses;
   for (Checkpointing ck : {Checkpointing::None, Checkpointing::Selective, Checkpointing::Full}) {
@@ -128,27 +120,6 @@ TEST(Qwen3MoeCheckpointing, FullAndSelectiveGiveTheSameGradients) {
 TEST(Qwen3MoeBf16, MixedPrecisionStaysCloseToTheF32Oracle) {
   for (const char* kernels : {"reference", "cpu"}) {
     SCOPED_TRACE(kernels);
-    const std::string dir = fixture("aux_norm");
-    auto model = load_hf_model(dir, kernels);
-    model->set_compute_dtype(DType::BF16);
-    Tensor ids = read_token_lines(dir + "/tokens.txt");
-    Tensor labels = shifted_labels(ids);
-    const int64_t count = count_labels(labels);
-    auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
-    const double want = nlohmann::json::parse(read_file(dir + "/golden.json"))["loss"].get<double>();
-    model->params().zero_grad();
-    const double loss = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
-    EXPECT_NEAR(loss, want, 2e-2 * want);
-    EXPECT_NE(loss, want);  // bf16 really ran
-    for (auto& p : model->params().all()) {
-      Tensor g = golden.get(p.name, DType::F32);
-      double num = 0, den = 0;
-      for (int64_t i = 0; i < g.numel(); ++i) {
-        double d = double(g.data<float>()[i]) - p.grad.data<float>()[i];
-        num += d * d;
-        den += double(g.data<float>()[i]) * g.data<float>()[i];
-      }
-      EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 5e-2) << p.name;  // relative L2 error
-    }
+    titan::testing::expect_bf16_close_to_golden(fixture("aux_norm"), kernels);
   }
 }

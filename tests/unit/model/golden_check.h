@@ -1,0 +1,44 @@
+// Shared checks of a model folder against its transformers goldens (tools/oracle/*_goldens.py).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "io/token_lines.h"
+#include "model/hf_model.h"
+#include "util/strings.h"
+
+namespace titan::testing {
+
+// bf16 matmul inputs (f32 master weights and accumulation) against the f32 oracle: loss within
+// 2%, every parameter gradient within 5% relative L2 error, and the result not bit-equal to the
+// f32 loss (bf16 really ran).
+inline void expect_bf16_close_to_golden(const std::string& dir, const std::string& kernels) {
+  auto model = load_hf_model(dir, kernels);
+  model->set_compute_dtype(DType::BF16);
+  Tensor ids = read_token_lines(dir + "/tokens.txt");
+  Tensor labels = next_token_labels(ids);
+  const int64_t count = count_labels(labels);
+  auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
+  const double want = nlohmann::json::parse(read_file(dir + "/golden.json"))["loss"].get<double>();
+  model->params().zero_grad();
+  const double loss = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
+  EXPECT_NEAR(loss, want, 2e-2 * want);
+  EXPECT_NE(loss, want);
+  for (auto& p : model->params().all()) {
+    Tensor g = golden.get(p.name, DType::F32);
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      double d = double(g.data<float>()[i]) - p.grad.data<float>()[i];
+      num += d * d;
+      den += double(g.data<float>()[i]) * g.data<float>()[i];
+    }
+    EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 5e-2) << p.name;
+  }
+}
+
+}  // namespace titan::testing
