@@ -14,6 +14,20 @@
 
 namespace titan::testing {
 
+// Largest |a - b| over two f32 tensors of equal size.
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, double(std::fabs(a.data<float>()[i] - b.data<float>()[i])));
+  return m;
+}
+
+// max |got - ref| relative to the largest |ref| entry, so near-zero entries do not dominate.
+inline double max_diff_rel_to_peak(const Tensor& ref, const Tensor& got) {
+  double peak = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) peak = std::max(peak, double(std::fabs(ref.data<float>()[i])));
+  return max_abs_diff(ref, got) / std::max(peak, 1e-12);
+}
+
 // bf16 matmul inputs (f32 master weights and accumulation) against the f32 oracle: loss within
 // 2%, every parameter gradient within 5% relative L2 error, and the result not bit-equal to the
 // f32 loss (bf16 really ran).
