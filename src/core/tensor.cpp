@@ -30,8 +30,31 @@ Storage::Storage(size_t bytes, Device d)
 Storage::Storage(void* data, size_t bytes, Device d, std::shared_ptr<void> keepalive)
     : data_(data), bytes_(bytes), device_(d), owned_(false), keepalive_(std::move(keepalive)) {}
 
+Storage::Storage(size_t bytes, Device d, Deferred) : data_(nullptr), bytes_(bytes), device_(d), owned_(true) {}
+
 Storage::~Storage() {
-  if (owned_) allocator_for(device_).deallocate(data_, bytes_);
+  if (owned_ && data_) allocator_for(device_).deallocate(data_, bytes_);
+}
+
+void Storage::release() {
+  TITAN_ASSERT(owned_, "release() of borrowed storage");
+  if (!data_) return;
+  allocator_for(device_).deallocate(data_, bytes_);
+  data_ = nullptr;
+}
+
+void Storage::allocate() {
+  TITAN_ASSERT(owned_, "allocate() of borrowed storage");
+  if (!data_ && bytes_) data_ = allocator_for(device_).allocate(bytes_);
+}
+
+Tensor Tensor::deferred(const Shape& shape, DType dt, Device d) {
+  Tensor t;
+  t.shape_ = shape;
+  t.numel_ = shape_numel(shape);
+  t.dtype_ = dt;
+  t.storage_ = std::make_shared<Storage>(size_t(t.numel_) * dtype_size(dt), d, Storage::Deferred{});
+  return t;
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dt, Device d) {

@@ -21,6 +21,8 @@ class Storage {
  public:
   Storage(size_t bytes, Device d);                                       // owned
   Storage(void* data, size_t bytes, Device d, std::shared_ptr<void> keepalive);  // borrowed
+  struct Deferred {};
+  Storage(size_t bytes, Device d, Deferred);  // owned, no memory until allocate()
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -28,6 +30,13 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   bool owned() const { return owned_; }
+
+  // Owned storage can give its memory back and take new memory later, under the same object, so
+  // every view of it stays valid (FSDP frees a layer's full parameters between uses). Contents
+  // are lost on release; allocate() gives uninitialised memory. Both are no-ops when already so.
+  void release();
+  void allocate();
+  bool resident() const { return data_ != nullptr || bytes_ == 0; }
 
  private:
   void* data_;
@@ -42,6 +51,8 @@ class Tensor {
   Tensor() = default;
   static Tensor empty(const Shape& shape, DType dt, Device d = cpu());
   static Tensor zeros(const Shape& shape, DType dt, Device d = cpu());
+  // Owned storage without memory yet (Storage::allocate() gives it some).
+  static Tensor deferred(const Shape& shape, DType dt, Device d = cpu());
   // Wrap external memory without copying; keepalive holds whatever owns it.
   static Tensor borrow(void* data, const Shape& shape, DType dt, std::shared_ptr<void> keepalive,
                        Device d = cpu());
@@ -57,7 +68,11 @@ class Tensor {
   bool is_borrowed() const { return storage_ && !storage_->owned(); }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
-  void* raw() const { return static_cast<char*>(storage_->data()) + offset_; }
+  void* raw() const {
+    TITAN_ASSERT(storage_->resident(), "tensor ", str(), " has no memory (released storage: a sharded parameter used "
+                 "outside its gather)");
+    return static_cast<char*>(storage_->data()) + offset_;
+  }
   template <class T>
   T* data() const {
     TITAN_ASSERT(defined() && dtype_of<T>::value == dtype_, "tensor dtype is ", dtype_name(dtype_));
