@@ -11,18 +11,21 @@ std::unique_ptr<Qwen3Model> load_hf_model(const std::string& dir, const std::str
   return model;
 }
 
-void load_weights(Qwen3Model& model, const HfCheckpoint& ckpt) {
+void load_weights(Qwen3Model& model, const HfCheckpoint& ckpt, int64_t unit) {
+  const auto [first, last] = unit >= 0 ? model.unit_params(unit) : std::make_pair(size_t(0), model.params().all().size());
   // Fused expert layers: one read of each fused tensor straight into the stacked storage (the
   // per-expert params are views of it), instead of one slice copy per expert.
   std::set<std::string> done;
   for (int64_t l = 0; l < model.config().num_hidden_layers; ++l) {
+    if (unit >= 0 && model.unit_of_layer(l) != unit) continue;
     const HfCheckpoint::FusedExperts f = ckpt.fused_experts(l);
     if (f.gate_up.empty() || !model.expert_gate_up(l)) continue;
     ckpt.read_into(f.gate_up, *model.expert_gate_up(l));
     ckpt.read_into(f.down, *model.expert_down(l));
     done.insert("model.layers." + std::to_string(l) + ".");
   }
-  for (auto& p : model.params().all()) {
+  for (size_t i = first; i < last; ++i) {
+    Param& p = model.params().all()[i];
     if (!done.empty() && p.name.find(".mlp.experts.") != std::string::npos &&
         done.count(p.name.substr(0, p.name.find("mlp.experts."))))
       continue;

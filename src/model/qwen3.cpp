@@ -42,14 +42,35 @@ void Qwen3Model::round_weights_for_compute() {
   wbf_.reset();
   if (compute_ != DType::BF16) return;
   wbf_ = std::make_unique<Bf16Weights>();
-  for (auto& L : layers_) {
-    wbf_->qkv.push_back(to_bf16(L.w_qkv));
-    wbf_->o.push_back(to_bf16(L.w_o));
-    // Sparse layers: the stacked experts are rounded here too (the MoE op takes bf16 expert
-    // weights as they are); the router stays f32 inside the op.
-    wbf_->gu.push_back(to_bf16(L.sparse ? L.w_egu : L.w_gu));
-    wbf_->down.push_back(to_bf16(L.sparse ? L.w_edown : L.w_down));
-  }
+  const size_t n = layers_.size();
+  wbf_->qkv.resize(n), wbf_->o.resize(n), wbf_->gu.resize(n), wbf_->down.resize(n);
+  if (hooks_) return;  // rounded layer by layer as the hooks bring the values (need())
+  for (size_t l = 0; l < n; ++l) round_layer(l);
+}
+
+void Qwen3Model::round_layer(size_t l) {
+  if (!wbf_ || wbf_->qkv[l].defined()) return;
+  const Layer& L = layers_[l];
+  wbf_->qkv[l] = to_bf16(L.w_qkv);
+  wbf_->o[l] = to_bf16(L.w_o);
+  // Sparse layers: the stacked experts are rounded here too (the MoE op takes bf16 expert
+  // weights as they are); the router stays f32 inside the op.
+  wbf_->gu[l] = to_bf16(L.sparse ? L.w_egu : L.w_gu);
+  wbf_->down[l] = to_bf16(L.sparse ? L.w_edown : L.w_down);
+}
+
+void Qwen3Model::need(int64_t unit, bool values, bool grads) {
+  if (hooks_) hooks_->need(unit, values, grads);
+  const int64_t l = unit - 1;
+  if (values && l >= 0 && l < int64_t(layers_.size())) round_layer(size_t(l));
+}
+
+void Qwen3Model::done(int64_t unit, bool values, bool grads) {
+  if (!hooks_) return;
+  const int64_t l = unit - 1;
+  if (values && wbf_ && l >= 0 && l < int64_t(layers_.size()))
+    wbf_->qkv[size_t(l)] = wbf_->o[size_t(l)] = wbf_->gu[size_t(l)] = wbf_->down[size_t(l)] = Tensor();
+  hooks_->done(unit, values, grads);
 }
 
 InitScheme parse_init_scheme(const std::string& s) {
@@ -65,7 +86,8 @@ Checkpointing parse_checkpointing(const std::string& s) {
   fail("unknown activation checkpointing mode '", s, "' (expected none, selective or full)");
 }
 
-Qwen3Model::Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant) : cfg_(cfg) {
+Qwen3Model::Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred)
+    : cfg_(cfg), deferred_(deferred) {
   cfg_.validate(cfg.flavor.empty() ? "model config" : "flavor " + cfg.flavor);
   kernels_.assign(size_t(cfg_.num_hidden_layers + 1), kernel_set(kernel_variant));
   build_params();
@@ -80,11 +102,16 @@ void Qwen3Model::build_params() {
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
   (void)I;
   const int64_t Q = cfg_.q_dim(), K = cfg_.kv_dim();
-  auto pair = [&](const Shape& s) { return std::make_pair(Tensor::zeros(s, DType::F32), Tensor::zeros(s, DType::F32)); };
+  auto pair = [&](const Shape& s) {
+    if (deferred_) return std::make_pair(Tensor::deferred(s, DType::F32), Tensor::deferred(s, DType::F32));
+    return std::make_pair(Tensor::zeros(s, DType::F32), Tensor::zeros(s, DType::F32));
+  };
+  unit_begin_.assign(1, 0);
   auto [emb, gemb] = pair({V, H});
   params_.add("model.embed_tokens.weight", emb, gemb);
   layers_.resize(size_t(cfg_.num_hidden_layers));
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    unit_begin_.push_back(params_.all().size());
     Layer& L = layers_[size_t(l)];
     std::string p = "model.layers." + std::to_string(l) + ".";
     std::tie(L.w_in, L.g_in) = pair({H});
@@ -124,12 +151,14 @@ void Qwen3Model::build_params() {
     params_.add(p + "mlp.up_proj.weight", L.w_gu.slice0(I, 2 * I), L.g_gu.slice0(I, 2 * I));
     params_.add(p + "mlp.down_proj.weight", L.w_down, L.g_down);
   }
+  unit_begin_.push_back(params_.all().size());
   auto [nw, gnw] = pair({H});
   params_.add("model.norm.weight", nw, gnw);
   if (!cfg_.tie_word_embeddings) {
     auto [lm, glm] = pair({V, H});
     params_.add("lm_head.weight", lm, glm);
   }
+  unit_begin_.push_back(params_.all().size());
   // Names and shapes must be exactly HF's, in HF's order.
   auto specs = model_param_specs(cfg_);
   TITAN_ASSERT(specs.size() == params_.all().size(), "param spec count");
@@ -183,9 +212,15 @@ Tensor& Qwen3Model::lm_head_grad() {
   return params_.at(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight").grad;
 }
 
-void Qwen3Model::init_weights(InitScheme scheme, uint64_t seed) {
+void Qwen3Model::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) {
   auto rng = [&](const std::string& name) { return Philox{seed, stream_id(name.c_str())}; };
-  for (auto& p : params_.all()) {
+  const auto [first, last] = unit >= 0 ? unit_params(unit) : std::make_pair(size_t(0), params_.all().size());
+  // torchtitan's output layer: trunc_normal(std = dim^-0.5, cutoff 3 std). With tied embeddings the
+  // output weight is the embedding, and torchtitan's init writes it last, so it wins there too.
+  const std::string out_name = cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  const double out_std = 1.0 / std::sqrt(double(cfg_.hidden_size));
+  for (size_t i = first; i < last; ++i) {
+    Param& p = params_.all()[i];
     Tensor& w = p.value;
     const std::string& n = p.name;
     bool is_norm = n.find("norm.weight") != std::string::npos || n.find("layernorm.weight") != std::string::npos;
@@ -200,23 +235,19 @@ void Qwen3Model::init_weights(InitScheme scheme, uint64_t seed) {
     // torchtitan (Qwen3 / Llama family): embeddings N(0, 1); q/k/v and gate projections
     // trunc_normal(0.02); output-side projections (o, up, down) trunc_normal with the depth-scaled
     // std 0.02 / sqrt(2 * (layer + 1)); torch's trunc_normal_ default bounds are [-2, 2] absolute.
+    if (n == out_name) {
+      fill_trunc_normal(w, 0.0, out_std, -3 * out_std, 3 * out_std, rng("lm_head.weight"));
+      continue;
+    }
     if (n == "model.embed_tokens.weight") {
       fill_normal(w, 0.0, 1.0, rng(n));
       continue;
     }
-    if (n == "lm_head.weight") continue;  // below
     int64_t layer = std::stoll(n.substr(std::strlen("model.layers."), n.find('.', 13) - 13));
     double depth_std = 0.02 / std::sqrt(2.0 * double(layer + 1));
     bool out_side = n.find("o_proj") != std::string::npos || n.find("up_proj") != std::string::npos ||
                     n.find("down_proj") != std::string::npos;
     fill_trunc_normal(w, 0.0, out_side ? depth_std : 0.02, -2.0, 2.0, rng(n));
-  }
-  if (scheme == InitScheme::Torchtitan) {
-    // Output layer: trunc_normal(std = dim^-0.5, cutoff 3 std). With tied embeddings the output
-    // weight is the embedding, and torchtitan's init writes it last, so the same holds here.
-    double std = 1.0 / std::sqrt(double(cfg_.hidden_size));
-    Tensor& w = params_.at(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight").value;
-    fill_trunc_normal(w, 0.0, std, -3 * std, 3 * std, rng("lm_head.weight"));
   }
 }
 
@@ -413,18 +444,29 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
   if (S > rope_.max_pos()) rope_ = make_rope_cache(cfg_.rope_theta, cfg_.head_dim, S);
   const KernelSet& hk = kernels_.back();
   round_weights_for_compute();
+  const int64_t head = num_units() - 1;
   Tensor x = f32({T, H}), y = f32({T, H});
+  need(0, true, false);
   hk.embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, x);
+  done(0, true, false);
   std::vector<Tensor> router_logits;  // [T, E] per sparse layer (for the auxiliary loss)
   for (size_t l = 0; l < layers_.size(); ++l) {
     LayerActs a;
+    need(unit_of_layer(int64_t(l)), true, false);
+    if (hooks_) hooks_->prefetch(l + 1 < layers_.size() ? unit_of_layer(int64_t(l) + 1) : head);
     layer_forward(l, x, y, a, B, S);
+    done(unit_of_layer(int64_t(l)), true, false);
     if (layers_[l].sparse) router_logits.push_back(a.moe.logits);
     std::swap(x, y);
   }
   Tensor xf = f32({T, H}), rstd = f32({T});
+  need(head, true, false);
+  if (cfg_.tie_word_embeddings) need(0, true, false);
   hk.rmsnorm->forward(x, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
   double loss = hk.cross_entropy->forward(xf, lm_head_weight(), labels.view({T}), logits_out, compute_);
+  if (cfg_.tie_word_embeddings) done(0, true, false);
+  done(head, true, false);
+  if (hooks_) hooks_->end_pass();
   wbf_.reset();
   last_aux_ = 0;
   if (aux_loss_on()) {
@@ -446,11 +488,18 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
   std::vector<Tensor> xs(n + 1);  // layer inputs (and the final hidden state)
   std::vector<LayerActs> acts(n);
   std::vector<Tensor> router_logits(n);
+  const int64_t head = num_units() - 1;
   xs[0] = f32({T, H});
+  need(0, true, false);
+  if (hooks_) hooks_->prefetch(n > 0 ? unit_of_layer(0) : head);
   hk.embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, xs[0]);
+  done(0, true, false);
   for (size_t l = 0; l < n; ++l) {
     xs[l + 1] = f32({T, H});
+    need(unit_of_layer(int64_t(l)), true, false);
+    if (hooks_) hooks_->prefetch(l + 1 < n ? unit_of_layer(int64_t(l) + 1) : head);
     layer_forward(l, xs[l], xs[l + 1], acts[l], B, S);
+    done(unit_of_layer(int64_t(l)), true, false);
     if (layers_[l].sparse) {
       router_logits[l] = acts[l].moe.logits;
       if (!counts_.empty()) {  // counted once per step's forward (recomputation does not count)
@@ -490,20 +539,31 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
   }
   router_logits.clear();
   Tensor xf = f32({T, H}), rstd = f32({T});
+  need(head, true, true);
+  if (cfg_.tie_word_embeddings) need(0, true, true);
+  if (hooks_) hooks_->prefetch(n > 0 ? unit_of_layer(int64_t(n) - 1) : 0);
   const Param& norm = params_.at("model.norm.weight");
   hk.rmsnorm->forward(xs[n], norm.value, float(cfg_.rms_norm_eps), xf, rstd);
   Tensor dxf = f32({T, H});
   double loss = hk.cross_entropy->forward_backward(xf, lm_head_weight(), labels.view({T}), grad_scale, dxf,
                                                    lm_head_grad(), compute_);
+  if (cfg_.tie_word_embeddings) done(0, true, false);
   Tensor dx = f32({T, H});
   hk.rmsnorm->backward(xs[n], norm.value, rstd, dxf, dx, params_.at("model.norm.weight").grad);
+  done(head, true, true);
   xf = dxf = Tensor();
   for (size_t l = n; l-- > 0;) {
     xs[l + 1] = Tensor();
+    need(unit_of_layer(int64_t(l)), true, true);
+    if (hooks_ && l > 0) hooks_->prefetch(unit_of_layer(int64_t(l) - 1));
     layer_backward(l, xs[l], acts[l], dx, B, S, dlogits[l].defined() ? &dlogits[l] : nullptr);
+    done(unit_of_layer(int64_t(l)), true, true);
     dlogits[l] = Tensor();
   }
+  need(0, false, true);
   hk.embedding->backward(ids.view({T}), dx, params_.at("model.embed_tokens.weight").grad);
+  done(0, false, true);
+  if (hooks_) hooks_->end_pass();
   wbf_.reset();
   return loss + aux_term;
 }

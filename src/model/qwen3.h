@@ -35,9 +35,35 @@ Checkpointing parse_checkpointing(const std::string& s);
 
 struct LayerActs;  // saved activations of one decoder layer (model/qwen3_layer.h)
 
+// Parameter units, the granularity of fully sharded data parallelism (dist/fsdp.h): unit 0 is the
+// embedding, unit 1 + l decoder layer l, the last unit (n_layers + 1) the final norm and, when
+// untied, lm_head. A unit's parameters are contiguous in ParamStore order.
+//
+// With hooks installed the model asks for a unit's memory right before it reads it and says when
+// it is done, so the hooks can keep parameters and gradients sharded in between:
+//   need(u, values, grads): the unit's parameter values (and/or its gradients, zeroed when they
+//     are made resident) must be resident from now on;
+//   done(u, values, grads): values not needed again in this pass until the next need(); grads:
+//     this pass's gradient contributions to the unit are complete;
+//   prefetch(u): the values of unit u will be needed next (a hint);
+//   end_pass(): the forward(_backward) call ends.
+// forward_backward: need(0,V) done(0,V), then per layer need(1+l,V) done(1+l,V), then the head
+// need(last,V+G) [tied: need(0,V+G), done(0,V)] done(last,V+G), then per layer in reverse
+// need(1+l,V+G) done(1+l,V+G), then need(0,G) done(0,G), end_pass().
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  virtual void need(int64_t unit, bool values, bool grads) = 0;
+  virtual void done(int64_t unit, bool values, bool grads) = 0;
+  virtual void prefetch(int64_t) {}
+  virtual void end_pass() {}
+};
+
 class Qwen3Model {
  public:
-  Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant = "cpu");
+  // deferred: parameters and gradients get no memory (Tensor::deferred) until someone allocates
+  // their storage, as fully sharded data parallelism does one unit at a time.
+  Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false);
   ~Qwen3Model();
 
   const ModelConfig& config() const { return cfg_; }
@@ -48,7 +74,17 @@ class Qwen3Model {
   KernelSet& layer_kernels(int64_t layer) { return kernels_.at(size_t(layer)); }
   KernelSet& head_kernels() { return kernels_.back(); }
 
-  void init_weights(InitScheme scheme, uint64_t seed);
+  // unit >= 0: only that unit's parameters (the same values as a whole-model init gives them).
+  void init_weights(InitScheme scheme, uint64_t seed, int64_t unit = -1);
+
+  int64_t num_units() const { return int64_t(unit_begin_.size()) - 1; }
+  // Parameter indices [first, last) of a unit (ParamStore order).
+  std::pair<size_t, size_t> unit_params(int64_t unit) const {
+    return {unit_begin_.at(size_t(unit)), unit_begin_.at(size_t(unit) + 1)};
+  }
+  int64_t unit_of_layer(int64_t layer) const { return 1 + layer; }
+  // Installs (or with nullptr removes) the hooks; the caller keeps them alive.
+  void set_unit_hooks(UnitHooks* h) { hooks_ = h; }
   void set_compute_dtype(DType d) { compute_ = d; }
   DType compute_dtype() const { return compute_; }
   void set_checkpointing(Checkpointing c) { ckpt_ = c; }
@@ -88,16 +124,24 @@ class Qwen3Model {
   void mlp_forward(size_t l, LayerActs& a, Tensor& out, int64_t T);
   void mlp_backward(size_t l, LayerActs& a, Tensor& dx, int64_t T, const Tensor* dlogits_extra);
   bool aux_loss_on() const;
+  // Hook calls (no-ops without hooks) plus the per-layer bf16 weight copies that go with them.
+  void need(int64_t unit, bool values, bool grads);
+  void done(int64_t unit, bool values, bool grads);
+  void round_layer(size_t l);
   const Tensor& lm_head_weight();
   Tensor& lm_head_grad();
   // With bf16 compute, each linear weight is rounded to bf16 once per forward(_backward) call
   // (not once per GEMM); the copies live for that call only, so updated weights are never stale.
+  // With unit hooks a layer's copies are made when its values arrive and dropped when they go.
   void round_weights_for_compute();
   struct Bf16Weights;
   std::unique_ptr<Bf16Weights> wbf_;
 
   ModelConfig cfg_;
+  bool deferred_ = false;
   ParamStore params_;
+  std::vector<size_t> unit_begin_;  // first param index of each unit, then params_.size()
+  UnitHooks* hooks_ = nullptr;
   std::vector<Layer> layers_;
   std::vector<KernelSet> kernels_;
   RopeCache rope_;
