@@ -37,8 +37,11 @@ class MpiComm final : public Comm {
     MPI_Initialized(&inited);
     if (!inited) {
       int provided = 0;
-      // Only the main thread calls MPI (OpenMP workers never do).
-      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+      // The main thread and the FSDP communication thread (dist/fsdp.h) call MPI, never at the
+      // same time (OpenMP workers never do).
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      TITAN_CHECK(provided >= MPI_THREAD_SERIALIZED, "the MPI library does not support MPI_THREAD_SERIALIZED ",
+                  "(it provides level ", provided, "), which the communication thread needs");
       owns_ = true;
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);

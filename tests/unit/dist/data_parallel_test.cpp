@@ -1,5 +1,5 @@
-// DataParallel: after a step every rank holds the parameters one process would compute from the
-// summed gradient (clip + AdamW per parameter), for replicated and sharded optimizer state. Runs
+// DataParallel (replicated): after the reduction every rank holds the gradient one process would
+// compute, summed over ranks in rank order (sharded: fsdp_test.cpp). Runs
 // as one process (ctest "dist") and with 2 and 3 ranks under mpirun (tests/cli/dist_comm.sh).
 #include <gtest/gtest.h>
 
@@ -53,68 +53,10 @@ ParamStore summed_store(int world) {
 TEST(DataParallel, ReplicateSumsGradients) {
   Comm& c = the_comm();
   ParamStore ps = make_store(c.rank());
-  DataParallel dp(ps, c, DataParallel::Mode::Replicate);
-  EXPECT_EQ(dp.optimizer_bytes(), 0);
+  DataParallel dp(ps, c);
   dp.all_reduce_grads();
   ParamStore want = summed_store(c.size());
   for (size_t p = 0; p < kShapes.size(); ++p)
     for (int64_t i = 0; i < want.all()[p].grad.numel(); ++i)
       ASSERT_EQ(ps.all()[p].grad.data<float>()[i], want.all()[p].grad.data<float>()[i]) << p << " " << i;
-}
-
-TEST(DataParallel, ShardStepMatchesOneProcess) {
-  Comm& c = the_comm();
-  const AdamWKernel& adamw = kernel<AdamWKernel>("cpu");
-  AdamWParams hp;
-  hp.lr = 0.01f;
-  hp.weight_decay = 0.1f;
-  ParamStore ps = make_store(c.rank());
-  DataParallel dp(ps, c, DataParallel::Mode::Shard);
-  const int64_t total = 15 + 7 + 22;
-  EXPECT_EQ(dp.total(), total);
-  EXPECT_EQ(dp.chunk(), (total + c.size() - 1) / c.size());
-  EXPECT_EQ(dp.optimizer_bytes(), 2 * dp.chunk() * 4);  // 1/N of the moments
-
-  ParamStore want = summed_store(c.size());
-  std::vector<Tensor> m, v;
-  for (auto& p : want.all()) {
-    m.push_back(Tensor::zeros(p.value.shape(), DType::F32));
-    v.push_back(Tensor::zeros(p.value.shape(), DType::F32));
-  }
-  for (int step = 1; step <= 2; ++step) {
-    hp.step = step;
-    if (step == 2) {  // fresh local gradients for the second step
-      ParamStore g = make_store(c.rank());
-      for (size_t p = 0; p < kShapes.size(); ++p) ps.all()[p].grad.copy_(g.all()[p].grad);
-      ParamStore gs = summed_store(c.size());
-      for (size_t p = 0; p < kShapes.size(); ++p) want.all()[p].grad.copy_(gs.all()[p].grad);
-    }
-    // One process: norm, clip at 1.0, AdamW per parameter.
-    double ss = 0;
-    for (auto& p : want.all())
-      for (int64_t i = 0; i < p.grad.numel(); ++i) ss += double(p.grad.data<float>()[i]) * p.grad.data<float>()[i];
-    const double norm_want = std::sqrt(ss);
-    const float coef = float(1.0 / (norm_want + 1e-6));
-    for (size_t p = 0; p < want.all().size(); ++p) {
-      for (int64_t i = 0; i < want.all()[p].grad.numel(); ++i) want.all()[p].grad.data<float>()[i] *= coef;
-      adamw.step(want.all()[p].value, want.all()[p].grad, m[p], v[p], hp);
-    }
-    const double norm = dp.shard_step(1.0, adamw, hp);
-    EXPECT_NEAR(norm, norm_want, 1e-9 * norm_want);
-    for (size_t p = 0; p < kShapes.size(); ++p)
-      for (int64_t i = 0; i < want.all()[p].value.numel(); ++i)
-        ASSERT_NEAR(ps.all()[p].value.data<float>()[i], want.all()[p].value.data<float>()[i], 1e-6f)
-            << "step " << step << " param " << p << " element " << i;
-  }
-  // The gathered moments are the one-process moments; scattering them back restores the chunk.
-  std::vector<Tensor> gm, gv;
-  dp.gather_moments(&gm, &gv);
-  for (size_t p = 0; p < kShapes.size(); ++p)
-    for (int64_t i = 0; i < m[p].numel(); ++i) {
-      ASSERT_NEAR(gm[p].data<float>()[i], m[p].data<float>()[i], 1e-7f);
-      ASSERT_NEAR(gv[p].data<float>()[i], v[p].data<float>()[i], 1e-7f);
-    }
-  std::vector<float> before(dp.exp_avg().data<float>(), dp.exp_avg().data<float>() + dp.chunk());
-  dp.scatter_moments(gm, gv);
-  for (int64_t i = 0; i < dp.chunk(); ++i) ASSERT_EQ(dp.exp_avg().data<float>()[i], before[size_t(i)]);
 }

@@ -1,0 +1,403 @@
+#include "dist/fsdp.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/error.h"
+
+namespace titan::dist {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+namespace {
+
+// Elements per rank per collective call: staging of at most ~4Mi floats whatever the rank count.
+int64_t bucket_for(int64_t max_chunk, int64_t world) {
+  return std::max<int64_t>(1, std::min(max_chunk, (int64_t(1) << 22) / world));
+}
+
+}  // namespace
+
+FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world) {
+  // Units as Qwen3Model builds them: the embedding, each layer, the rest (final norm, lm_head).
+  std::vector<int64_t> sizes(size_t(c.num_hidden_layers) + 2, 0);
+  for (const ParamSpec& s : model_param_specs(c)) {
+    size_t u = sizes.size() - 1;
+    if (s.name == "model.embed_tokens.weight") u = 0;
+    else if (s.name.rfind("model.layers.", 0) == 0) u = 1 + size_t(std::stoll(s.name.substr(13)));
+    sizes[u] += shape_numel(s.shape);
+  }
+  FsdpPlan p;
+  p.unit_elems = sizes;
+  p.tied = c.tie_word_embeddings;
+  int64_t max_chunk = 0;
+  for (int64_t n : sizes) {
+    const int64_t chunk = std::max<int64_t>(1, (n + world - 1) / world);
+    p.shard_elems += chunk;
+    max_chunk = std::max(max_chunk, chunk);
+    p.largest_unit = std::max(p.largest_unit, n);
+    p.total += n;
+  }
+  p.staging_elems = (world + 1) * bucket_for(max_chunk, world);
+  return p;
+}
+
+int64_t FsdpPlan::transient_elems(bool reshard_after_forward, bool prefetch) const {
+  const auto& s = unit_elems;
+  const int64_t n = int64_t(s.size()), head = n - 1, emb = s[0];
+  auto at = [&](int64_t u) { return u >= 1 && u < n ? s[size_t(u)] : 0; };
+  // Sum of the values of units [0, last] (what stays gathered without resharding).
+  auto upto = [&](int64_t last) {
+    int64_t k = 0;
+    for (int64_t u = 0; u <= last && u < head; ++u) k += s[size_t(u)];
+    return k;
+  };
+  const int64_t pf = prefetch ? 1 : 0;
+  const bool keep = !reshard_after_forward;
+  int64_t peak = 0;
+  // Forward of the embedding and each layer: its values (keep: all so far), the next prefetched.
+  for (int64_t u = 0; u < head; ++u)
+    peak = std::max(peak, (keep ? upto(u) : s[size_t(u)]) + pf * (u + 1 < n ? s[size_t(u) + 1] : 0));
+  // Head: its values and gradients, the embedding's when tied, the last layer prefetched.
+  const int64_t tied_head = tied ? (keep ? emb : 2 * emb) : 0;
+  peak = std::max(peak, (keep ? upto(head - 1) : pf * at(head - 1)) + 2 * s[size_t(head)] + tied_head);
+  // Layer u's backward: values and gradients, the previous layer prefetched, the next unit's
+  // gradients still in reduction, a tied embedding's gradient waiting for the embedding backward.
+  for (int64_t u = head - 1; u >= 1; --u)
+    peak = std::max(peak, (keep ? upto(u) : s[size_t(u)] + pf * at(u - 1)) + s[size_t(u)] + pf * s[size_t(u) + 1] +
+                              (tied ? emb : 0));
+  // Embedding backward: its gradient (keep: and values), the first layer's in reduction.
+  peak = std::max(peak, emb + (keep ? emb : 0) + pf * at(1));
+  return peak;
+}
+
+struct Fsdp::Unit {
+  size_t p0 = 0, p1 = 0;                 // parameter range
+  int64_t numel = 0, chunk = 0, local = 0;  // local: where this rank's chunk starts in the shard
+  std::vector<std::shared_ptr<Storage>> values, grads;  // the distinct storages behind the params
+  enum class State { Sharded, Pending, Resident } state = State::Sharded;
+  int64_t gather_ticket = 0;  // Pending: the worker job that gathers the values
+  bool grads_resident = false;
+  int64_t reduce_ticket = 0;  // the last job reducing (and then freeing) this unit's grads
+};
+
+// Runs collectives in submission order on one thread (or inline when there is no thread).
+class Fsdp::Worker {
+ public:
+  explicit Worker(bool threaded) {
+    if (threaded) th_ = std::thread([this] { loop(); });
+  }
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (th_.joinable()) th_.join();
+  }
+  int64_t submit(std::function<void()> job) {
+    if (!th_.joinable()) {  // inline: done when submit returns (errors propagate directly)
+      run(job);
+      std::lock_guard<std::mutex> g(mu_);
+      finished_ = ++issued_;
+      return issued_;
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    q_.push_back(std::move(job));
+    cv_.notify_all();
+    return ++issued_;
+  }
+  void wait(int64_t ticket) {
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait(g, [&] { return finished_ >= ticket || err_; });
+    if (err_) std::rethrow_exception(err_);
+  }
+  void drain() {
+    int64_t t;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      t = issued_;
+    }
+    wait(t);
+  }
+  double seconds() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return seconds_;
+  }
+
+ private:
+  void run(const std::function<void()>& job) {
+    const double t0 = now_s();
+    job();
+    std::lock_guard<std::mutex> g(mu_);
+    seconds_ += now_s() - t0;
+  }
+  void loop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> g(mu_);
+        cv_.wait(g, [&] { return stop_ || !q_.empty(); });
+        if (q_.empty()) return;
+        job = std::move(q_.front());
+        q_.pop_front();
+      }
+      try {
+        run(job);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(mu_);
+        if (!err_) err_ = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        ++finished_;
+      }
+      cv_.notify_all();
+    }
+  }
+  std::thread th_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> q_;
+  bool stop_ = false;
+  int64_t issued_ = 0, finished_ = 0;
+  double seconds_ = 0;
+  std::exception_ptr err_;
+};
+
+Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill)
+    : model_(model), ps_(model.params()), comm_(comm), opt_(opt) {
+  const int64_t n = comm.size(), r = comm.rank();
+  for (int64_t ui = 0; ui < model.num_units(); ++ui) {
+    auto u = std::make_unique<Unit>();
+    std::tie(u->p0, u->p1) = model.unit_params(ui);
+    std::set<Storage*> seen;
+    for (size_t i = u->p0; i < u->p1; ++i) {
+      Param& p = ps_.all()[i];
+      TITAN_CHECK(p.value.dtype() == DType::F32 && p.grad.dtype() == DType::F32, "sharded data parallelism: ",
+                  "parameter ", p.name, " is not f32");
+      TITAN_CHECK(!p.value.storage()->resident() && !p.grad.storage()->resident(), "sharded data parallelism: ",
+                  "parameter ", p.name, " already has memory (build the model deferred)");
+      if (seen.insert(p.value.storage().get()).second) u->values.push_back(p.value.storage());
+      if (seen.insert(p.grad.storage().get()).second) u->grads.push_back(p.grad.storage());
+      u->numel += p.value.numel();
+    }
+    u->chunk = std::max<int64_t>(1, (u->numel + n - 1) / n);
+    u->local = shard_;
+    // This rank's spans: the pieces of [r c, (r+1) c) of the unit's flattening.
+    const int64_t lo = r * u->chunk, hi = std::min(u->numel, lo + u->chunk);
+    int64_t off = 0;
+    for (size_t i = u->p0; i < u->p1; ++i) {
+      const int64_t pn = ps_.all()[i].value.numel();
+      const int64_t a = std::max(off, lo), b = std::min(off + pn, hi);
+      if (a < b) spans_.push_back(Span{i, a - off, b - a, u->local + (a - lo)});
+      off += pn;
+    }
+    shard_ += u->chunk;
+    units_.push_back(std::move(u));
+  }
+  int64_t max_chunk = 0;
+  for (auto& u : units_) max_chunk = std::max(max_chunk, u->chunk);
+  bucket_ = bucket_for(max_chunk, n);
+  plan_ = fsdp_plan(model.config(), n);
+  TITAN_ASSERT(plan_.shard_elems == shard_ && plan_.unit_elems.size() == units_.size(), "FSDP plan disagrees with the model");
+  stage_ = Tensor::zeros({bucket_ * n}, DType::F32);
+  out_ = Tensor::zeros({bucket_}, DType::F32);
+  p_ = Tensor::zeros({shard_}, DType::F32);
+  g_ = Tensor::zeros({shard_}, DType::F32);
+  m_ = Tensor::zeros({shard_}, DType::F32);
+  v_ = Tensor::zeros({shard_}, DType::F32);
+  // Fill each unit in full (identically on every rank), keep this rank's chunk, free the rest.
+  for (size_t ui = 0; ui < units_.size(); ++ui) {
+    Unit& u = *units_[ui];
+    for (auto& s : u.values) s->allocate();
+    fill(int64_t(ui));
+    for (auto& s : spans_)
+      if (s.param >= u.p0 && s.param < u.p1)
+        std::memcpy(p_.data<float>() + s.local, ps_.all()[s.param].value.data<float>() + s.offset,
+                    size_t(s.count) * sizeof(float));
+    for (auto& s : u.values) s->release();
+  }
+  worker_ = std::make_unique<Worker>(opt.prefetch);
+  model.set_unit_hooks(this);
+}
+
+Fsdp::~Fsdp() {
+  model_.set_unit_hooks(nullptr);
+  worker_.reset();
+}
+
+double Fsdp::comm_seconds() const { return worker_->seconds() + comm_seconds_; }
+
+// Calls f(param index, offset in the param, offset in the unit's flattening, count) for each
+// piece of the unit's flat range [lo, hi).
+template <class F>
+static void for_each_unit_span(const ParamStore& ps, size_t p0, size_t p1, int64_t lo, int64_t hi, F&& f) {
+  int64_t off = 0;
+  for (size_t i = p0; i < p1 && off < hi; ++i) {
+    const int64_t n = ps.all()[i].value.numel();
+    const int64_t a = std::max(off, lo), b = std::min(off + n, hi);
+    if (a < b) f(i, a - off, a, b - a);
+    off += n;
+  }
+}
+
+void Fsdp::gather(Unit& u) {
+  const int n = comm_.size();
+  float* s = stage_.data<float>();
+  const float* mine = p_.data<float>() + u.local;
+  for (int64_t o = 0; o < u.chunk; o += bucket_) {
+    const int64_t b = std::min(bucket_, u.chunk - o);
+    comm_.all_gather(mine + o, s, b);
+    for (int q = 0; q < n; ++q) {
+      const int64_t lo = int64_t(q) * u.chunk + o;
+      for_each_unit_span(ps_, u.p0, u.p1, lo, std::min(lo + b, u.numel), [&](size_t i, int64_t po, int64_t fo, int64_t c) {
+        std::memcpy(ps_.all()[i].value.data<float>() + po, s + int64_t(q) * b + (fo - lo), size_t(c) * sizeof(float));
+      });
+    }
+  }
+}
+
+void Fsdp::reduce_grads(Unit& u) {
+  const int n = comm_.size();
+  float* s = stage_.data<float>();
+  float* out = out_.data<float>();
+  float* acc = g_.data<float>() + u.local;
+  for (int64_t o = 0; o < u.chunk; o += bucket_) {
+    const int64_t b = std::min(bucket_, u.chunk - o);
+    std::memset(s, 0, size_t(n) * size_t(b) * sizeof(float));  // padding past the unit stays 0
+    for (int q = 0; q < n; ++q) {
+      const int64_t lo = int64_t(q) * u.chunk + o;
+      for_each_unit_span(ps_, u.p0, u.p1, lo, std::min(lo + b, u.numel), [&](size_t i, int64_t po, int64_t fo, int64_t c) {
+        std::memcpy(s + int64_t(q) * b + (fo - lo), ps_.all()[i].grad.data<float>() + po, size_t(c) * sizeof(float));
+      });
+    }
+    comm_.reduce_scatter(s, out, b, ReduceOp::Sum);
+    for (int64_t i = 0; i < b; ++i) acc[o + i] += out[i];
+  }
+}
+
+void Fsdp::wait_values(Unit& u) {
+  if (u.state == Unit::State::Pending) {
+    worker_->wait(u.gather_ticket);
+    u.state = Unit::State::Resident;
+  }
+}
+
+void Fsdp::prefetch(int64_t unit) {
+  if (unit < 0 || unit >= int64_t(units_.size())) return;
+  Unit& u = *units_[size_t(unit)];
+  if (u.state != Unit::State::Sharded) return;
+  for (auto& s : u.values) s->allocate();
+  u.gather_ticket = worker_->submit([this, &u] { gather(u); });
+  u.state = Unit::State::Pending;
+}
+
+void Fsdp::need(int64_t unit, bool values, bool grads) {
+  Unit& u = *units_.at(size_t(unit));
+  if (values) {
+    prefetch(unit);  // issues the gather unless it is pending or done
+    wait_values(u);
+  }
+  if (grads && !u.grads_resident) {
+    worker_->wait(u.reduce_ticket);  // the previous micro-batch's reduction still reads them
+    for (auto& s : u.grads) s->allocate();
+    for (size_t i = u.p0; i < u.p1; ++i) ps_.all()[i].grad.zero_();
+    u.grads_resident = true;
+  }
+}
+
+void Fsdp::done(int64_t unit, bool values, bool grads) {
+  Unit& u = *units_.at(size_t(unit));
+  if (grads) {
+    TITAN_ASSERT(u.grads_resident, "done(grads) without need(grads) for unit ", unit);
+    u.grads_resident = false;
+    u.reduce_ticket = worker_->submit([this, &u] {
+      reduce_grads(u);
+      for (auto& s : u.grads) s->release();
+    });
+  }
+  if (values && (grads || opt_.reshard_after_forward)) {
+    wait_values(u);
+    if (u.state == Unit::State::Resident) {
+      // Values cannot be freed under a pending reduction only if that reduction read them; it
+      // reads gradients, so the values go now.
+      for (auto& s : u.values) s->release();
+      u.state = Unit::State::Sharded;
+    }
+  }
+}
+
+void Fsdp::end_pass() {
+  worker_->drain();
+  for (auto& up : units_) {
+    Unit& u = *up;
+    TITAN_ASSERT(!u.grads_resident, "a unit's gradients were never reduced in this pass");
+    if (u.state != Unit::State::Sharded) {
+      for (auto& s : u.values) s->release();
+      u.state = Unit::State::Sharded;
+    }
+  }
+}
+
+void Fsdp::zero_grad() {
+  worker_->drain();
+  g_.zero_();
+}
+
+double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& hp) {
+  worker_->drain();
+  // Sum of squares of my shard in double, in element order; the ranks' sums in rank order.
+  float* g = g_.data<float>();
+  double ss = 0;
+  for (int64_t i = 0; i < shard_; ++i) ss += double(g[i]) * double(g[i]);
+  const double t0 = now_s();
+  const double norm = std::sqrt(comm_.all_reduce_sum(ss));
+  comm_seconds_ += now_s() - t0;
+  if (!std::isfinite(norm)) return norm;
+  if (max_norm > 0) {
+    const double coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0) {
+      const float c = float(coef);
+      for (int64_t i = 0; i < shard_; ++i) g[i] *= c;
+    }
+  }
+  // Padding elements have 0 parameter, 0 gradient and 0 moments, and stay so.
+  adamw.step(p_, g_, m_, v_, hp);
+  return norm;
+}
+
+void Fsdp::for_each_unit_gathered(const std::function<void(int64_t unit)>& f) {
+  for (size_t ui = 0; ui < units_.size(); ++ui) {
+    need(int64_t(ui), true, false);
+    f(int64_t(ui));
+    Unit& u = *units_[ui];
+    for (auto& s : u.values) s->release();
+    u.state = Unit::State::Sharded;
+  }
+  worker_->drain();
+}
+
+std::optional<std::string> Fsdp::first_non_finite_grad() const {
+  const float* g = g_.data<float>();
+  for (const Span& s : spans_)
+    for (int64_t i = 0; i < s.count; ++i)
+      if (!std::isfinite(g[s.local + i])) return ps_.all()[s.param].name;
+  return std::nullopt;
+}
+
+}  // namespace titan::dist

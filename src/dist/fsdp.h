@@ -1,0 +1,133 @@
+// Fully sharded data parallelism (FSDP / ZeRO-3) over a Comm, one parameter unit at a time.
+//
+// Layout. The model's parameter units (Qwen3Model::unit_params: the embedding, each decoder
+// layer, the final norm + head) are sharded separately. A unit's parameters, flattened in
+// ParamStore order, form a vector of P_u elements padded to N x c_u with c_u = ceil(P_u / N);
+// rank r owns elements [r c_u, (r+1) c_u). A rank's shard is the concatenation of its chunks of
+// every unit, so each parameter has at most one contiguous piece on each rank (spans()).
+//
+// What a rank holds between steps: its shard of the f32 master parameters, of the gradient
+// accumulator and of both AdamW moments (4 x sum_u c_u floats, about 4P/N). The model is built
+// `deferred` (no parameter memory); its storages get memory only while a unit is gathered.
+//
+// A step (through the UnitHooks the model calls, model/qwen3.h):
+//   need(u, values)  : all-gather the unit's chunks into its full parameters;
+//   done(u, values)  : free them again (after forward only when reshard_after_forward; after
+//                      backward always);
+//   need(u, grads)   : zeroed full gradients for the unit;
+//   done(u, grads)   : reduce-scatter them (sum over ranks, in rank order) and add this rank's
+//                      chunk to the sharded accumulator, then free them. Gradient accumulation
+//                      therefore adds one reduced micro-batch at a time into the shard.
+//   step()           : global L2 norm from the ranks' sums of squares (double, rank order), clip
+//                      as torch.nn.utils.clip_grad_norm_, AdamW on the shard. Nothing is gathered:
+//                      the next forward gathers what it needs.
+//
+// Prefetch: with Options::prefetch, need(u) for the unit the model announces next
+// (UnitHooks::prefetch) is issued on a communication thread while the current unit computes;
+// every collective of this object runs on that thread in program order, and the calling thread
+// waits for a unit's gather only when it needs it. Results do not depend on it.
+//
+// Every rank ends each step with bitwise identical shards of the replicated quantities (each
+// reduction's result is the same on every rank, comm.h); versus one process the parameters
+// differ by f32 reduction-order rounding of the gradient sums.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "dist/comm.h"
+#include "model/qwen3.h"
+#include "ops/adamw/adamw.h"
+
+namespace titan::dist {
+
+// Per-rank sizes of a sharded run, from the model configuration alone (for `titan info`; an Fsdp
+// of that model reports the same numbers). Elements are f32.
+struct FsdpPlan {
+  std::vector<int64_t> unit_elems;  // P_u: the embedding, each layer, the head
+  bool tied = true;           // the head reads the embedding unit
+  int64_t shard_elems = 0;    // sum over units of ceil(P_u / N): each of params, grads, m, v
+  int64_t largest_unit = 0;   // elements of the largest unit
+  int64_t total = 0;          // P
+  int64_t staging_elems = 0;  // collective staging (N + 1) x bucket
+  // Most gathered parameters plus full gradients alive at once during forward_backward, beyond
+  // the shards, following the hook sequence of model/qwen3.h: the computing unit's values and
+  // gradients, the prefetched unit's values, the previous unit's gradients still being reduced
+  // (with prefetch), and the embedding with the head when tied; without resharding after
+  // forward, every unit's values stay until its backward.
+  int64_t transient_elems(bool reshard_after_forward, bool prefetch) const;
+};
+FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world);
+
+class Fsdp final : public UnitHooks {
+ public:
+  struct Options {
+    bool reshard_after_forward = true;  // torchtitan's fsdp_reshard_after_forward "always"/"never"
+    bool prefetch = true;               // gather the next unit on the communication thread
+  };
+  // `model` must be built deferred. fill(unit) runs on every rank with the unit's values resident
+  // (contents undefined) and must write all of them (init or load, the same on every rank); then
+  // this rank keeps its chunk and the memory is freed. Installs itself as the model's hooks.
+  Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill);
+  ~Fsdp() override;
+
+  // UnitHooks
+  void need(int64_t unit, bool values, bool grads) override;
+  void done(int64_t unit, bool values, bool grads) override;
+  void prefetch(int64_t unit) override;
+  void end_pass() override;
+
+  void zero_grad();  // the sharded gradient accumulator
+  // Global norm + clip (max_norm > 0) + AdamW on the shard. Returns the norm before clipping; a
+  // non-finite norm leaves parameters and moments untouched (every rank sees the same norm).
+  double step(double max_norm, const AdamWKernel& adamw, const AdamWParams& hp);
+
+  // This rank's piece of parameter `param` (ParamStore index): elements [offset, offset + count)
+  // of its flattening live at `local` in the shard tensors below.
+  struct Span {
+    size_t param;
+    int64_t offset, count, local;
+  };
+  const std::vector<Span>& spans() const { return spans_; }
+  Tensor& shard_values() { return p_; }
+  Tensor& shard_grads() { return g_; }
+  Tensor& exp_avg() { return m_; }
+  Tensor& exp_avg_sq() { return v_; }
+
+  // Collective: calls f(unit) on every rank with that unit's full values resident, unit by unit
+  // (at most one unit's parameters in memory at a time), e.g. to export them.
+  void for_each_unit_gathered(const std::function<void(int64_t unit)>& f);
+  // Name of the first parameter with a non-finite element in this rank's gradient shard.
+  std::optional<std::string> first_non_finite_grad() const;
+
+  const FsdpPlan& plan() const { return plan_; }
+  const Options& options() const { return opt_; }
+  int64_t shard_elems() const { return shard_; }
+  int64_t staging_bytes() const { return stage_.nbytes() + out_.nbytes(); }
+  double comm_seconds() const;  // accumulated time inside collectives (on either thread)
+
+ private:
+  struct Unit;
+  class Worker;
+  void gather(Unit& u);         // collective: full values of u from the ranks' chunks
+  void reduce_grads(Unit& u);   // collective: sum u's full grads over ranks into g_
+  void wait_values(Unit& u);
+  Qwen3Model& model_;
+  ParamStore& ps_;
+  Comm& comm_;
+  Options opt_;
+  std::vector<std::unique_ptr<Unit>> units_;
+  std::vector<Span> spans_;
+  FsdpPlan plan_;
+  int64_t shard_ = 0, bucket_ = 0;
+  Tensor stage_, out_;          // N x bucket and bucket f32: collective staging
+  Tensor p_, g_, m_, v_;        // this rank's shard (shard_ f32 each)
+  std::unique_ptr<Worker> worker_;
+  double comm_seconds_ = 0;
+};
+
+}  // namespace titan::dist
