@@ -1,15 +1,15 @@
 // titan info: parameter count, training FLOPs per token and training-state memory of a model
 // given as an HF folder or a built-in flavor name; with --dp N, the training state per rank of N
-// data-parallel ranks with sharded AdamW moments (src/dist/data_parallel.h: parameters and
-// gradients replicated, moments and the reduced gradient / parameter chunks 1/N, plus the
-// N x bucket staging buffer of the collectives). --n-layers overrides the layer count.
+// fully sharded data-parallel ranks (src/dist/fsdp.h: parameters, gradients and AdamW moments
+// 1/N per unit, the staging buffer of the collectives, and the gathered units of a step).
+// --n-layers overrides the layer count.
 #include <sys/stat.h>
 
 #include <cstdio>
 
 #include "cli/command.h"
 #include "core/allocator.h"
-#include "dist/data_parallel.h"
+#include "dist/fsdp.h"
 #include "model/flops.h"
 #include "train/trainer.h"
 
@@ -17,23 +17,27 @@ namespace titan::cli {
 
 static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t dp, bool json) {
   ModelSize s = model_size(cfg, seq);
-  // Per rank of dp ranks (sharded optimizer): chunk = ceil(P / dp) f32 elements.
-  const int64_t chunk = (s.params + dp - 1) / dp;
-  const int64_t rank_opt = dp == 1 ? s.optimizer_bytes() : 2 * chunk * 4;
-  const int64_t rank_comm =
-      dp == 1 ? 0 : (2 * chunk + dp * std::min<int64_t>(chunk, dist::DataParallel::kBucket)) * 4;
-  const int64_t rank_state = s.param_bytes() + s.grad_bytes() + rank_opt + rank_comm;
+  // Per rank of dp fully sharded ranks: the shards, the staging buffer, and what a step gathers.
+  const dist::FsdpPlan plan = dist::fsdp_plan(cfg, dp);
+  const int64_t rank_param = dp == 1 ? s.param_bytes() : plan.shard_elems * 4;
+  const int64_t rank_grad = dp == 1 ? s.grad_bytes() : plan.shard_elems * 4;
+  const int64_t rank_opt = dp == 1 ? s.optimizer_bytes() : 2 * plan.shard_elems * 4;
+  const int64_t rank_comm = dp == 1 ? 0 : plan.staging_elems * 4;
+  const int64_t rank_gather = dp == 1 ? 0 : plan.transient_elems(true, true) * 4;
+  const int64_t rank_state = rank_param + rank_grad + rank_opt + rank_comm;
   const double gib = double(1ull << 30);
   const double state = double(s.param_bytes() + s.grad_bytes() + s.optimizer_bytes());
   if (json) {
     std::printf(
         "{\"model\": \"%s\", \"params\": %lld, \"active_params\": %lld, \"embedding_params\": %lld, "
         "\"flops_per_token\": %.6g, \"seq_len\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, "
-        "\"optimizer_bytes\": %lld, \"dp\": %lld, \"rank_optimizer_bytes\": %lld, \"rank_comm_bytes\": %lld, "
-        "\"rank_state_bytes\": %lld}\n",
+        "\"optimizer_bytes\": %lld, \"dp\": %lld, \"rank_param_bytes\": %lld, \"rank_grad_bytes\": %lld, "
+        "\"rank_optimizer_bytes\": %lld, \"rank_comm_bytes\": %lld, \"rank_state_bytes\": %lld, "
+        "\"rank_gather_bytes\": %lld}\n",
         m.c_str(), (long long)s.params, (long long)s.active_params, (long long)s.embedding_params, s.flops_per_token,
         (long long)seq, (long long)s.param_bytes(), (long long)s.grad_bytes(), (long long)s.optimizer_bytes(),
-        (long long)dp, (long long)rank_opt, (long long)rank_comm, (long long)rank_state);
+        (long long)dp, (long long)rank_param, (long long)rank_grad, (long long)rank_opt, (long long)rank_comm,
+        (long long)rank_state, (long long)rank_gather);
     return 0;
   }
   std::printf("model            %s (%s, %lld layers, hidden %lld, heads %lld/%lld, head_dim %lld, ffn %lld, vocab %lld%s)\n",
@@ -60,9 +64,12 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
     std::printf("fits             NO: %.2f GiB of f32 training state exceeds a 24 GiB machine%s\n", state / gib,
                 state > double(machine_memory_bytes()) ? " and this one" : "");
   if (dp > 1)
-    std::printf("per rank (dp %lld) %.3f GiB: weights + grads %.3f GiB, adamw shard %.3f GiB (1/%lld), comm buffers %.3f GiB\n",
-                (long long)dp, double(rank_state) / gib, double(s.param_bytes() + s.grad_bytes()) / gib,
-                double(rank_opt) / gib, (long long)dp, double(rank_comm) / gib);
+    std::printf("per rank (FSDP over %lld ranks) %.3f GiB between steps: weights %.3f + grads %.3f + adamw %.3f GiB "
+                "(1/%lld each), comm buffers %.3f GiB; a step gathers up to %.3f GiB more (parameters and "
+                "gradients of the units in flight, with prefetch; largest unit %.3f GiB)\n",
+                (long long)dp, double(rank_state) / gib, double(rank_param) / gib, double(rank_grad) / gib,
+                double(rank_opt) / gib, (long long)dp, double(rank_comm) / gib, double(rank_gather) / gib,
+                double(plan.largest_unit * 4) / gib);
   return 0;
 }
 

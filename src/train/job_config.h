@@ -70,6 +70,11 @@ struct ParallelismSection {
   int64_t pipeline_parallel_degree = 1;
   int64_t context_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
+  // Sharded data parallelism (dist/fsdp.h): free a layer's gathered parameters after its forward
+  // and gather them again for backward ("default" = "always", as torchtitan without pipeline
+  // parallelism), or keep them until the backward ("never": less communication, more memory).
+  std::string fsdp_reshard_after_forward = "default";  // default | always | never
+  bool fsdp_prefetch = true;  // gather the next layer on a communication thread during compute
 };
 
 struct CheckpointSection {

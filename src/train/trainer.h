@@ -23,13 +23,10 @@ struct TrainResult {
   std::string hf_export;        // folder, "" when none written
 };
 
-// Builds the model a job describes: [checkpoint] initial_load_path with initial_load_in_hf (weights
-// from the HF folder), else [model] hf_assets_path's config.json, else [model] flavor; then the
-// [model] n_layers override. `initialized` tells whether weights were loaded.
-std::unique_ptr<Qwen3Model> build_model(const JobConfig& cfg, bool* loaded_weights);
-// The model configuration build_model would use (overrides applied: n_layers, and for qwen3_moe
-// num_experts / top_k), without building the model; ckpt_out receives the opened initial HF
-// checkpoint when the job loads one.
+// The model configuration a job describes ([checkpoint] initial_load_path with initial_load_in_hf:
+// the HF folder's; else [model] hf_assets_path's config.json; else [model] flavor), overrides
+// applied ([model] n_layers, and for qwen3_moe num_experts / top_k); ckpt_out receives the opened
+// initial HF checkpoint when the job loads one.
 ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>* ckpt_out = nullptr);
 
 namespace dist {
@@ -40,8 +37,9 @@ class Comm;
 TrainResult run_training(const JobConfig& cfg);
 // Data parallel over the ranks of `comm` (every rank calls it with the same config; checked):
 // each rank takes its slice of every global micro-batch, the loss is the mean over the global
-// batch's tokens, gradients are summed over ranks (see dist/data_parallel.h for replicated vs
-// sharded optimizer state); rank 0 alone logs, writes metrics, checkpoints and exports.
+// batch's tokens, gradients are summed over ranks; parameters, gradients and optimizer state are
+// fully sharded (dist/fsdp.h) or replicated (train/model_state.h); rank 0 alone logs and writes
+// metrics, every rank its checkpoint shard.
 TrainResult run_training(const JobConfig& cfg, dist::Comm& comm);
 
 }  // namespace titan

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Data-parallel training over MPI (debugmodel, 1 layer, seq 32, global batch 4, 10 steps):
+# Fully sharded data-parallel training over MPI (debugmodel, 1 layer, seq 32, global batch 4,
+# 20 steps):
 #  - 2 and 4 ranks (oversubscribed) give the 1-process loss curve within 1e-5 relative;
-#  - a checkpoint written by 2 ranks resumes on 1 rank (and, with TITAN_DIST_FULL=1, one written
-#    by 4 ranks on 2 ranks, and replicated optimizer state on 2 ranks: about 60 s more), and the
-#    resumed steps continue the 1-process curve (checkpoints hold full per-parameter state,
-#    gathered by rank 0; a sharded rank keeps its chunk on load);
+#  - every rank writes its own checkpoint pieces; a checkpoint written by 2 ranks resumes on 1
+#    rank and one written by 4 ranks on 2 ranks, continuing the uninterrupted curve (resharding);
 #  - the metrics carry per-rank and total tokens/s and the communication share;
-#  - the AdamW state per rank is 1/N and `titan info --dp N` predicts the measured per-rank
-#    memory within 10%.
-# Skips (77) when mpirun is missing.
+#  - parameters, gradients and AdamW state per rank fall as 1/N, and `titan info --dp N` predicts
+#    the measured per-rank memory within 10%.
+# TITAN_DIST_FULL=1 adds replicated (data_parallel_replicate_degree 2) and no-resharding /
+# no-prefetch runs. Skips (77) when mpirun is missing.
 set -uo pipefail
 titan=$1 src=$2
 command -v mpirun >/dev/null || { echo "mpirun not found; skipping"; exit 77; }
@@ -43,35 +43,38 @@ compare() {  # compare A B: every step of B is in A with a loss within 1e-5 rela
 
 SECONDS=0
 run one 1 --checkpoint.enable false
-run two 2 --checkpoint.enable true --checkpoint.interval 5
-full=${TITAN_DIST_FULL:-0}
-if [ "$full" = 1 ]; then run four 4 --checkpoint.enable true --checkpoint.interval 5; else run four 4 --checkpoint.enable false; fi
-[ "$(curve "$work/one/metrics.jsonl" | wc -l)" -eq 10 ] || fail "1-rank run logged $(wc -l < "$work/one/metrics.jsonl") steps"
+run two 2 --checkpoint.enable true --checkpoint.interval 10
+run four 4 --checkpoint.enable true --checkpoint.interval 10
+[ "$(curve "$work/one/metrics.jsonl" | wc -l)" -eq 20 ] || fail "1-rank run logged $(wc -l < "$work/one/metrics.jsonl") steps"
 echo -n "2 ranks vs 1: "; compare "$work/one/metrics.jsonl" "$work/two/metrics.jsonl" || fail "2-rank curve differs"
 echo -n "4 ranks vs 1: "; compare "$work/one/metrics.jsonl" "$work/four/metrics.jsonl" || fail "4-rank curve differs"
-[ -f "$work/two/checkpoint/step-5/state.json" ] || fail "no checkpoint step-5 from 2 ranks"
+[ -f "$work/two/checkpoint/step-10/state.json" ] || fail "no checkpoint step-10 from 2 ranks"
+for r in 0 1 2 3; do
+  [ -f "$work/four/checkpoint/step-10/model.rank-$r-of-4.tensors" ] && [ -f "$work/four/checkpoint/step-10/optimizer.rank-$r-of-4.tensors" ] ||
+    fail "rank $r of 4 wrote no checkpoint pieces: $(ls "$work/four/checkpoint/step-10")"
+done
 
-# Resume with another rank count from the step-5 checkpoints.
-mkdir -p "$work/two_to_one/checkpoint"
-mv "$work/two/checkpoint/step-5" "$work/two_to_one/checkpoint/"
-rm -rf "$work/two/checkpoint"
-run two_to_one 1 --checkpoint.enable true --checkpoint.interval 100
-rm -rf "$work/two_to_one/checkpoint"
+# Resume with another rank count from the step-10 checkpoints: 2 -> 1 and 4 -> 2.
+resume() {  # resume NAME FROM NP
+  mkdir -p "$work/$1/checkpoint"
+  mv "$work/$2/checkpoint/step-10" "$work/$1/checkpoint/"
+  rm -rf "$work/$2/checkpoint"
+  run "$1" "$3" --checkpoint.enable true --checkpoint.interval 100
+  rm -rf "$work/$1/checkpoint"
+  grep -q "resumed from .*step-10" "$work/$1.log" || fail "$1 did not resume"
+  [ "$(curve "$work/$1/metrics.jsonl" | head -1 | cut -d' ' -f1)" = 11 ] || fail "$1 does not start at step 11"
+  echo -n "resume $1 vs uninterrupted: "; compare "$work/one/metrics.jsonl" "$work/$1/metrics.jsonl" || fail "$1 resume"
+}
+resume two_to_one two 1
+resume four_to_two four 2
 
-grep -q "resumed from .*step-5" "$work/two_to_one.log" || fail "2->1 did not resume"
-[ "$(curve "$work/two_to_one/metrics.jsonl" | head -1 | cut -d' ' -f1)" = 6 ] || fail "2->1 does not start at step 6"
-echo -n "resume 2->1 vs uninterrupted: "; compare "$work/one/metrics.jsonl" "$work/two_to_one/metrics.jsonl" || fail "2->1 resume"
-if [ "$full" = 1 ]; then
-  mkdir -p "$work/four_to_two/checkpoint"
-  mv "$work/four/checkpoint/step-5" "$work/four_to_two/checkpoint/"
-  rm -rf "$work/four/checkpoint"
-  run four_to_two 2 --checkpoint.enable true --checkpoint.interval 100
-  rm -rf "$work/four_to_two/checkpoint"
-  echo -n "resume 4->2 vs uninterrupted: "; compare "$work/one/metrics.jsonl" "$work/four_to_two/metrics.jsonl" || fail "4->2 resume"
+if [ "${TITAN_DIST_FULL:-0}" = 1 ]; then
   run replicated 2 --checkpoint.enable false --parallelism.data_parallel_shard_degree 1 \
     --parallelism.data_parallel_replicate_degree 2
   grep -q "2 rank(s), replicated" "$work/replicated.log" || fail "replicate degree 2 did not replicate"
   echo -n "2 ranks replicated vs 1: "; compare "$work/one/metrics.jsonl" "$work/replicated/metrics.jsonl" || fail "replicated"
+  run keep 2 --checkpoint.enable false --parallelism.fsdp_reshard_after_forward never --parallelism.fsdp_prefetch false
+  echo -n "2 ranks, no resharding, no prefetch vs 1: "; compare "$work/one/metrics.jsonl" "$work/keep/metrics.jsonl" || fail "keep"
 fi
 
 # Metrics: per-rank and total throughput, communication share (rank 0 writes them).
@@ -82,13 +85,17 @@ done
 grep -q "tps(4 ranks):" "$work/four.log" || fail "no total tps on the console"
 [ "$(grep -c '^.*step: 10 ' "$work/four.log")" -eq 1 ] || fail "more than one rank logged"
 
-# Memory: optimizer state per rank falls as 1/N; titan info --dp N predicts the live memory.
-opt() { sed -nE 's/.*optimizer ([0-9.]+) MiB.*/\1/p' "$1"; }
+# Memory: parameters, gradients and optimizer state per rank fall as 1/N (the shards pad each
+# unit to a multiple of N: a few elements); titan info --dp N predicts the live memory after setup.
+mib() { sed -nE "s/.*per rank: .*$1 ([0-9.]+) MiB.*/\1/p" "$2"; }
 live() { sed -nE 's/.*memory after setup: ([0-9.]+) GiB.*/\1/p' "$1"; }
-o1=$(opt "$work/one.log") o2=$(opt "$work/two.log") o4=$(opt "$work/four.log")
-echo "optimizer MiB per rank: 1 rank $o1, 2 ranks $o2, 4 ranks $o4; live GiB: $(live "$work/one.log") / $(live "$work/two.log") / $(live "$work/four.log")"
-awk -v a="$o1" -v b="$o2" -v c="$o4" 'BEGIN { exit !(b * 2 > a * 0.999 && b * 2 < a * 1.001 && c * 4 > a * 0.999 && c * 4 < a * 1.001) }' ||
-  fail "optimizer state is not 1/N"
+for k in params grads optimizer; do
+  a=$(mib $k "$work/one.log") b=$(mib $k "$work/two.log") c=$(mib $k "$work/four.log")
+  echo "$k MiB per rank: 1 rank $a, 2 ranks $b, 4 ranks $c"
+  awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { exit !(a > 0 && b * 2 > a * 0.999 && b * 2 < a * 1.001 && c * 4 > a * 0.999 && c * 4 < a * 1.001) }' ||
+    fail "$k per rank is not 1/N"
+done
+echo "live GiB after setup: 1 rank $(live "$work/one.log"), 2 ranks $(live "$work/two.log"), 4 ranks $(live "$work/four.log")"
 for np in 2 4; do
   name=$([ $np = 2 ] && echo two || echo four)
   pred=$("$titan" info --model debugmodel --n-layers 1 --seq-len 32 --dp $np --json | sed -nE 's/.*"rank_state_bytes": ([0-9]+).*/\1/p')

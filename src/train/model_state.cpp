@@ -1,0 +1,126 @@
+#include "train/model_state.h"
+
+#include <cmath>
+
+#include "dist/data_parallel.h"
+#include "model/hf_model.h"
+#include "ops/registry.h"
+#include "train/grad_utils.h"
+#include "train/trainer.h"
+
+namespace titan {
+
+void JobModel::fill(int64_t unit, uint64_t seed) {
+  if (hf) load_weights(*model, *hf, unit);
+  else model->init_weights(InitScheme::Torchtitan, seed, unit);
+}
+
+JobModel build_job_model(const JobConfig& cfg, bool deferred) {
+  JobModel jm;
+  const ModelConfig mc = job_model_config(cfg, &jm.hf);
+  jm.model = std::make_unique<Qwen3Model>(mc, "cpu", deferred);
+  if (cfg.model.load_balance_coeff > 0) {
+    TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
+    jm.model->enable_expert_bias();
+  }
+  return jm;
+}
+
+std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, dist::Comm& comm) {
+  const int64_t world = comm.size();
+  const int64_t replicate = cfg.parallelism.data_parallel_replicate_degree;
+  TITAN_CHECK(world == 1 || replicate == 1 || replicate == world, "[parallelism] data_parallel_replicate_degree ",
+              replicate, " with data_parallel_shard_degree ", world / replicate,
+              ": hybrid sharded data parallelism is not implemented (use one of them alone)");
+  if (world > 1 && replicate == 1) return make_sharded_state(cfg, comm);
+  return make_full_state(cfg, comm);
+}
+
+namespace {
+
+class FullState final : public ModelState {
+ public:
+  FullState(const JobConfig& cfg, dist::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
+    JobModel jm = build_job_model(cfg, false);
+    jm.fill(-1, uint64_t(cfg.training.seed));
+    loaded_ = jm.hf != nullptr;
+    model_ = std::move(jm.model);
+    for (auto& p : model_->params().all()) {
+      m_.push_back(Tensor::zeros(p.value.shape(), DType::F32));
+      v_.push_back(Tensor::zeros(p.value.shape(), DType::F32));
+      grads_.push_back({p.name, p.grad});
+    }
+    if (comm.size() > 1) dp_ = std::make_unique<dist::DataParallel>(model_->params(), comm);
+  }
+  bool sharded() const override { return false; }
+  void zero_grad() override { model_->params().zero_grad(); }
+
+  double step(int64_t step, double max_norm, const AdamWParams& hp) override {
+    if (dp_) dp_->all_reduce_grads();
+    const double norm = max_norm > 0 ? clip_grad_norm_(grads_, max_norm) : global_l2_norm(grads_);
+    if (!std::isfinite(norm)) {
+      auto bad = first_non_finite(grads_);
+      fail("step ", step, ": gradient norm is ", norm, "; first non-finite gradient: ", bad ? *bad : "(none found)");
+    }
+    ParamStore& ps = model_->params();
+    for (size_t i = 0; i < ps.all().size(); ++i) adamw_.step(ps.all()[i].value, ps.all()[i].grad, m_[i], v_[i], hp);
+    return norm;
+  }
+
+  std::string save(CheckpointManager& ckm, const TrainState& st) override {
+    std::string dir = ckm.step_dir(st.step);
+    if (comm_.rank() == 0) dir = ckm.save(st, values(), optimizer());
+    comm_.barrier();  // the checkpoint is complete before any rank moves on
+    return dir;
+  }
+
+  TrainState load(const CheckpointManager& ckm, int64_t step) override {
+    auto mt = values();
+    auto ot = optimizer();
+    return ckm.load(step, mt, ot);
+  }
+
+  void export_hf(const std::string& dir, const HfExportOptions& opt) override {
+    if (comm_.rank() == 0) export_hf_checkpoint(dir, model_->config(), model_state(*model_), opt);
+    comm_.barrier();
+  }
+
+  Memory memory() const override {
+    Memory m;
+    m.params = m.grads = model_->params().numel() * 4;
+    m.optimizer = 2 * m.params;
+    m.staging = dp_ ? dp_->staging_bytes() : 0;
+    return m;
+  }
+  double comm_seconds() const override { return dp_ ? dp_->comm_seconds() : 0.0; }
+
+ private:
+  std::vector<NamedTensor> values() {
+    std::vector<NamedTensor> out;
+    for (auto& p : model_->params().all()) out.push_back({p.name, p.value});
+    return out;
+  }
+  std::vector<NamedTensor> optimizer() {
+    std::vector<NamedTensor> out;
+    ParamStore& ps = model_->params();
+    for (size_t i = 0; i < ps.all().size(); ++i) {
+      out.push_back({ps.all()[i].name + ".exp_avg", m_[i]});
+      out.push_back({ps.all()[i].name + ".exp_avg_sq", v_[i]});
+    }
+    for (auto& b : model_->expert_bias_state()) out.push_back(b);  // MoE balancing state, if any
+    return out;
+  }
+  dist::Comm& comm_;
+  const AdamWKernel& adamw_;
+  std::vector<Tensor> m_, v_;
+  std::vector<NamedTensor> grads_;
+  std::unique_ptr<dist::DataParallel> dp_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, dist::Comm& comm) {
+  return std::make_unique<FullState>(cfg, comm);
+}
+
+}  // namespace titan

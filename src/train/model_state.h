@@ -1,0 +1,80 @@
+// Where a training run's model state lives and how a step updates it.
+//
+// Full (one process, or data_parallel_replicate_degree ranks): every rank holds every parameter,
+// gradient and AdamW moment; gradients are summed across ranks (dist/data_parallel.h), then the
+// one-process clip and AdamW run. Rank 0 writes checkpoints (whole tensors) and the HF export.
+//
+// Sharded (data_parallel_shard_degree > 1): dist::Fsdp. The model is built without parameter
+// memory and filled one unit at a time (initialised or loaded from the HF folder, identically on
+// every rank), each rank keeping its shard of parameters, gradients and moments. Each rank
+// writes its own checkpoint files (its pieces); a checkpoint written with any number of ranks
+// loads with any other (each rank reads the pieces it owns). The HF export gathers one unit at
+// a time while rank 0 streams the tensors to disk.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "dist/comm.h"
+#include "io/hf_checkpoint.h"
+#include "model/qwen3.h"
+#include "ops/adamw/adamw.h"
+#include "train/checkpoint.h"
+#include "train/job_config.h"
+
+namespace titan {
+
+class ModelState {
+ public:
+  virtual ~ModelState() = default;
+  Qwen3Model& model() { return *model_; }
+  bool loaded_weights() const { return loaded_; }
+  virtual bool sharded() const = 0;
+
+  virtual void zero_grad() = 0;
+  // After the step's backward passes: sum the gradients over ranks, take the global L2 norm, clip
+  // to max_norm (> 0), AdamW. Returns the norm before clipping; a non-finite norm stops the run
+  // with an error naming the step and the first non-finite gradient.
+  virtual double step(int64_t step, double max_norm, const AdamWParams& hp) = 0;
+
+  // Collective. Writes step st.step (model, AdamW moments, the MoE balancing state) and returns
+  // the folder.
+  virtual std::string save(CheckpointManager& ckm, const TrainState& st) = 0;
+  // Loads step `step` (written with any number of ranks) into this state.
+  virtual TrainState load(const CheckpointManager& ckm, int64_t step) = 0;
+  // Collective; rank 0 writes the HF folder.
+  virtual void export_hf(const std::string& dir, const HfExportOptions& opt) = 0;
+
+  // Per-rank bytes (for the setup line and `titan info`).
+  struct Memory {
+    int64_t params = 0, grads = 0, optimizer = 0;  // held between steps
+    int64_t transient = 0;                          // largest gathered parameters + gradients
+    int64_t staging = 0;                            // communication buffers
+  };
+  virtual Memory memory() const = 0;
+  virtual double comm_seconds() const = 0;  // time inside collectives so far
+
+ protected:
+  std::unique_ptr<Qwen3Model> model_;
+  bool loaded_ = false;
+};
+
+// The job's model before any state exists: built (deferred: without parameter memory), with the
+// means to fill one parameter unit (or all, unit -1) from the initial HF checkpoint or
+// torchtitan's init with [training] seed.
+struct JobModel {
+  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<HfCheckpoint> hf;  // the initial HF checkpoint, when the job loads one
+  void fill(int64_t unit, uint64_t seed);
+};
+JobModel build_job_model(const JobConfig& cfg, bool deferred);
+
+// Builds the job's model (job_model_config; weights from [checkpoint] initial_load_path when
+// initial_load_in_hf, else torchtitan's init with [training] seed) and its state for the ranks of
+// `comm` (sharded or full, from [parallelism]).
+std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, dist::Comm& comm);
+
+// Implementations (model_state.cpp, sharded_state.cpp).
+std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, dist::Comm& comm);
+std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, dist::Comm& comm);
+
+}  // namespace titan
