@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "train/checkpoint_pieces.h"
 #include "util/strings.h"
 
 namespace fs = std::filesystem;
@@ -38,16 +39,21 @@ std::optional<int64_t> parse_step_name(const std::string& name) {
   return v;
 }
 
-void load_file_into(const std::string& path, std::vector<NamedTensor>& dst) {
-  TensorFileReader rd(path);
-  std::set<std::string> want;
-  for (auto& t : dst) want.insert(t.name);
-  for (auto& e : rd.entries())
-    TITAN_CHECK(want.count(e.name), path, ": unexpected tensor '", e.name, "' (not in the model being loaded)");
-  for (auto& t : dst) {
-    TITAN_CHECK(rd.find(t.name) != nullptr, path, ": missing tensor '", t.name, "'");
-    rd.read_into(t.name, t.tensor);
+// How errors name a group of files as a whole.
+std::string group_label(const std::string& dir, const std::string& kind, int64_t world) {
+  if (world == 1) return dir + "/" + kind + ".tensors";
+  return dir + "/" + kind + ".rank-*-of-" + std::to_string(world) + ".tensors";
+}
+
+// Whole tensors as pieces (each its own full shape, from element 0).
+std::vector<TensorPiece> whole_pieces(const std::vector<NamedTensor>& ts, std::vector<std::string>* names) {
+  std::vector<TensorPiece> out;
+  out.reserve(ts.size());
+  for (auto& t : ts) {
+    out.push_back({t.name, t.tensor.defined() ? t.tensor.shape() : Shape{}, 0, t.tensor});
+    if (names) names->push_back(t.name);
   }
+  return out;
 }
 
 }  // namespace
@@ -82,9 +88,12 @@ CheckpointManager::CheckpointManager(std::string folder, int64_t keep_latest_k)
 
 std::string CheckpointManager::step_dir(int64_t step) const { return folder_ + "/step-" + std::to_string(step); }
 
-std::string CheckpointManager::save(const TrainState& st, const std::vector<NamedTensor>& model,
-                                    const std::vector<NamedTensor>& optimizer) {
-  TITAN_CHECK(st.step >= 0, "checkpoint step must be >= 0, got ", st.step);
+std::string CheckpointManager::tensor_file_name(const std::string& kind, int rank, int world) {
+  if (world == 1) return kind + ".tensors";
+  return kind + ".rank-" + std::to_string(rank) + "-of-" + std::to_string(world) + ".tensors";
+}
+
+void CheckpointManager::clear_leftovers() const {
   std::error_code ec;
   fs::create_directories(folder_, ec);
   TITAN_CHECK(!ec, folder_, ": cannot create checkpoint folder: ", ec.message());
@@ -104,42 +113,80 @@ std::string CheckpointManager::save(const TrainState& st, const std::vector<Name
       fs::remove_all(p, ec);
     }
   }
-  auto stage = [&](const char* s) {
-    if (on_save_stage) on_save_stage(s);
+}
+
+std::string CheckpointManager::save(const TrainState& st, const std::vector<NamedTensor>& model,
+                                    const std::vector<NamedTensor>& optimizer) {
+  return save_sharded(st, ShardedSave{}, whole_pieces(model, nullptr), whole_pieces(optimizer, nullptr));
+}
+
+std::string CheckpointManager::save_sharded(const TrainState& st, const ShardedSave& s,
+                                            const std::vector<TensorPiece>& model,
+                                            const std::vector<TensorPiece>& optimizer) {
+  TITAN_CHECK(st.step >= 0, "checkpoint step must be >= 0, got ", st.step);
+  TITAN_CHECK(s.world >= 1 && s.rank >= 0 && s.rank < s.world, folder_, ": checkpoint save by rank ", s.rank,
+              " of ", s.world, " ranks (rank out of range)");
+  TITAN_CHECK(s.world == 1 || s.barrier, folder_, ": a checkpoint save by ", s.world, " ranks needs a barrier");
+  auto barrier = [&] {
+    if (s.barrier) s.barrier();
   };
-
-  std::string final_dir = step_dir(st.step), tmp = final_dir + ".tmp";
-  fs::create_directories(tmp, ec);
-  TITAN_CHECK(!ec, tmp, ": cannot create: ", ec.message());
-  write_tensor_file(tmp + "/model.tensors", model);
-  stage("model");
-  write_tensor_file(tmp + "/optimizer.tensors", optimizer);
-  stage("optimizer");
-
-  nlohmann::json j = {{"format", "titan-checkpoint"},
-                      {"version", 1},
-                      {"step", st.step},
-                      {"config_hash", st.config_hash},
-                      {"data_state_hex", to_hex(st.data_state)},
-                      {"rng_state_hex", to_hex(st.rng_state)},
-                      {"extra", st.extra},
-                      {"files",
-                       {{"model.tensors", {{"bytes", fs::file_size(tmp + "/model.tensors")}}},
-                        {"optimizer.tensors", {{"bytes", fs::file_size(tmp + "/optimizer.tensors")}}}}}};
-  write_file_atomic(tmp + "/state.json", j.dump(2) + "\n");
-  stage("state");
-  fsync_dir(tmp);
-  stage("fsync");
-
-  if (fs::exists(final_dir)) {  // re-saving a step: move the old one aside, never delete first
-    fs::rename(final_dir, final_dir + ".old", ec);
-    TITAN_CHECK(!ec, final_dir, ": cannot move the previous checkpoint aside: ", ec.message());
+  auto stage = [&](const char* name) {
+    if (on_save_stage) on_save_stage(name);
+  };
+  const bool lead = s.rank == 0;
+  const std::string final_dir = step_dir(st.step), tmp = final_dir + ".tmp";
+  std::error_code ec;
+  if (lead) {
+    clear_leftovers();
+    fs::create_directories(tmp, ec);
+    TITAN_CHECK(!ec, tmp, ": cannot create: ", ec.message());
   }
-  fs::rename(tmp, final_dir, ec);
-  TITAN_CHECK(!ec, tmp, ": cannot rename to ", final_dir, ": ", ec.message());
-  fsync_dir(folder_);
-  fs::remove_all(final_dir + ".old", ec);
-  prune();
+  barrier();
+  write_tensor_pieces(tmp + "/" + tensor_file_name("model", s.rank, s.world), model);
+  stage("model");
+  write_tensor_pieces(tmp + "/" + tensor_file_name("optimizer", s.rank, s.world), optimizer);
+  stage("optimizer");
+  barrier();
+  if (lead) {
+    nlohmann::json files = nlohmann::json::object();
+    for (const char* kind : {"model", "optimizer"}) {
+      std::vector<std::string> paths;
+      for (int r = 0; r < s.world; ++r) {
+        std::string name = tensor_file_name(kind, r, s.world);
+        paths.push_back(tmp + "/" + name);
+        uint64_t bytes = fs::file_size(paths.back(), ec);
+        TITAN_CHECK(!ec, paths.back(), ": missing after every rank wrote its files: ", ec.message());
+        files[name] = {{"bytes", bytes}};
+      }
+      // Indexes only: a checkpoint that would not load (a tensor not tiled by the ranks' pieces)
+      // is refused here rather than at resume.
+      CheckpointPieces(paths, group_label(tmp, kind, s.world));
+    }
+    nlohmann::json j = {{"format", "titan-checkpoint"},
+                        {"version", s.world == 1 ? 1 : 2},
+                        {"step", st.step},
+                        {"world_size", s.world},
+                        {"config_hash", st.config_hash},
+                        {"data_state_hex", to_hex(st.data_state)},
+                        {"rng_state_hex", to_hex(st.rng_state)},
+                        {"extra", st.extra},
+                        {"files", files}};
+    write_file_atomic(tmp + "/state.json", j.dump(2) + "\n");
+    stage("state");
+    fsync_dir(tmp);
+    stage("fsync");
+
+    if (fs::exists(final_dir)) {  // re-saving a step: move the old one aside, never delete first
+      fs::rename(final_dir, final_dir + ".old", ec);
+      TITAN_CHECK(!ec, final_dir, ": cannot move the previous checkpoint aside: ", ec.message());
+    }
+    fs::rename(tmp, final_dir, ec);
+    TITAN_CHECK(!ec, tmp, ": cannot rename to ", final_dir, ": ", ec.message());
+    fsync_dir(folder_);
+    fs::remove_all(final_dir + ".old", ec);
+    prune();
+  }
+  barrier();
   return final_dir;
 }
 
@@ -181,15 +228,25 @@ TrainState CheckpointManager::read_state(int64_t step) const {
   TrainState st;
   try {
     nlohmann::json j = nlohmann::json::parse(read_file(path));
-    TITAN_CHECK(j.at("format") == "titan-checkpoint" && j.at("version") == 1, path,
+    TITAN_CHECK(j.at("format") == "titan-checkpoint" && (j.at("version") == 1 || j.at("version") == 2), path,
                 ": not a titan checkpoint state (format/version)");
     st.step = j.at("step").get<int64_t>();
     TITAN_CHECK(st.step == step, path, ": records step ", st.step, " but lives in step-", step);
+    // Version 1 states written before sharded saves carry no world_size: one process.
+    st.world_size = j.value("world_size", int64_t(1));
+    TITAN_CHECK(st.world_size >= 1 && st.world_size <= (1 << 20) && (j.at("version") == 1) == (st.world_size == 1),
+                path, ": bad world_size ", st.world_size, " for version ", j.at("version").dump());
     st.config_hash = j.at("config_hash").get<std::string>();
     st.data_state = from_hex(j.at("data_state_hex").get<std::string>(), path + " data_state_hex");
     st.rng_state = from_hex(j.at("rng_state_hex").get<std::string>(), path + " rng_state_hex");
     st.extra = j.at("extra");
-    for (auto& [name, info] : j.at("files").items()) {
+    const nlohmann::json& files = j.at("files");
+    for (const char* kind : {"model", "optimizer"})
+      for (int r = 0; r < int(st.world_size); ++r) {
+        std::string name = tensor_file_name(kind, r, int(st.world_size));
+        TITAN_CHECK(files.contains(name), path, ": does not list ", name, " (written by ", st.world_size, " ranks)");
+      }
+    for (auto& [name, info] : files.items()) {
       std::string f = step_dir(step) + "/" + name;
       std::error_code ec;
       uint64_t size = fs::file_size(f, ec);
@@ -203,12 +260,38 @@ TrainState CheckpointManager::read_state(int64_t step) const {
   return st;
 }
 
+void CheckpointManager::load_group(const TrainState& st, const std::string& kind,
+                                   const std::vector<std::string>& names, std::vector<TensorPiece>& pieces) const {
+  const std::string dir = step_dir(st.step);
+  std::vector<std::string> paths;
+  for (int r = 0; r < int(st.world_size); ++r) paths.push_back(dir + "/" + tensor_file_name(kind, r, int(st.world_size)));
+  CheckpointPieces group(paths, group_label(dir, kind, st.world_size));
+  group.check_names(names);
+  group.fill(pieces);
+}
+
+TrainState CheckpointManager::load_pieces(int64_t step, const std::vector<std::string>& model_names,
+                                          std::vector<TensorPiece>& model,
+                                          const std::vector<std::string>& optimizer_names,
+                                          std::vector<TensorPiece>& optimizer) const {
+  TrainState st = read_state(step);
+  load_group(st, "model", model_names, model);  // one group's files open at a time
+  load_group(st, "optimizer", optimizer_names, optimizer);
+  return st;
+}
+
+TrainState CheckpointManager::load_model_pieces(int64_t step, const std::vector<std::string>& model_names,
+                                                std::vector<TensorPiece>& model) const {
+  TrainState st = read_state(step);
+  load_group(st, "model", model_names, model);
+  return st;
+}
+
 TrainState CheckpointManager::load(int64_t step, std::vector<NamedTensor>& model,
                                    std::vector<NamedTensor>& optimizer) const {
-  TrainState st = read_state(step);
-  load_file_into(step_dir(step) + "/model.tensors", model);
-  load_file_into(step_dir(step) + "/optimizer.tensors", optimizer);
-  return st;
+  std::vector<std::string> model_names, optimizer_names;
+  std::vector<TensorPiece> mp = whole_pieces(model, &model_names), op = whole_pieces(optimizer, &optimizer_names);
+  return load_pieces(step, model_names, mp, optimizer_names, op);
 }
 
 }  // namespace titan

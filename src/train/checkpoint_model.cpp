@@ -33,13 +33,15 @@ std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir_in, int
               "/state.json: no model_config recorded (written by an older titan?)");
   ModelConfig mc = parse_hf_config(st.extra["model_config"].dump(), ckm.step_dir(step) + "/state.json model_config");
   auto model = std::make_unique<Qwen3Model>(mc, "cpu");
-  std::vector<NamedTensor> tensors, none;
-  for (auto& p : model->params().all()) tensors.push_back({p.name, p.value});
-  // Optimizer state is not needed: load the model file alone.
-  TensorFileReader reader(ckm.step_dir(step) + "/model.tensors");
-  TITAN_CHECK(reader.entries().size() == tensors.size(), ckm.step_dir(step), "/model.tensors: holds ",
-              reader.entries().size(), " tensors, the model has ", tensors.size());
-  for (auto& t : tensors) reader.read_into(t.name, t.tensor);
+  // Whole parameters as pieces: from one model.tensors or assembled from every rank's pieces.
+  // Optimizer state is not needed: only the model files are opened.
+  std::vector<std::string> names;
+  std::vector<TensorPiece> pieces;
+  for (auto& p : model->params().all()) {
+    names.push_back(p.name);
+    pieces.push_back({p.name, p.value.shape(), 0, p.value});
+  }
+  ckm.load_model_pieces(step, names, pieces);
   if (step_out) *step_out = step;
   return model;
 }

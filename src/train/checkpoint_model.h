@@ -1,5 +1,6 @@
 // A model straight from a training checkpoint folder (step-N/, as CheckpointManager writes it):
-// the model config recorded in its state.json, the weights from model.tensors.
+// the model config recorded in its state.json, the weights from model.tensors or, for a save by
+// several ranks, assembled from their model.rank-<r>-of-<W>.tensors pieces.
 #pragma once
 #include <memory>
 #include <string>

@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -81,29 +83,94 @@ void pread_all(int fd, void* dst, uint64_t n, uint64_t off, const std::string& p
   }
 }
 
+// Element count of a shape read from a file or given by a caller; -1 when a dimension is negative
+// or the product overflows.
+int64_t checked_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0 || (d != 0 && n > INT64_MAX / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::string range_str(int64_t b, int64_t e) { return "[" + std::to_string(b) + ", " + std::to_string(e) + ")"; }
+
+// Pieces of one name must not overlap: `ranges` holds (first element, count) of non-empty pieces.
+void check_disjoint(std::vector<std::pair<int64_t, int64_t>> ranges, const std::string& path,
+                    const std::string& name) {
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    auto [b0, n0] = ranges[i - 1];
+    auto [b1, n1] = ranges[i];
+    TITAN_CHECK(b1 >= b0 + n0, path, ": pieces of tensor '", name, "' overlap (elements ", range_str(b0, b0 + n0),
+                " and ", range_str(b1, b1 + n1), ")");
+  }
+}
+
 }  // namespace
 
-void write_tensor_file(const std::string& path, const std::vector<NamedTensor>& tensors) {
-  std::set<std::string> seen;
-  for (auto& t : tensors) {
-    TITAN_CHECK(!t.name.empty(), path, ": tensor with an empty name");
-    TITAN_CHECK(seen.insert(t.name).second, path, ": duplicate tensor name '", t.name, "'");
-    TITAN_CHECK(t.tensor.defined(), path, ": tensor '", t.name, "' is undefined");
-    TITAN_CHECK(t.tensor.device().type == DeviceType::CPU, path, ": tensor '", t.name, "' is not on the CPU");
+void write_tensor_pieces(const std::string& path, const std::vector<TensorPiece>& pieces) {
+  struct Seen {
+    Shape full_shape;
+    DType dtype;
+    bool whole = false;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+  };
+  std::map<std::string, Seen> seen;
+  std::vector<bool> write(pieces.size(), false), partial(pieces.size(), false);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const TensorPiece& p = pieces[i];
+    TITAN_CHECK(!p.name.empty(), path, ": tensor with an empty name");
+    TITAN_CHECK(p.data.defined(), path, ": tensor '", p.name, "' is undefined");
+    TITAN_CHECK(p.data.device().type == DeviceType::CPU, path, ": tensor '", p.name, "' is not on the CPU");
+    const int64_t full = checked_numel(p.full_shape), n = p.data.numel();
+    TITAN_CHECK(full >= 0, path, ": tensor '", p.name, "' has a bad full shape ", shape_str(p.full_shape));
+    TITAN_CHECK(p.offset >= 0 && p.offset <= full && n <= full - p.offset, path, ": piece of tensor '", p.name,
+                "' (elements ", range_str(p.offset, p.offset + n), ") lies outside its full shape ",
+                shape_str(p.full_shape), " (", full, " elements)");
+    auto [it, fresh] = seen.try_emplace(p.name);
+    Seen& s = it->second;
+    if (fresh) {
+      s.full_shape = p.full_shape;
+      s.dtype = p.data.dtype();
+    }
+    TITAN_CHECK(s.full_shape == p.full_shape && s.dtype == p.data.dtype(), path, ": pieces of tensor '", p.name,
+                "' disagree on dtype or full shape (", dtype_name(s.dtype), shape_str(s.full_shape), " vs ",
+                dtype_name(p.data.dtype()), shape_str(p.full_shape), ")");
+    const bool whole = p.offset == 0 && n == full;
+    if (whole) {  // written with its full shape; an empty tensor has one (empty) whole entry
+      TITAN_CHECK(!s.whole, path, ": duplicate tensor name '", p.name, "'");
+      s.whole = true;
+    }
+    if (n > 0) s.ranges.push_back({p.offset, n});
+    write[i] = whole || n > 0;
+    partial[i] = !whole && n > 0;
   }
+  for (auto& [name, s] : seen) check_disjoint(s.ranges, path, name);
+  const bool any_piece = std::find(partial.begin(), partial.end(), true) != partial.end();
+
   Fd f(path);
   f.write(kMagic, 8);
-  nlohmann::json index = {{"format", "titan-tensors"}, {"version", 1}, {"tensors", nlohmann::json::array()}};
-  for (auto& t : tensors) {
+  nlohmann::json index = {
+      {"format", "titan-tensors"}, {"version", any_piece ? 2 : 1}, {"tensors", nlohmann::json::array()}};
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (!write[i]) continue;
+    const TensorPiece& p = pieces[i];
     f.pad_to(kAlign);
-    uint64_t off = f.pos(), n = t.tensor.nbytes();
-    f.write(t.tensor.raw(), n);
-    index["tensors"].push_back({{"name", t.name},
-                                {"dtype", dtype_name(t.tensor.dtype())},
-                                {"shape", t.tensor.shape()},
-                                {"offset", off},
-                                {"nbytes", n},
-                                {"crc32c", crc32c(t.tensor.raw(), n)}});
+    uint64_t off = f.pos(), n = p.data.nbytes();
+    f.write(p.data.raw(), n);
+    nlohmann::json e = {{"name", p.name},
+                        {"dtype", dtype_name(p.data.dtype())},
+                        {"shape", partial[i] ? Shape{p.data.numel()} : p.full_shape},
+                        {"offset", off},
+                        {"nbytes", n},
+                        {"crc32c", crc32c(p.data.raw(), n)}};
+    if (partial[i]) {
+      e["full_shape"] = p.full_shape;
+      e["elem_offset"] = p.offset;
+    }
+    index["tensors"].push_back(std::move(e));
   }
   std::string idx = index.dump();
   f.write(idx.data(), idx.size());
@@ -113,6 +180,18 @@ void write_tensor_file(const std::string& path, const std::vector<NamedTensor>& 
   footer += kEndMagic;
   f.write(footer.data(), footer.size());
   f.sync_close();
+}
+
+void write_tensor_file(const std::string& path, const std::vector<NamedTensor>& tensors) {
+  std::set<std::string> names;
+  std::vector<TensorPiece> pieces;
+  pieces.reserve(tensors.size());
+  for (auto& t : tensors) {
+    TITAN_CHECK(names.insert(t.name).second, path, ": duplicate tensor name '", t.name, "'");
+    TITAN_CHECK(t.tensor.defined(), path, ": tensor '", t.name, "' is undefined");
+    pieces.push_back({t.name, t.tensor.shape(), 0, t.tensor});
+  }
+  write_tensor_pieces(path, pieces);
 }
 
 TensorFileReader::TensorFileReader(const std::string& path) : path_(path) {
@@ -134,10 +213,13 @@ TensorFileReader::TensorFileReader(const std::string& path) : path_(path) {
   std::string idx(idx_len, '\0');
   pread_all(fd_, idx.data(), idx_len, idx_off, path);
   TITAN_CHECK(crc32c(idx.data(), idx.size()) == idx_crc, path, ": index checksum mismatch (file corrupt)");
-  nlohmann::json j;
+  std::map<std::string, std::vector<size_t>> by_name;
   try {
-    j = nlohmann::json::parse(idx);
-    TITAN_CHECK(j.at("format") == "titan-tensors" && j.at("version") == 1, path, ": unsupported index format");
+    nlohmann::json j = nlohmann::json::parse(idx);
+    TITAN_CHECK(j.at("format") == "titan-tensors", path, ": unsupported index format");
+    const int64_t version = j.at("version").get<int64_t>();
+    TITAN_CHECK(version == 1 || version == 2, path, ": unsupported index version ", version,
+                " (written by a newer titan?)");
     uint64_t prev_end = 8;
     for (auto& e : j.at("tensors")) {
       TensorFileEntry t;
@@ -148,24 +230,50 @@ TensorFileReader::TensorFileReader(const std::string& path) : path_(path) {
       t.offset = e.at("offset").get<uint64_t>();
       t.nbytes = e.at("nbytes").get<uint64_t>();
       t.crc32c = e.at("crc32c").get<uint32_t>();
-      int64_t numel = 1;
-      for (int64_t d : t.shape) {
-        TITAN_CHECK(d >= 0 && (d == 0 || numel <= INT64_MAX / d), path, ": tensor '", t.name, "' has a bad shape");
-        numel *= d;
-      }
+      const int64_t numel = checked_numel(t.shape);
+      TITAN_CHECK(numel >= 0, path, ": tensor '", t.name, "' has a bad shape");
       // numel <= size keeps the byte count below overflow before it is compared with nbytes.
       TITAN_CHECK(uint64_t(numel) <= size && uint64_t(numel) * dtype_size(t.dtype) == t.nbytes, path, ": tensor '",
-                  t.name,
-                  "' byte size does not match its shape and dtype");
+                  t.name, "' byte size does not match its shape and dtype");
+      t.piece = e.contains("full_shape") || e.contains("elem_offset");
+      if (t.piece) {
+        TITAN_CHECK(version == 2, path, ": tensor '", t.name, "' is a piece in a version 1 file (corrupt index)");
+        t.full_shape = e.at("full_shape").get<Shape>();
+        t.elem_offset = e.at("elem_offset").get<int64_t>();
+        const int64_t full = checked_numel(t.full_shape);
+        TITAN_CHECK(full >= 0, path, ": tensor '", t.name, "' has a bad full shape");
+        TITAN_CHECK(t.shape.size() == 1 && numel > 0, path, ": piece of tensor '", t.name,
+                    "' must be stored 1-D and non-empty, got shape ", shape_str(t.shape));
+        TITAN_CHECK(t.elem_offset >= 0 && t.elem_offset <= full && numel <= full - t.elem_offset, path,
+                    ": piece of tensor '", t.name, "' (elements ", range_str(t.elem_offset, t.elem_offset + numel),
+                    ") lies outside its full shape ", shape_str(t.full_shape), " (corrupt index)");
+      } else {
+        t.full_shape = t.shape;
+      }
       TITAN_CHECK(t.offset % kAlign == 0 && t.offset >= prev_end && t.offset <= idx_off &&
                       t.nbytes <= idx_off - t.offset,
                   path, ": tensor '", t.name, "' lies outside the data region (corrupt index)");
-      TITAN_CHECK(find(t.name) == nullptr, path, ": duplicate tensor '", t.name, "'");
       prev_end = t.offset + t.nbytes;
+      by_name[t.name].push_back(entries_.size());
+      first_.try_emplace(t.name, entries_.size());
       entries_.push_back(std::move(t));
     }
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": malformed index: ", e.what());
+  }
+  for (auto& [name, idxs] : by_name) {
+    if (idxs.size() == 1) continue;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    const TensorFileEntry& a = entries_[idxs[0]];
+    for (size_t i : idxs) {
+      const TensorFileEntry& b = entries_[i];
+      TITAN_CHECK(b.piece, path, ": duplicate tensor '", name, "'");
+      TITAN_CHECK(b.full_shape == a.full_shape && b.dtype == a.dtype, path, ": pieces of tensor '", name,
+                  "' disagree on dtype or full shape (", dtype_name(a.dtype), shape_str(a.full_shape), " vs ",
+                  dtype_name(b.dtype), shape_str(b.full_shape), ")");
+      ranges.push_back({b.elem_offset, b.numel()});
+    }
+    check_disjoint(std::move(ranges), path, name);
   }
 }
 
@@ -174,27 +282,52 @@ TensorFileReader::~TensorFileReader() {
 }
 
 const TensorFileEntry* TensorFileReader::find(const std::string& name) const {
-  for (auto& e : entries_)
-    if (e.name == name) return &e;
-  return nullptr;
+  auto it = first_.find(name);
+  return it == first_.end() ? nullptr : &entries_[it->second];
+}
+
+void TensorFileReader::read_entry(const TensorFileEntry& e, void* dst) const {
+  pread_all(fd_, dst, e.nbytes, e.offset, path_);
+  TITAN_CHECK(crc32c(dst, e.nbytes) == e.crc32c, path_, ": tensor '", e.name, "' checksum mismatch (file corrupt)");
+}
+
+void TensorFileReader::stream_entry(
+    const TensorFileEntry& e, const std::function<void(int64_t, const char*, int64_t)>& sink) const {
+  constexpr uint64_t kChunk = uint64_t(4) << 20;  // a multiple of every dtype size
+  const uint64_t esize = dtype_size(e.dtype);
+  std::vector<char> buf(size_t(std::min(kChunk, e.nbytes)));
+  uint32_t crc = 0;
+  for (uint64_t done = 0; done < e.nbytes;) {
+    const uint64_t n = std::min(kChunk, e.nbytes - done);
+    pread_all(fd_, buf.data(), n, e.offset + done, path_);
+    crc = crc32c(buf.data(), n, crc);
+    sink(int64_t(done / esize), buf.data(), int64_t(n / esize));
+    done += n;
+  }
+  TITAN_CHECK(crc == e.crc32c, path_, ": tensor '", e.name, "' checksum mismatch (file corrupt)");
+}
+
+const TensorFileEntry& TensorFileReader::whole(const std::string& name) const {
+  const TensorFileEntry* e = find(name);
+  TITAN_CHECK(e != nullptr, path_, ": no tensor '", name, "'");
+  TITAN_CHECK(!e->piece, path_, ": tensor '", name, "' is stored in pieces (elements ",
+              range_str(e->elem_offset, e->elem_offset + e->numel()), " of ", shape_str(e->full_shape),
+              " here); read it through the checkpoint loader");
+  return *e;
 }
 
 void TensorFileReader::read_into(const std::string& name, Tensor& dst) const {
-  const TensorFileEntry* e = find(name);
-  TITAN_CHECK(e != nullptr, path_, ": no tensor '", name, "'");
-  TITAN_CHECK(dst.defined() && dst.dtype() == e->dtype && dst.shape() == e->shape, path_, ": tensor '", name,
-              "' is ", dtype_name(e->dtype), shape_str(e->shape), " but the destination is ",
+  const TensorFileEntry& e = whole(name);
+  TITAN_CHECK(dst.defined() && dst.dtype() == e.dtype && dst.shape() == e.shape, path_, ": tensor '", name,
+              "' is ", dtype_name(e.dtype), shape_str(e.shape), " but the destination is ",
               dst.defined() ? dst.str() : std::string("undefined"));
-  pread_all(fd_, dst.raw(), e->nbytes, e->offset, path_);
-  TITAN_CHECK(crc32c(dst.raw(), e->nbytes) == e->crc32c, path_, ": tensor '", name,
-              "' checksum mismatch (file corrupt)");
+  read_entry(e, dst.raw());
 }
 
 Tensor TensorFileReader::read(const std::string& name) const {
-  const TensorFileEntry* e = find(name);
-  TITAN_CHECK(e != nullptr, path_, ": no tensor '", name, "'");
-  Tensor t = Tensor::empty(e->shape, e->dtype);
-  read_into(name, t);
+  const TensorFileEntry& e = whole(name);
+  Tensor t = Tensor::empty(e.shape, e.dtype);
+  read_entry(e, t.raw());
   return t;
 }
 

@@ -1,90 +1,15 @@
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.h"
-#include "core/rng.h"
-#include "train/checkpoint.h"
-#include "util/strings.h"
+#include "unit/train/checkpoint_test_util.h"
 
 using namespace titan;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("titan_ckpt_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  return p.string();
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-Tensor random_f32(const Shape& s, uint64_t stream) {
-  Tensor t = Tensor::empty(s, DType::F32);
-  fill_normal(t, 0.0, 1.0, Philox{1234, stream});
-  return t;
-}
-
-std::vector<NamedTensor> model_tensors(uint64_t salt) {
-  Tensor bf = random_f32({7}, salt + 3).to(DType::BF16);
-  Tensor ids = Tensor::empty({2, 2}, DType::I64);
-  for (int i = 0; i < 4; ++i) ids.data<int64_t>()[i] = int64_t(salt) * 10 + i;
-  return {{"model.embed_tokens.weight", random_f32({3, 5}, salt + 1)},
-          {"model.norm.weight", random_f32({5}, salt + 2)},
-          {"model.bf16_thing", bf},
-          {"model.ids", ids}};
-}
-
-std::vector<NamedTensor> optim_tensors(uint64_t salt) {
-  return {{"exp_avg.model.embed_tokens.weight", random_f32({3, 5}, salt + 11)},
-          {"exp_avg_sq.model.embed_tokens.weight", random_f32({3, 5}, salt + 12)}};
-}
-
-// Same names/shapes/dtypes, zero-filled: the destination a resumed run loads into.
-std::vector<NamedTensor> zeros_like(const std::vector<NamedTensor>& ts) {
-  std::vector<NamedTensor> out;
-  for (auto& t : ts) out.push_back({t.name, Tensor::zeros(t.tensor.shape(), t.tensor.dtype())});
-  return out;
-}
-
-void expect_same(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].name, b[i].name);
-    ASSERT_EQ(a[i].tensor.nbytes(), b[i].tensor.nbytes());
-    EXPECT_EQ(std::memcmp(a[i].tensor.raw(), b[i].tensor.raw(), a[i].tensor.nbytes()), 0) << a[i].name;
-  }
-}
-
-TrainState state_at(int64_t step) {
-  TrainState st;
-  st.step = step;
-  st.config_hash = "0123456789abcdef";
-  st.data_state = std::string("pos\0\xff\x01", 6) + std::to_string(step);  // arbitrary bytes
-  st.rng_state = "philox:42:" + std::to_string(step * 7);
-  st.extra = {{"tokens_seen", step * 1000}};
-  return st;
-}
-
-void flip_byte(const std::string& path, int64_t from_end) {
-  std::string b = read_file(path);
-  b[b.size() - size_t(from_end)] ^= 0x20;
-  write_file_atomic(path, b);
-}
-
-}  // namespace
+using namespace titan::test;
 
 TEST(Checkpoint, SaveLoadRoundTripsTensorsAndState) {
   std::string dir = temp_dir("rt");
