@@ -134,6 +134,7 @@ void Comm::set_timeout(double seconds, const std::string& setting) {
               " must be >= 0 seconds (0 = no timeout), got ", seconds);
   apply_timeout(seconds, setting);
   timeout_ = seconds;
+  timeout_setting_ = setting;
 }
 
 void LocalComm::all_gather_bytes(const void* in, void* out, size_t bytes) {

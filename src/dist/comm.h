@@ -49,6 +49,7 @@ class Comm {
   // training one after the first step. A single process never waits for a peer: no-op there.
   void set_timeout(double seconds, const std::string& setting = "");
   double timeout() const { return timeout_; }
+  const std::string& timeout_setting() const { return timeout_setting_; }
 
   // in: size() x chunk elements; out: chunk elements = reduction over ranks of block rank().
   void reduce_scatter(const float* in, float* out, int64_t chunk, ReduceOp op);
@@ -74,12 +75,31 @@ class Comm {
 
  private:
   double timeout_ = 0;
+  std::string timeout_setting_;
   template <class T>
   void reduce_scatter_t(const T* in, T* out, int64_t chunk, ReduceOp op);
   template <class T>
   void all_gather_t(const T* in, T* out, int64_t chunk);
   template <class T>
   void all_reduce_t(T* buf, int64_t n, ReduceOp op);
+};
+
+// Another timeout for as long as this object lives, then the previous one again: e.g. none (0)
+// around the barrier where the other ranks wait for rank 0 to write a checkpoint alone.
+class ScopedTimeout {
+ public:
+  ScopedTimeout(Comm& c, double seconds, const std::string& setting = "")
+      : comm_(c), seconds_(c.timeout()), setting_(c.timeout_setting()) {
+    c.set_timeout(seconds, setting);
+  }
+  ~ScopedTimeout() { comm_.set_timeout(seconds_, setting_); }
+  ScopedTimeout(const ScopedTimeout&) = delete;
+  ScopedTimeout& operator=(const ScopedTimeout&) = delete;
+
+ private:
+  Comm& comm_;
+  double seconds_;
+  std::string setting_;
 };
 
 // One process: rank 0 of 1; every collective is a copy.

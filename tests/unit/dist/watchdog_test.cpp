@@ -125,7 +125,7 @@ TEST(Watchdog, ThreadFiresOnTheRealClockAndStaysQuietOtherwise) {
   w.end();
 }
 
-TEST(Watchdog, CommSetTimeoutValidates) {
+TEST(Watchdog, CommSetTimeoutValidatesAndScopesRestore) {
   LocalComm c;
   EXPECT_EQ(c.timeout(), 0);
   c.set_timeout(3, "[comm] init_timeout_seconds");
@@ -135,6 +135,13 @@ TEST(Watchdog, CommSetTimeoutValidates) {
   EXPECT_NE(error_of([&] { c.set_timeout(std::nan(""), ""); }).find("collective timeout must be >= 0 seconds"),
             std::string::npos);
   EXPECT_EQ(c.timeout(), 3);
+  {
+    ScopedTimeout none(c, 0);
+    EXPECT_EQ(c.timeout(), 0);
+    EXPECT_EQ(c.timeout_setting(), "");
+  }
+  EXPECT_EQ(c.timeout(), 3);
+  EXPECT_EQ(c.timeout_setting(), "[comm] init_timeout_seconds");
 }
 
 // Run by tests/cli/dist_faults.sh: TITAN_TEST_HANG=1 mpirun -np 2 test_dist --gtest_filter=...
