@@ -1,6 +1,7 @@
 #include "dist/comm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -126,6 +127,14 @@ void Comm::check_same(const std::string& what, const std::string& value) {
   std::string list;
   for (int q = 0; q < n; ++q) list += (q ? ", rank " : "rank ") + std::to_string(q) + ": " + vals[size_t(q)];
   fail("ranks disagree on ", what, " (", list, "); every rank must run the same configuration");
+}
+
+void Comm::set_timeout(double seconds, const std::string& setting) {
+  TITAN_CHECK(std::isfinite(seconds) && seconds >= 0, setting.empty() ? std::string("collective timeout") : setting,
+              " must be >= 0 seconds (0 = no timeout), got ", seconds);
+  apply_timeout(seconds, setting);
+  timeout_ = seconds;
+  timeout_setting_ = setting;
 }
 
 void LocalComm::all_gather_bytes(const void* in, void* out, size_t bytes) {

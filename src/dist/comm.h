@@ -41,6 +41,16 @@ class Comm {
   // Ends every rank of the job (MPI_Abort); for a single process, std::exit(code).
   [[noreturn]] virtual void abort(int code) = 0;
 
+  // A collective that waits longer than `seconds` for the other ranks ends this process with a
+  // one-line error (`titan: error (rank r of N): MPI_... has not completed after ...`) and
+  // status 1, and mpirun then ends the others (MpiComm's watchdog, dist/watchdog.h). 0 = wait
+  // forever, the default. `setting` names the value's origin in that line ("[comm]
+  // train_timeout_seconds"). May be changed at any time, e.g. from the setup timeout to the
+  // training one after the first step. A single process never waits for a peer: no-op there.
+  void set_timeout(double seconds, const std::string& setting = "");
+  double timeout() const { return timeout_; }
+  const std::string& timeout_setting() const { return timeout_setting_; }
+
   // in: size() x chunk elements; out: chunk elements = reduction over ranks of block rank().
   void reduce_scatter(const float* in, float* out, int64_t chunk, ReduceOp op);
   void reduce_scatter(const uint16_t* in_bf16, uint16_t* out_bf16, int64_t chunk, ReduceOp op);
@@ -60,13 +70,36 @@ class Comm {
 
   static constexpr int64_t kPieceElems = int64_t(1) << 22;  // 4Mi elements (16 MiB f32) per rank
 
+ protected:
+  virtual void apply_timeout(double /*seconds*/, const std::string& /*setting*/) {}
+
  private:
+  double timeout_ = 0;
+  std::string timeout_setting_;
   template <class T>
   void reduce_scatter_t(const T* in, T* out, int64_t chunk, ReduceOp op);
   template <class T>
   void all_gather_t(const T* in, T* out, int64_t chunk);
   template <class T>
   void all_reduce_t(T* buf, int64_t n, ReduceOp op);
+};
+
+// Another timeout for as long as this object lives, then the previous one again: e.g. none (0)
+// around the barrier where the other ranks wait for rank 0 to write a checkpoint alone.
+class ScopedTimeout {
+ public:
+  ScopedTimeout(Comm& c, double seconds, const std::string& setting = "")
+      : comm_(c), seconds_(c.timeout()), setting_(c.timeout_setting()) {
+    c.set_timeout(seconds, setting);
+  }
+  ~ScopedTimeout() { comm_.set_timeout(seconds_, setting_); }
+  ScopedTimeout(const ScopedTimeout&) = delete;
+  ScopedTimeout& operator=(const ScopedTimeout&) = delete;
+
+ private:
+  Comm& comm_;
+  double seconds_;
+  std::string setting_;
 };
 
 // One process: rank 0 of 1; every collective is a copy.

@@ -4,14 +4,21 @@
 // rather than returning into code that would wait for a peer forever. A rank that dies (signal,
 // exit without MPI_Finalize) makes mpirun terminate every other rank; a rank that raises a
 // titan::Error calls abort() (MPI_Abort) after printing its error, which also ends every rank.
-// A rank that loops forever without calling MPI is not detected (no watchdog thread).
+// A rank that hangs without dying (deadlock, SIGSTOP, an endless loop outside MPI) is caught by
+// the others: every MPI call here is marked in flight for a CollectiveWatchdog (dist/watchdog.h;
+// one atomic store before and one after the call), whose thread ends this process with a one-line
+// error once a call has waited longer than set_timeout()'s seconds; mpirun then ends the rest.
+// With no timeout set (the default) the thread is not started.
 #include <mpi.h>
 
 #include <climits>
 #include <cstdio>
+#include <memory>
+#include <string>
 
 #include "core/error.h"
 #include "dist/comm.h"
+#include "dist/watchdog.h"
 
 namespace titan::dist {
 
@@ -24,6 +31,18 @@ void check_mpi(int rc, const char* what) {
   MPI_Error_string(rc, msg, &len);
   fail("MPI ", what, " failed: ", std::string(msg, size_t(len)));
 }
+
+// Indices of the watchdog's operation names (MpiComm's constructor lists them in this order).
+enum Op : unsigned { kAllgather, kAlltoall, kBcast, kBarrier };
+
+// Marks one MPI call in flight for the watchdog for as long as it lives.
+struct InFlight {
+  CollectiveWatchdog& w;
+  InFlight(CollectiveWatchdog& wd, Op op) : w(wd) { w.begin(op); }
+  ~InFlight() { w.end(); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+};
 
 int count_of(size_t bytes) {
   TITAN_ASSERT(bytes <= size_t(INT_MAX), "MPI message of ", bytes, " bytes per rank");
@@ -47,8 +66,12 @@ class MpiComm final : public Comm {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    watchdog_ = std::make_unique<CollectiveWatchdog>(
+        "rank " + std::to_string(rank_) + " of " + std::to_string(size_),
+        std::vector<std::string>{"MPI_Allgather", "MPI_Alltoall", "MPI_Bcast", "MPI_Barrier"});
   }
   ~MpiComm() override {
+    watchdog_.reset();  // its thread stops before MPI does
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (owns_ && !finalized) MPI_Finalize();
@@ -58,10 +81,12 @@ class MpiComm final : public Comm {
   const char* backend() const override { return "mpi"; }
 
   void all_gather_bytes(const void* in, void* out, size_t bytes) override {
+    InFlight f(*watchdog_, kAllgather);
     check_mpi(MPI_Allgather(in, count_of(bytes), MPI_BYTE, out, count_of(bytes), MPI_BYTE, MPI_COMM_WORLD),
               "MPI_Allgather");
   }
   void all_to_all_bytes(const void* in, void* out, size_t bytes) override {
+    InFlight f(*watchdog_, kAlltoall);
     check_mpi(MPI_Alltoall(in, count_of(bytes), MPI_BYTE, out, count_of(bytes), MPI_BYTE, MPI_COMM_WORLD),
               "MPI_Alltoall");
   }
@@ -72,11 +97,15 @@ class MpiComm final : public Comm {
     size_t off = 0;
     do {
       const size_t b = bytes - off < piece ? bytes - off : piece;
+      InFlight f(*watchdog_, kBcast);
       check_mpi(MPI_Bcast(p + off, count_of(b), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
       off += b;
     } while (off < bytes);
   }
-  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void barrier() override {
+    InFlight f(*watchdog_, kBarrier);
+    check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  }
   [[noreturn]] void abort(int code) override {
     std::fflush(stdout);
     std::fflush(stderr);
@@ -84,9 +113,13 @@ class MpiComm final : public Comm {
     std::_Exit(code);
   }
 
+ protected:
+  void apply_timeout(double seconds, const std::string& setting) override { watchdog_->set_timeout(seconds, setting); }
+
  private:
   int rank_ = 0, size_ = 1;
   bool owns_ = false;
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
 };
 
 }  // namespace

@@ -38,6 +38,20 @@ void FileWriter::write(const void* data, size_t n) {
   }
 }
 
+void FileWriter::write_at(uint64_t offset, const void* data, size_t n) {
+  TITAN_ASSERT(fd_ >= 0, "FileWriter::write_at after commit");
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd_, p, n, off_t(offset));
+    if (w < 0 && errno == EINTR) continue;
+    TITAN_CHECK(w > 0, path_, ": write failed: ", std::strerror(errno));
+    p += w;
+    n -= size_t(w);
+    offset += uint64_t(w);
+    written_ += uint64_t(w);
+  }
+}
+
 void FileWriter::commit() {
   TITAN_ASSERT(fd_ >= 0, "FileWriter::commit twice");
   TITAN_CHECK(::fsync(fd_) == 0, path_, ": fsync failed: ", std::strerror(errno));

@@ -247,73 +247,103 @@ TensorMap load_hf_weights(const std::string& dir, ModelConfig* config) {
   return ck.load_all(DType::F32);
 }
 
-void export_hf_checkpoint(const std::string& dir_in, const ModelConfig& c, const TensorMap& params,
-                          const HfExportOptions& opt) {
-  std::string dir = dir_in;
+namespace {
+
+std::string without_trailing_slashes(std::string dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  TITAN_CHECK(opt.dtype == DType::F32 || opt.dtype == DType::BF16 || opt.dtype == DType::F16, "export to ", dir,
-              ": dtype ", dtype_name(opt.dtype), " is not f32, bf16 or f16");
-  TITAN_CHECK(opt.max_shard_bytes > 0, "export to ", dir, ": max shard size must be positive");
-  c.validate("export to " + dir);
-  const std::vector<ParamSpec> specs = model_param_specs(c);
+  return dir;
+}
 
-  std::set<std::string> expected;
-  for (const auto& s : specs) {
-    expected.insert(s.name);
-    auto it = params.find(s.name);
-    TITAN_CHECK(it != params.end() && it->second.defined(), "export to ", dir, ": missing parameter ", quote(s.name));
-    TITAN_CHECK(it->second.shape() == s.shape, "export to ", dir, ": parameter ", quote(s.name), " has shape ",
-                shape_str(it->second.shape()), ", the config implies ", shape_str(s.shape));
-  }
-  for (const auto& [name, t] : params) {
-    if (expected.count(name)) continue;
-    TITAN_CHECK(name == "lm_head.weight" && c.tie_word_embeddings, "export to ", dir, ": unexpected parameter ", quote(name));
-    TITAN_CHECK(same_values(t, params.at("model.embed_tokens.weight")), "export to ", dir,
-                ": tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
-  }
+bool is_float_dtype(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  TITAN_CHECK(!ec, dir, ": cannot create the folder: ", ec.message());
+}  // namespace
+
+HfExportWriter::HfExportWriter(const std::string& dir, const ModelConfig& c, const HfExportOptions& opt)
+    : dir_(without_trailing_slashes(dir)), config_(c), opt_(opt) {
+  TITAN_CHECK(is_float_dtype(opt.dtype), "export to ", dir_, ": dtype ", dtype_name(opt.dtype), " is not f32, bf16 or f16");
+  TITAN_CHECK(opt.max_shard_bytes > 0, "export to ", dir_, ": max shard size must be positive");
+  c.validate("export to " + dir_);
+  specs_ = model_param_specs(c);
 
   // Shards in module order: a new one starts when the next tensor would pass the limit.
-  std::vector<std::vector<NamedTensor>> shards(1);
-  uint64_t shard_bytes = 0, total_bytes = 0;
-  for (const auto& s : specs) {
-    const Tensor& t = params.at(s.name);
-    uint64_t bytes = uint64_t(t.numel()) * dtype_size(opt.dtype);
-    if (!shards.back().empty() && shard_bytes + bytes > opt.max_shard_bytes) {
-      shards.emplace_back();
+  uint64_t shard_bytes = 0;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    uint64_t bytes = dtype_size(opt.dtype);
+    for (int64_t d : specs_[i].shape) bytes *= uint64_t(d);
+    if (shards_.empty() || (i > shards_.back().first && shard_bytes + bytes > opt.max_shard_bytes)) {
+      shards_.push_back({"", i, i});
       shard_bytes = 0;
     }
-    shards.back().push_back({s.name, t});
+    shards_.back().last = i;
+    shard_of_.push_back(shards_.size() - 1);
     shard_bytes += bytes;
-    total_bytes += bytes;
+    total_bytes_ += bytes;
   }
+  const size_t n = shards_.size();
+  for (size_t k = 0; k < n; ++k) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, n);
+    shards_[k].file = n == 1 ? kSingleFile : name;
+  }
+}
 
+HfExportWriter::~HfExportWriter() = default;
+
+void HfExportWriter::open_shard(size_t k) {
+  if (k == 0) {
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    TITAN_CHECK(!ec, dir_, ": cannot create the folder: ", ec.message());
+    // An earlier index would otherwise describe a mix of its shards and ours until finish().
+    if (shards_.size() > 1) fs::remove(dir_ + "/" + kIndexFile, ec);
+  }
+  std::vector<SafetensorsSpec> layout;
+  for (size_t i = shards_[k].first; i <= shards_[k].last; ++i) layout.push_back({specs_[i].name, opt_.dtype, specs_[i].shape});
+  open_ = std::make_unique<SafetensorsStreamWriter>(dir_ + "/" + shards_[k].file, layout);
+}
+
+void HfExportWriter::add(const std::string& name, const Tensor& t) {
+  TITAN_CHECK(!finished_, "export to ", dir_, ": parameter ", quote(name), " added after finish()");
+  TITAN_CHECK(next_ < specs_.size(), "export to ", dir_, ": unexpected parameter ", quote(name), " (all ",
+              specs_.size(), " parameters of the config were already added)");
+  const ParamSpec& s = specs_[next_];
+  TITAN_CHECK(name == s.name, "export to ", dir_, ": expected parameter ", quote(s.name), " (", next_ + 1, " of ",
+              specs_.size(), " in model order), got ", quote(name));
+  TITAN_CHECK(t.defined(), "export to ", dir_, ": parameter ", quote(name), " is undefined");
+  TITAN_CHECK(t.shape() == s.shape, "export to ", dir_, ": parameter ", quote(name), " has shape ", shape_str(t.shape()),
+              ", the config implies ", shape_str(s.shape));
+  TITAN_CHECK(is_float_dtype(t.dtype()), "export to ", dir_, ": parameter ", quote(name), " is ", dtype_name(t.dtype()),
+              "; parameters must be f32, bf16 or f16");
+  const size_t k = shard_of_[next_];
+  if (!open_) open_shard(k);
+  open_->write(name, t);
+  if (next_ == shards_[k].last) {
+    open_->commit();
+    open_.reset();
+  }
+  ++next_;
+}
+
+void HfExportWriter::finish() {
+  TITAN_CHECK(!finished_, "export to ", dir_, ": finish() called twice");
+  TITAN_CHECK(next_ == specs_.size(), "export to ", dir_, ": missing parameter ",
+              quote(next_ < specs_.size() ? specs_[next_].name : ""), " (", next_, " of ", specs_.size(),
+              " parameters were added)");
   std::set<std::string> written;
-  if (shards.size() == 1) {
-    save_safetensors(dir + "/" + kSingleFile, shards[0], opt.dtype);
-    written.insert(kSingleFile);
-  } else {
+  for (const auto& sh : shards_) written.insert(sh.file);
+  if (shards_.size() > 1) {
     json wm = json::object();
-    const size_t n = shards.size();
-    for (size_t k = 0; k < n; ++k) {
-      char name[64];
-      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, n);
-      save_safetensors(dir + "/" + name, shards[k], opt.dtype);
-      written.insert(name);
-      for (const auto& t : shards[k]) wm[t.name] = name;
-    }
-    json index = {{"metadata", {{"total_size", total_bytes}, {"total_parameters", model_param_count(c)}}},
+    for (size_t i = 0; i < specs_.size(); ++i) wm[specs_[i].name] = shards_[shard_of_[i]].file;
+    json index = {{"metadata", {{"total_size", total_bytes_}, {"total_parameters", model_param_count(config_)}}},
                   {"weight_map", wm}};
-    write_file_atomic(dir + "/" + kIndexFile, index.dump(2) + "\n");
+    write_file_atomic(dir_ + "/" + kIndexFile, index.dump(2) + "\n");
     written.insert(kIndexFile);
   }
-  write_file_atomic(dir + "/config.json", hf_config_json(c, opt.dtype));
+  write_file_atomic(dir_ + "/config.json", hf_config_json(config_, opt_.dtype));
 
   // Remove what an earlier export left that would contradict this one.
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
     const std::string name = entry.path().filename().string();
     unsigned a = 0, b = 0;
     char tail[32] = {0};
@@ -321,20 +351,45 @@ void export_hf_checkpoint(const std::string& dir_in, const ModelConfig& c, const
     if ((is_shard || name == kSingleFile || name == kIndexFile) && !written.count(name)) fs::remove(entry.path(), ec);
   }
 
-  if (!opt.tokenizer_dir.empty()) {
+  if (!opt_.tokenizer_dir.empty()) {
     static const char* kTokenizerFiles[] = {"tokenizer.json",  "tokenizer_config.json", "special_tokens_map.json",
                                             "vocab.json",      "merges.txt",            "added_tokens.json",
                                             "generation_config.json", "chat_template.jinja"};
-    const bool same_dir = real_path(opt.tokenizer_dir) == real_path(dir);
+    const bool same_dir = real_path(opt_.tokenizer_dir) == real_path(dir_);
     int found = 0;
     for (const char* f : kTokenizerFiles) {
-      const std::string src = opt.tokenizer_dir + "/" + f;
+      const std::string src = opt_.tokenizer_dir + "/" + f;
       if (!is_file(src)) continue;
       ++found;
-      if (!same_dir) write_file_atomic(dir + "/" + f, read_file(src));
+      if (!same_dir) write_file_atomic(dir_ + "/" + f, read_file(src));
     }
-    TITAN_CHECK(found > 0, opt.tokenizer_dir, ": no tokenizer files (tokenizer.json, tokenizer_config.json, ...) to copy");
+    TITAN_CHECK(found > 0, opt_.tokenizer_dir, ": no tokenizer files (tokenizer.json, tokenizer_config.json, ...) to copy");
   }
+  finished_ = true;
+}
+
+void export_hf_checkpoint(const std::string& dir_in, const ModelConfig& c, const TensorMap& params,
+                          const HfExportOptions& opt) {
+  HfExportWriter w(dir_in, c, opt);  // validates the options and the config; writes nothing yet
+  const std::string dir = without_trailing_slashes(dir_in);
+  std::set<std::string> expected;
+  for (const auto& s : w.specs()) {
+    expected.insert(s.name);
+    auto it = params.find(s.name);
+    TITAN_CHECK(it != params.end() && it->second.defined(), "export to ", dir, ": missing parameter ", quote(s.name));
+    TITAN_CHECK(it->second.shape() == s.shape, "export to ", dir, ": parameter ", quote(s.name), " has shape ",
+                shape_str(it->second.shape()), ", the config implies ", shape_str(s.shape));
+    TITAN_CHECK(is_float_dtype(it->second.dtype()), "export to ", dir, ": parameter ", quote(s.name), " is ",
+                dtype_name(it->second.dtype()), "; parameters must be f32, bf16 or f16");
+  }
+  for (const auto& [name, t] : params) {
+    if (expected.count(name)) continue;
+    TITAN_CHECK(name == "lm_head.weight" && c.tie_word_embeddings, "export to ", dir, ": unexpected parameter ", quote(name));
+    TITAN_CHECK(same_values(t, params.at("model.embed_tokens.weight")), "export to ", dir,
+                ": tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
+  }
+  for (const auto& s : w.specs()) w.add(s.name, params.at(s.name));
+  w.finish();
 }
 
 }  // namespace titan

@@ -20,6 +20,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,17 +80,68 @@ struct HfExportOptions {
   std::string tokenizer_dir;                  // copy tokenizer files from here ("" = none)
 };
 
-// Writes an HF folder loadable by transformers' from_pretrained: config.json (torch_dtype =
-// opt.dtype); model.safetensors when everything fits in one shard, else
-// model-0000k-of-0000N.safetensors + model.safetensors.index.json (metadata.total_size = tensor
-// bytes, weight_map). Shards are filled in module order, a new shard starting when the next
-// tensor would pass max_shard_bytes (as transformers does). A tied model writes only
-// model.embed_tokens.weight. `params` must hold exactly model_param_specs(c) (plus, for a tied
-// model, optionally an lm_head.weight equal to the embedding). Each file is written atomically;
-// stale files of an earlier export in `dir` (the other layout, extra shards) are removed after.
+// Writes an HF folder loadable by transformers' from_pretrained, one tensor at a time, so that no
+// caller needs the whole model in memory (a sharded run gathers, adds and frees one parameter
+// after another). The folder: config.json (torch_dtype = opt.dtype); model.safetensors when
+// everything fits in one shard, else model-0000k-of-0000N.safetensors +
+// model.safetensors.index.json (metadata.total_size = tensor bytes, weight_map). Shards are filled
+// in module order, a new shard starting when the next tensor would pass max_shard_bytes (as
+// transformers does); since every size follows from the config and the dtype, the whole plan
+// (files, headers, offsets) is fixed by the constructor and each tensor goes to disk as it is
+// added. A tied model writes only model.embed_tokens.weight.
+//
+// Each file is written atomically (temporary file, fsync, rename): a shard when its last tensor
+// arrives, the index, config.json and the tokenizer files by finish(), which then removes stale
+// files of an earlier export in `dir` (the other layout, extra shards). A sharded export removes an
+// earlier index before its first shard replaces anything, so an export that fails part-way never
+// leaves an index over a mix of old and new shards. Memory: the writer holds no tensor, only a
+// bounded conversion buffer. Destroyed without finish(), the file being written is discarded.
 // Tokenizer files copied when present: tokenizer.json, tokenizer_config.json,
 // special_tokens_map.json, vocab.json, merges.txt, added_tokens.json, generation_config.json,
 // chat_template.jinja (at least one must exist).
+class HfExportWriter {
+ public:
+  // Validates the options and the config and plans the shards; nothing is written before the
+  // first add() (which creates `dir`).
+  HfExportWriter(const std::string& dir, const ModelConfig& c, const HfExportOptions& opt = {});
+  ~HfExportWriter();
+  HfExportWriter(const HfExportWriter&) = delete;
+  HfExportWriter& operator=(const HfExportWriter&) = delete;
+
+  // The next parameter of model_param_specs(c), in that order (an error names the expected one),
+  // in a floating dtype with the spec's shape; converted to opt.dtype and written now. The caller
+  // may free `t` as soon as this returns.
+  void add(const std::string& name, const Tensor& t);
+  // Writes the index (sharded), config.json and the tokenizer files and removes stale files;
+  // error when parameters are missing.
+  void finish();
+
+  const std::vector<ParamSpec>& specs() const { return specs_; }  // the order add() expects
+  size_t added() const { return next_; }
+  size_t shard_count() const { return shards_.size(); }
+
+ private:
+  struct Shard {
+    std::string file;
+    size_t first = 0, last = 0;  // spec indices [first, last]
+  };
+  void open_shard(size_t k);
+
+  std::string dir_;
+  ModelConfig config_;
+  HfExportOptions opt_;
+  std::vector<ParamSpec> specs_;
+  std::vector<Shard> shards_;
+  std::vector<size_t> shard_of_;  // spec index -> shard
+  uint64_t total_bytes_ = 0;
+  size_t next_ = 0;
+  std::unique_ptr<SafetensorsStreamWriter> open_;  // the shard being filled
+  bool finished_ = false;
+};
+
+// The whole-model form: `params` must hold exactly model_param_specs(c) (plus, for a tied model,
+// optionally an lm_head.weight equal to the embedding); checked before anything is written, then
+// streamed through HfExportWriter.
 void export_hf_checkpoint(const std::string& dir, const ModelConfig& c, const TensorMap& params,
                           const HfExportOptions& opt = {});
 

@@ -260,11 +260,25 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
   convert_parallel(src, st, dst.raw(), dst.dtype(), n);
 }
 
-void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors, std::optional<DType> as,
-                      const std::map<std::string, std::string>& metadata) {
-  std::vector<const NamedTensor*> order;
+namespace {
+
+// The source tensor can be stored as dtype dt (undefined, off-CPU and non-convertible refused).
+void check_source(const std::string& path, const std::string& name, const Tensor& t, DType dt) {
+  TITAN_CHECK(t.defined(), path, ": tensor ", quote(name), " is undefined");
+  TITAN_CHECK(t.device().type == DeviceType::CPU, path, ": tensor ", quote(name), " is not on the CPU");
+  TITAN_CHECK(dt == t.dtype() || (is_float(dt) && is_float(t.dtype())), path, ": tensor ", quote(name), " is ",
+              dtype_name(t.dtype()), " and cannot be written as ", dtype_name(dt));
+}
+
+}  // namespace
+
+SafetensorsStreamWriter::SafetensorsStreamWriter(const std::string& path, const std::vector<SafetensorsSpec>& tensors,
+                                                 const std::map<std::string, std::string>& metadata)
+    : path_(path) {
+  std::vector<const SafetensorsSpec*> order;
   for (const auto& t : tensors) order.push_back(&t);
-  std::sort(order.begin(), order.end(), [](const NamedTensor* a, const NamedTensor* b) { return a->name < b->name; });
+  std::sort(order.begin(), order.end(),
+            [](const SafetensorsSpec* a, const SafetensorsSpec* b) { return a->name < b->name; });
 
   json header = json::object();
   json meta = json::object();
@@ -272,49 +286,89 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   for (const auto& [k, v] : metadata) meta[k] = v;
   header["__metadata__"] = meta;
   uint64_t offset = 0;
-  std::vector<DType> out_dtypes;
   for (size_t i = 0; i < order.size(); ++i) {
-    const NamedTensor& t = *order[i];
+    const SafetensorsSpec& t = *order[i];
     TITAN_CHECK(!t.name.empty() && t.name != "__metadata__", path, ": invalid tensor name ", quote(t.name));
     TITAN_CHECK(i == 0 || order[i - 1]->name != t.name, path, ": tensor name ", quote(t.name), " given twice");
-    TITAN_CHECK(t.tensor.defined(), path, ": tensor ", quote(t.name), " is undefined");
-    TITAN_CHECK(t.tensor.device().type == DeviceType::CPU, path, ": tensor ", quote(t.name), " is not on the CPU");
-    DType dt = as.value_or(t.tensor.dtype());
-    TITAN_CHECK(dt == t.tensor.dtype() || (is_float(dt) && is_float(t.tensor.dtype())), path, ": tensor ",
-                quote(t.name), " is ", dtype_name(t.tensor.dtype()), " and cannot be written as ", dtype_name(dt));
-    out_dtypes.push_back(dt);
-    uint64_t bytes = uint64_t(t.tensor.numel()) * dtype_size(dt);
-    header[t.name] = {{"dtype", safetensors_dtype_name(dt)},
-                      {"shape", t.tensor.shape()},
+    int64_t numel = 1;
+    for (int64_t d : t.shape) {
+      TITAN_CHECK(d >= 0, path, ": tensor ", quote(t.name), " has a negative dimension in ", shape_str(t.shape));
+      numel *= d;
+    }
+    const uint64_t bytes = uint64_t(numel) * dtype_size(t.dtype);
+    header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
+                      {"shape", t.shape},
                       {"data_offsets", {offset, offset + bytes}}};
+    slots_[t.name] = Slot{t.dtype, t.shape, offset, false};
     offset += bytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data section starts 8-byte aligned
+  const uint64_t data_start = 8 + uint64_t(text.size());
+  for (auto& [name, slot] : slots_) slot.offset += data_start;
+  file_size_ = data_start + offset;
+  remaining_ = slots_.size();
 
-  FileWriter w(path);
+  file_ = std::make_unique<FileWriter>(path);
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-  w.write(len, 8);
-  w.write(text.data(), text.size());
-  std::vector<char> buf;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const Tensor& t = order[i]->tensor;
-    const DType dt = out_dtypes[i];
-    const size_t n = size_t(t.numel());
-    if (n == 0) continue;
-    if (dt == t.dtype()) {
-      w.write(t.raw(), n * dtype_size(dt));
-      continue;
-    }
+  file_->write(len, 8);
+  file_->write(text.data(), text.size());
+}
+
+SafetensorsStreamWriter::~SafetensorsStreamWriter() = default;
+
+void SafetensorsStreamWriter::write(const std::string& name, const Tensor& t) {
+  TITAN_ASSERT(file_, "SafetensorsStreamWriter::write after commit");
+  auto it = slots_.find(name);
+  TITAN_CHECK(it != slots_.end(), path_, ": tensor ", quote(name), " is not in the file's layout");
+  Slot& slot = it->second;
+  TITAN_CHECK(!slot.written, path_, ": tensor ", quote(name), " written twice");
+  check_source(path_, name, t, slot.dtype);
+  TITAN_CHECK(t.shape() == slot.shape, path_, ": tensor ", quote(name), " has shape ", shape_str(t.shape()),
+              ", the layout says ", shape_str(slot.shape));
+  const size_t n = size_t(t.numel());
+  const DType dt = slot.dtype;
+  if (n > 0 && dt == t.dtype()) {
+    file_->write_at(slot.offset, t.raw(), n * dtype_size(dt));
+  } else if (n > 0) {
     const size_t chunk = size_t(1) << 20;  // elements converted per write
-    buf.resize(std::min(n, chunk) * dtype_size(dt));
+    std::vector<char> buf(std::min(n, chunk) * dtype_size(dt));
     for (size_t b = 0; b < n; b += chunk) {
-      size_t m = std::min(chunk, n - b);
+      const size_t m = std::min(chunk, n - b);
       convert_parallel(static_cast<const char*>(t.raw()) + b * dtype_size(t.dtype()), t.dtype(), buf.data(), dt, m);
-      w.write(buf.data(), m * dtype_size(dt));
+      file_->write_at(slot.offset + b * dtype_size(dt), buf.data(), m * dtype_size(dt));
     }
   }
+  slot.written = true;
+  --remaining_;
+}
+
+void SafetensorsStreamWriter::commit() {
+  TITAN_ASSERT(file_, "SafetensorsStreamWriter::commit twice");
+  if (remaining_ > 0) {
+    std::string missing;
+    for (const auto& [name, slot] : slots_)
+      if (!slot.written && missing.empty()) missing = quote(name);
+    fail(path_, ": ", remaining_, " tensor(s) never written (first: ", missing, ")");
+  }
+  file_->commit();
+  file_.reset();
+}
+
+void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors, std::optional<DType> as,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsSpec> specs;
+  for (const auto& t : tensors) {
+    const DType dt = t.tensor.defined() ? as.value_or(t.tensor.dtype()) : DType::F32;
+    check_source(path, t.name, t.tensor, dt);
+    specs.push_back({t.name, dt, t.tensor.shape()});
+  }
+  SafetensorsStreamWriter w(path, specs, metadata);
+  std::vector<const NamedTensor*> order;  // name order: the data section fills front to back
+  for (const auto& t : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const NamedTensor* a, const NamedTensor* b) { return a->name < b->name; });
+  for (const NamedTensor* t : order) w.write(t->name, t->tensor);
   w.commit();
 }
 

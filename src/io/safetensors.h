@@ -75,9 +75,55 @@ class SafetensorsFile {
 // rename, fsync of the folder): header padded with spaces to a multiple of 8 bytes, __metadata__
 // {"format": "pt"} plus `metadata`, tensors in name order, data contiguous. With `as`, floating
 // tensors are converted to that dtype while streaming. Names must be unique and non-empty.
+// (A SafetensorsStreamWriter given the same names, dtypes and shapes writes the same bytes.)
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       std::optional<DType> as = std::nullopt,
                       const std::map<std::string, std::string>& metadata = {});
+
+// One tensor of a file whose layout is fixed before its data exists.
+struct SafetensorsSpec {
+  std::string name;
+  DType dtype = DType::F32;  // as stored in the file
+  Shape shape;
+};
+
+class FileWriter;
+
+// A safetensors file written as its tensors become available, in any order, holding none of them:
+// the layout (header, offsets) follows from the specs alone and is the one save_safetensors
+// gives the same tensors (name order, padded header), so the bytes are identical. The constructor
+// writes the header into a temporary file next to `path`; write() converts one tensor to its
+// declared dtype in bounded chunks and places it at its offset; commit() requires every tensor
+// to have been written, then fsyncs and renames (FileWriter). Destroyed without commit(), the
+// temporary file is removed and `path` is untouched.
+class SafetensorsStreamWriter {
+ public:
+  SafetensorsStreamWriter(const std::string& path, const std::vector<SafetensorsSpec>& tensors,
+                          const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsStreamWriter();
+  SafetensorsStreamWriter(const SafetensorsStreamWriter&) = delete;
+  SafetensorsStreamWriter& operator=(const SafetensorsStreamWriter&) = delete;
+
+  // `t` must have the spec's shape and a dtype convertible to the spec's (floating types among
+  // themselves; integer types only as themselves). Each tensor once.
+  void write(const std::string& name, const Tensor& t);
+  void commit();
+  const std::string& path() const { return path_; }
+  uint64_t file_size() const { return file_size_; }  // header + data, known from the start
+
+ private:
+  struct Slot {
+    DType dtype;
+    Shape shape;
+    uint64_t offset;  // absolute, in the file
+    bool written = false;
+  };
+  std::string path_;
+  std::unique_ptr<FileWriter> file_;
+  std::map<std::string, Slot> slots_;
+  uint64_t file_size_ = 0;
+  size_t remaining_ = 0;  // tensors not written yet
+};
 
 // The file's dtype string for a titan dtype.
 const char* safetensors_dtype_name(DType dt);  // "F32", "BF16", "F16", "I32", "I64"

@@ -97,6 +97,8 @@ std::vector<Field> fields_of(JobConfig& c) {
       {"metrics", "perf_warmup_steps", Kind::Int, &c.metrics.perf_warmup_steps, {}},
       {"kernels", "replace", Kind::StringList, &c.kernels.replace, {}},
       {"compute", "threads", Kind::Int, &c.compute.threads, {}},
+      {"comm", "init_timeout_seconds", Kind::Int, &c.comm.init_timeout_seconds, {}},
+      {"comm", "train_timeout_seconds", Kind::Int, &c.comm.train_timeout_seconds, {}},
   };
 }
 
@@ -104,7 +106,7 @@ const std::vector<std::string>& section_names() {
   static const std::vector<std::string> names = {"job",      "model",      "optimizer",
                                                  "lr_scheduler", "training", "parallelism",
                                                  "checkpoint", "activation_checkpoint", "metrics",
-                                                 "kernels",  "compute"};
+                                                 "kernels",  "compute",    "comm"};
   return names;
 }
 
@@ -495,6 +497,8 @@ void JobConfig::validate(const std::string& o) const {
             "entry \"" + r + "\" is not of the form \"pattern=kernel\"");
   }
   require(compute.threads >= 0, o, "compute", "threads", "must be >= 0 (0 = leave as is)");
+  require(comm.init_timeout_seconds > 0, o, "comm", "init_timeout_seconds", "must be > 0 (seconds)");
+  require(comm.train_timeout_seconds > 0, o, "comm", "train_timeout_seconds", "must be > 0 (seconds)");
 }
 
 int64_t JobConfig::data_parallel_degree(int64_t world_size) const {

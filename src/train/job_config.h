@@ -114,6 +114,16 @@ struct ComputeSection {
   int64_t threads = 0;  // 0: leave the thread count as is (TITAN_NUM_THREADS or all cores)
 };
 
+// torchtitan's [comm] timeouts. A collective that has not completed after the timeout means a
+// rank is hung (deadlock, SIGSTOP, lost machine): the MPI backend's watchdog ends the job
+// (dist::Comm::set_timeout). init_timeout_seconds holds until the first training step completes
+// (setup, loading, the first step's warm-up), train_timeout_seconds after it. Not part of
+// config_hash: changing a timeout never blocks a resume.
+struct CommSection {
+  int64_t init_timeout_seconds = 300;
+  int64_t train_timeout_seconds = 100;
+};
+
 struct JobConfig {
   JobSection job;
   ModelSection model;
@@ -126,6 +136,7 @@ struct JobConfig {
   MetricsSection metrics;
   KernelsSection kernels;
   ComputeSection compute;
+  CommSection comm;
 
   // Range and consistency checks (enum values, positive sizes, parallel degrees that are not
   // implemented yet). `origin` names the source in the error (a file or "command line").

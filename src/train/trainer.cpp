@@ -88,6 +88,8 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
   if (cfg.compute.threads > 0) set_num_threads(int(cfg.compute.threads));
   const int64_t world = comm.size(), rank = comm.rank();
   const bool lead = rank == 0;  // the one rank that logs, writes metrics, checkpoints and exports
+  // A collective that outlives the timeout means a hung rank: the watchdog ends the job.
+  comm.set_timeout(double(cfg.comm.init_timeout_seconds), "[comm] init_timeout_seconds");
   // Collective first: a rank with another config would otherwise diverge or wait forever.
   comm.check_same("the job config hash", config_hash(cfg));
   TrainResult result;
@@ -187,6 +189,7 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
     st.extra["model_config"] = nlohmann::json::parse(hf_config_json(mc, DType::F32));
     st.extra["job_config"] = render_toml(cfg);
     st.extra["world_size"] = world;
+    dist::ScopedTimeout none(comm, 0);  // ranks wait for the slowest writer, for as long as that takes
     result.last_checkpoint = state->save(*ckm, st);
     if (lead) std::fprintf(stderr, "[titan] checkpoint %s\n", result.last_checkpoint.c_str());
   };
@@ -259,6 +262,7 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
     if (ckm && ((cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0) || stop ||
                 step == cfg.training.steps))
       save_checkpoint(step);
+    if (step == start_step + 1) comm.set_timeout(double(cfg.comm.train_timeout_seconds), "[comm] train_timeout_seconds");
     if (stop) {
       if (lead && stop_signal() != 0)
         std::fprintf(stderr, "[titan] stopping on signal %d after step %lld\n", stop_signal(), (long long)step);

@@ -2,12 +2,16 @@
 # Faults in a data-parallel run end every rank within a bounded time, with a clear error:
 #  1. ranks started with different configs (MPMD launch) all stop naming the config hash mismatch;
 #  2. a rank killed mid-run (SIGKILL) takes the whole job down (mpirun ends the others), no hang;
-#  3. SIGTERM to one rank stops every rank after the same step, with a checkpoint, status 0.
-# Skips (77) when mpirun is missing.
+#  3. SIGTERM to one rank stops every rank after the same step, with a checkpoint, status 0;
+#  4. a rank that hangs without dying (SIGSTOP) is caught by the other rank's collective watchdog
+#     ([comm] timeouts): the job ends soon after the timeout, naming the call that waited.
+# Skips (77) when mpirun is missing. Needs test_dist (case 4) next to titan.
 set -uo pipefail
 titan=$1 src=$2
 command -v mpirun >/dev/null || { echo "mpirun not found; skipping"; exit 77; }
 source "$src/tests/cli/dist/env.sh"
+test_dist=$(dirname "$titan")/test_dist
+[ -x "$test_dist" ] || { echo "missing $test_dist (build target test_dist)"; exit 1; }
 work=$(mktemp -d)
 mpid=
 cleanup() { [ -n "$mpid" ] && kill -9 "$mpid" 2>/dev/null; rm -rf "$work"; }
@@ -72,3 +76,28 @@ mpid=
 grep -q "another rank received a stop signal" "$work/term.log" || fail "no stop message: $(tail -3 "$work/term.log")"
 ls -d "$work"/t/checkpoint/step-* > /dev/null 2>&1 || fail "no checkpoint after SIGTERM"
 echo "ok: SIGTERM to rank 1 -> $(grep 'another rank' "$work/term.log"), checkpoint $(ls "$work/t/checkpoint")"
+
+# 4. Rank 1 stops itself (SIGSTOP) while rank 0 waits in a barrier with a 3 s timeout
+#    (WatchdogJob.HungRankEndsTheJob in tests/unit/dist/watchdog_test.cpp): rank 0's watchdog
+#    prints its line and exits 1, mpirun ends rank 1.
+TITAN_TEST_HANG=1 mpirun "${MPIRUN_ARGS[@]}" -x TITAN_TEST_HANG -np 2 "$test_dist" \
+  --gtest_filter=WatchdogJob.HungRankEndsTheJob > "$work/hang.log" 2>&1 &
+mpid=$!
+SECONDS=0
+ranks=()
+for _ in $(seq 1 300); do ranks=($(pgrep -P "$mpid")); [ ${#ranks[@]} -eq 2 ] && break; sleep 0.1; done
+[ ${#ranks[@]} -eq 2 ] || fail "expected 2 rank processes under mpirun $mpid, found ${#ranks[@]}"
+for _ in $(seq 1 400); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$mpid" 2>/dev/null && { cat "$work/hang.log"; fail "mpirun still running 40 s after the start of a job with a 3 s timeout"; }
+wait "$mpid"; rc=$?
+mpid=
+[ $rc -ne 0 ] || { cat "$work/hang.log"; fail "mpirun exited 0 with a hung rank"; }
+[ $SECONDS -ge 3 ] || { cat "$work/hang.log"; fail "the job ended after ${SECONDS}s, before the 3 s timeout"; }
+grep -q "titan: error (rank 0 of 2): MPI_Barrier has not completed after 3\.[0-9] s (\[comm\] train_timeout_seconds = 3); another rank is hung or unreachable" \
+  "$work/hang.log" || { cat "$work/hang.log"; fail "no watchdog message from rank 0"; }
+grep -q "passed a barrier" "$work/hang.log" && { cat "$work/hang.log"; fail "a barrier completed without rank 1"; }
+for p in "${ranks[@]}"; do
+  for _ in $(seq 1 100); do alive "$p" || break; sleep 0.1; done
+  alive "$p" && { ps -o pid,stat,cmd -p "$p"; fail "rank process $p survived"; }
+done
+echo "ok: hung rank 1 (SIGSTOP) -> $(grep -o 'MPI_Barrier has not completed.*= 3)' "$work/hang.log"); job ended in ${SECONDS}s with status $rc"

@@ -155,6 +155,43 @@ TEST(Safetensors, EmptyFileWithNoTensorsIsValid) {
   EXPECT_EQ(SafetensorsFile::from_memory(keep->data(), keep->size(), keep, "mem").size(), 0u);
 }
 
+TEST(Safetensors, StreamWriterInAnyOrderEqualsSaveSafetensors) {
+  TempDir d;
+  Tensor a = exact_tensor({3, 5}, 1), b = exact_tensor({7}, 2), e = Tensor::empty({0, 4}, DType::F32);
+  Tensor i = Tensor::zeros({2}, DType::I32);
+  i.data<int32_t>()[1] = -9;
+  save_safetensors(d / "whole.safetensors", {{"b", b}, {"a", a}, {"e", e}, {"i", i}}, std::nullopt, {{"k", "v"}});
+  // The same layout declared up front, data arriving in reverse name order, bf16 input converted.
+  SafetensorsStreamWriter w(d / "stream.safetensors",
+                            {{"b", DType::F32, {7}}, {"a", DType::F32, {3, 5}}, {"e", DType::F32, {0, 4}}, {"i", DType::I32, {2}}},
+                            {{"k", "v"}});
+  EXPECT_EQ(w.file_size(), std::filesystem::file_size(d / "whole.safetensors"));
+  w.write("i", i);
+  w.write("e", e);
+  w.write("b", b.to(DType::BF16));  // exact_tensor values are exact in bf16
+  w.write("a", a);
+  w.commit();
+  EXPECT_EQ(read_file(d / "stream.safetensors"), read_file(d / "whole.safetensors"));
+}
+
+TEST(Safetensors, StreamWriterRefusesBadInput) {
+  TempDir d;
+  Tensor a = exact_tensor({2}, 1);
+  {
+    SafetensorsStreamWriter w(d / "x.safetensors", {{"a", DType::BF16, {2}}, {"b", DType::F32, {3}}});
+    EXPECT_ERROR_CONTAINS(w.write("c", a), "x.safetensors: tensor \"c\" is not in the file's layout");
+    EXPECT_ERROR_CONTAINS(w.write("b", a), "x.safetensors: tensor \"b\" has shape [2], the layout says [3]");
+    EXPECT_ERROR_CONTAINS(w.write("a", Tensor::zeros({2}, DType::I32)), "is i32 and cannot be written as bf16");
+    w.write("a", a);
+    EXPECT_ERROR_CONTAINS(w.write("a", a), "x.safetensors: tensor \"a\" written twice");
+    EXPECT_ERROR_CONTAINS(w.commit(), "x.safetensors: 1 tensor(s) never written (first: \"b\")");
+  }
+  // Abandoned: neither the file nor its temporary remains.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(d.path), std::filesystem::directory_iterator()), 0);
+  EXPECT_ERROR_CONTAINS(SafetensorsStreamWriter(d / "y.safetensors", {{"a", DType::F32, {2}}, {"a", DType::F32, {2}}}),
+                        "tensor name \"a\" given twice");
+}
+
 TEST(Safetensors, WriterRefusesBadInput) {
   TempDir d;
   Tensor a = exact_tensor({2}, 1);

@@ -220,7 +220,7 @@ TEST(JobConfig, RenderRoundTrips) {
   JobConfig f;
   apply_toml(f, et, "rendered");
   EXPECT_FALSE(f.lr_scheduler.decay_ratio.has_value());
-  EXPECT_EQ(job_config_keys().size(), 53u);  // 52 + [model] load_balance_coeff
+  EXPECT_EQ(job_config_keys().size(), 55u);  // 52 + [model] load_balance_coeff + 2 [comm] timeouts
 }
 
 TEST(JobConfig, HashCoversTheTrajectoryOnly) {
@@ -233,6 +233,33 @@ TEST(JobConfig, HashCoversTheTrajectoryOnly) {
   EXPECT_EQ(config_hash(a), config_hash(b));
   b.optimizer.lr = 1e-3;
   EXPECT_NE(config_hash(a), config_hash(b));
+}
+
+TEST(JobConfig, CommTimeoutsParseValidateAndStayOutOfTheHash) {
+  JobConfig a;
+  EXPECT_EQ(a.comm.init_timeout_seconds, 300);  // torchtitan's defaults
+  EXPECT_EQ(a.comm.train_timeout_seconds, 100);
+  JobConfig b = a;
+  apply_toml(b, "[comm]\ninit_timeout_seconds = 30\n", "t.toml");
+  apply_override(b, "comm.train_timeout_seconds", "5");
+  EXPECT_EQ(b.comm.init_timeout_seconds, 30);
+  EXPECT_EQ(b.comm.train_timeout_seconds, 5);
+  EXPECT_NO_THROW(b.validate("t.toml"));
+  // A timeout never changes the trajectory: a resume with another timeout must be accepted.
+  EXPECT_EQ(config_hash(a), config_hash(b));
+  JobConfig back;
+  apply_toml(back, render_toml(b), "rendered");
+  EXPECT_EQ(back.comm.train_timeout_seconds, 5);
+  b.comm.train_timeout_seconds = 0;
+  EXPECT_EQ(error_of([&] { b.validate("t.toml"); }), "t.toml: [comm] train_timeout_seconds must be > 0 (seconds)");
+  b = a;
+  b.comm.init_timeout_seconds = -1;
+  EXPECT_EQ(error_of([&] { b.validate("t.toml"); }), "t.toml: [comm] init_timeout_seconds must be > 0 (seconds)");
+  EXPECT_NE(error_of([&] { apply_toml(b, "[comm]\ntrain_timeout_seconds = 2.5\n", "t.toml"); })
+                .find("[comm] train_timeout_seconds must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_override(b, "comm.train_timout_seconds", "5"); }).find("did you mean --comm.train_timeout_seconds?"),
+            std::string::npos);
 }
 
 TEST(JobConfig, RecipesParse) {
