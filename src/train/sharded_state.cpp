@@ -22,9 +22,9 @@ class ShardedState final : public ModelState {
   ShardedState(const JobConfig& cfg, dist::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
     JobModel jm = build_job_model(cfg, /*deferred=*/true);
     loaded_ = jm.hf != nullptr;
-    model_ = std::move(jm.model);
     const uint64_t seed = uint64_t(cfg.training.seed);
-    fsdp_ = std::make_unique<dist::Fsdp>(*model_, comm, fsdp_options(cfg), [&](int64_t unit) { jm.fill(unit, seed); });
+    fsdp_ = std::make_unique<dist::Fsdp>(*jm.model, comm, fsdp_options(cfg), [&](int64_t unit) { jm.fill(unit, seed); });
+    model_ = std::move(jm.model);
   }
   bool sharded() const override { return true; }
   void zero_grad() override { fsdp_->zero_grad(); }

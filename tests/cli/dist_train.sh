@@ -20,7 +20,7 @@ if [ -n "$shm_free" ] && [ "$shm_free" -gt 4000000 ]; then work=$(mktemp -d -p /
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1
 common=(--config "$src/recipes/debug.toml" --model.n_layers 1 --training.seq_len 32 --training.local_batch_size 1
-        --training.global_batch_size 4 --training.steps 10 --metrics.log_freq 1 --metrics.enable_tensorboard false
+        --training.global_batch_size 4 --training.steps 20 --metrics.log_freq 1 --metrics.enable_tensorboard false
         --checkpoint.last_save_in_hf false --lr_scheduler.warmup_steps 2 --compute.threads 1
         --parallelism.data_parallel_shard_degree -1 --checkpoint.keep_latest_k 0)
 fail() { echo "FAIL: $*"; exit 1; }
