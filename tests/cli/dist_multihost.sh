@@ -19,6 +19,7 @@
 set -uo pipefail
 titan=$(realpath "$1") src=$(realpath "$2")  # absolute: the test works in its own folder
 PATH=$PATH:/usr/sbin:/sbin
+export LC_ALL=C  # untranslated error texts (reach) and byte-order sort
 skip() { echo "skipping: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "needs root for network namespaces"
@@ -29,7 +30,7 @@ for c in ip mpirun unshare ss timeout; do command -v "$c" > /dev/null || skip "$
 nsa=titan-mh$$-a nsb=titan-mh$$-b br=tmh$$br vetha=tmh$$a vethb=tmh$$b
 ipa=10.77.0.1 ipb=10.77.0.2 net=10.77.0.0/24
 work=$(mktemp -d)
-sampler= child=
+sampler='' child=''
 cleanup() {
   local ns pids
   [ -n "$sampler" ] && kill "$sampler" 2> /dev/null && wait "$sampler"
@@ -97,7 +98,7 @@ echo "smoke: ranks 0,1 in $nsa, 2,3 in $nsb; agent launched 1 daemon ($(cat rsh.
 # --- training -----------------------------------------------------------------------------------
 steps=4
 common=(--config "$src/recipes/debug.toml" --model.n_layers 1 --training.seq_len 32 --training.local_batch_size 1
-        --training.global_batch_size 4 --training.steps $steps --metrics.log_freq 1 --metrics.enable_tensorboard false
+        --training.global_batch_size 4 --training.steps "$steps" --metrics.log_freq 1 --metrics.enable_tensorboard false
         --checkpoint.enable false --checkpoint.last_save_in_hf false --lr_scheduler.warmup_steps 2 --compute.threads 1
         --parallelism.data_parallel_shard_degree -1)
 # Each rank notes its hostname and namespace, then becomes titan.
@@ -158,7 +159,7 @@ ports=$(awk -v a="$ipa" -v b="$ipb" '
   $2 == "LISTEN" { listen[$1 " " l[2]] = 1; next }
   $2 == "ESTAB" && ((l[1] == a && p[1] == b) || (l[1] == b && p[1] == a)) { conn[$1 " " l[2]] = 1 }
   END { for (c in conn) if (c in listen) print c }' ss.log | sort -u)
-echo "accepted across hosts (namespace port): $(echo $ports)"
+echo "accepted across hosts (namespace port): ${ports//$'\n'/, }"
 # The daemon on b connects to mpirun's oob port on a; the btl connection between the ranks goes
 # either way (whichever rank connects first).
 echo "$ports" | awk 'NF == 0 { next } { p = $2 } p >= 46000 && p <= 46009 { oob = 1; next } p >= 46100 && p <= 46199 { btl = 1; next }
