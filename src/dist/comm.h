@@ -40,6 +40,9 @@ class Comm {
   virtual void barrier() = 0;
   // Ends every rank of the job (MPI_Abort); for a single process, std::exit(code).
   [[noreturn]] virtual void abort(int code) = 0;
+  // Collective: a communicator over the ranks that pass the same color, ranked by key (as
+  // MPI_Comm_split). It shares this one's watchdog and timeout, and must be destroyed before it.
+  virtual std::unique_ptr<Comm> split(int color, int key) = 0;
 
   // A collective that waits longer than `seconds` for the other ranks ends this process with a
   // one-line error (`titan: error (rank r of N): MPI_... has not completed after ...`) and
@@ -113,6 +116,7 @@ class LocalComm final : public Comm {
   void broadcast(void*, size_t, int root) override;
   void barrier() override {}
   [[noreturn]] void abort(int code) override;
+  std::unique_ptr<Comm> split(int, int) override { return std::make_unique<LocalComm>(); }
 };
 
 // True when this process was started by an MPI launcher (mpirun/mpiexec/srun set PMIx or

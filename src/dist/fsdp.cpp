@@ -179,8 +179,9 @@ class Fsdp::Worker {
   std::exception_ptr err_;
 };
 
-Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill)
-    : model_(model), ps_(model.params()), comm_(comm), opt_(opt) {
+Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill,
+           Comm* replicate)
+    : model_(model), ps_(model.params()), comm_(comm), replicate_(replicate), opt_(opt) {
   const int64_t n = comm.size(), r = comm.rank();
   for (int64_t ui = 0; ui < model.num_units(); ++ui) {
     auto u = std::make_unique<Unit>();
@@ -361,6 +362,11 @@ void Fsdp::zero_grad() {
 
 double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& hp) {
   worker_->drain();
+  if (replicate_ && replicate_->size() > 1) {  // HSDP: the replicas' gradient shards summed
+    const double t0 = now_s();
+    replicate_->all_reduce(g_.data<float>(), shard_, ReduceOp::Sum);
+    comm_seconds_ += now_s() - t0;
+  }
   // Sum of squares of my shard in double, in element order; the ranks' sums in rank order.
   float* g = g_.data<float>();
   double ss = 0;

@@ -22,6 +22,11 @@
 //                      as torch.nn.utils.clip_grad_norm_, AdamW on the shard. Nothing is gathered:
 //                      the next forward gathers what it needs.
 //
+// Hybrid (HSDP, data_parallel_replicate_degree R > 1): the Comm given is the shard group (N
+// ranks); `replicate` joins the R ranks that hold the same shard. step() first sums the gradient
+// shard over `replicate` (rank order), so every replica steps identically; the norm is taken over
+// the shard group alone (every replica holds the same shards).
+//
 // Prefetch: with Options::prefetch, need(u) for the unit the model announces next
 // (UnitHooks::prefetch) is issued on a communication thread while the current unit computes;
 // every collective of this object runs on that thread in program order, and the calling thread
@@ -72,7 +77,8 @@ class Fsdp final : public UnitHooks {
   // `model` must be built deferred. fill(unit) runs on every rank with the unit's values resident
   // (contents undefined) and must write all of them (init or load, the same on every rank); then
   // this rank keeps its chunk and the memory is freed. Installs itself as the model's hooks.
-  Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill);
+  Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill,
+       Comm* replicate = nullptr);
   ~Fsdp() override;
 
   // UnitHooks
@@ -119,6 +125,7 @@ class Fsdp final : public UnitHooks {
   Qwen3Model& model_;
   ParamStore& ps_;
   Comm& comm_;
+  Comm* replicate_;
   Options opt_;
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<Span> spans_;

@@ -1,4 +1,5 @@
-// MpiComm: the Comm backend over MPI_COMM_WORLD (OpenMPI on Debian; any MPI-3 library works).
+// MpiComm: the Comm backend over MPI_COMM_WORLD and the communicators split from it (OpenMPI on
+// Debian; any MPI-3 library works).
 //
 // Faults: the communicator uses MPI_ERRORS_ARE_FATAL, so a failed MPI call ends the whole job
 // rather than returning into code that would wait for a peer forever. A rank that dies (signal,
@@ -33,7 +34,7 @@ void check_mpi(int rc, const char* what) {
 }
 
 // Indices of the watchdog's operation names (MpiComm's constructor lists them in this order).
-enum Op : unsigned { kAllgather, kAlltoall, kBcast, kBarrier };
+enum Op : unsigned { kAllgather, kAlltoall, kBcast, kBarrier, kSplit };
 
 // Marks one MPI call in flight for the watchdog for as long as it lives.
 struct InFlight {
@@ -66,15 +67,33 @@ class MpiComm final : public Comm {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    watchdog_ = std::make_unique<CollectiveWatchdog>(
+    watchdog_ = std::make_shared<CollectiveWatchdog>(
         "rank " + std::to_string(rank_) + " of " + std::to_string(size_),
-        std::vector<std::string>{"MPI_Allgather", "MPI_Alltoall", "MPI_Bcast", "MPI_Barrier"});
+        std::vector<std::string>{"MPI_Allgather", "MPI_Alltoall", "MPI_Bcast", "MPI_Barrier", "MPI_Comm_split"});
+  }
+  // A sub-communicator (split()): its calls are watched by the world communicator's watchdog.
+  MpiComm(MPI_Comm c, std::shared_ptr<CollectiveWatchdog> wd) : comm_(c), watchdog_(std::move(wd)) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
   }
   ~MpiComm() override {
-    watchdog_.reset();  // its thread stops before MPI does
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_WORLD) {
+      if (!finalized) MPI_Comm_free(&comm_);
+      return;
+    }
+    watchdog_.reset();  // its thread stops before MPI does (sub-communicators are gone by now)
     if (owns_ && !finalized) MPI_Finalize();
+  }
+  std::unique_ptr<Comm> split(int color, int key) override {
+    MPI_Comm c;
+    {
+      InFlight f(*watchdog_, kSplit);
+      check_mpi(MPI_Comm_split(comm_, color, key, &c), "MPI_Comm_split");
+    }
+    return std::make_unique<MpiComm>(c, watchdog_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -82,12 +101,12 @@ class MpiComm final : public Comm {
 
   void all_gather_bytes(const void* in, void* out, size_t bytes) override {
     InFlight f(*watchdog_, kAllgather);
-    check_mpi(MPI_Allgather(in, count_of(bytes), MPI_BYTE, out, count_of(bytes), MPI_BYTE, MPI_COMM_WORLD),
+    check_mpi(MPI_Allgather(in, count_of(bytes), MPI_BYTE, out, count_of(bytes), MPI_BYTE, comm_),
               "MPI_Allgather");
   }
   void all_to_all_bytes(const void* in, void* out, size_t bytes) override {
     InFlight f(*watchdog_, kAlltoall);
-    check_mpi(MPI_Alltoall(in, count_of(bytes), MPI_BYTE, out, count_of(bytes), MPI_BYTE, MPI_COMM_WORLD),
+    check_mpi(MPI_Alltoall(in, count_of(bytes), MPI_BYTE, out, count_of(bytes), MPI_BYTE, comm_),
               "MPI_Alltoall");
   }
   void broadcast(void* buf, size_t bytes, int root) override {
@@ -98,13 +117,13 @@ class MpiComm final : public Comm {
     do {
       const size_t b = bytes - off < piece ? bytes - off : piece;
       InFlight f(*watchdog_, kBcast);
-      check_mpi(MPI_Bcast(p + off, count_of(b), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+      check_mpi(MPI_Bcast(p + off, count_of(b), MPI_BYTE, root, comm_), "MPI_Bcast");
       off += b;
     } while (off < bytes);
   }
   void barrier() override {
     InFlight f(*watchdog_, kBarrier);
-    check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
   }
   [[noreturn]] void abort(int code) override {
     std::fflush(stdout);
@@ -117,9 +136,10 @@ class MpiComm final : public Comm {
   void apply_timeout(double seconds, const std::string& setting) override { watchdog_->set_timeout(seconds, setting); }
 
  private:
+  MPI_Comm comm_ = MPI_COMM_WORLD;
   int rank_ = 0, size_ = 1;
   bool owns_ = false;
-  std::unique_ptr<CollectiveWatchdog> watchdog_;
+  std::shared_ptr<CollectiveWatchdog> watchdog_;
 };
 
 }  // namespace

@@ -27,12 +27,10 @@ JobModel build_job_model(const JobConfig& cfg, bool deferred) {
 }
 
 std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, dist::Comm& comm) {
-  const int64_t world = comm.size();
+  // Shard groups of world / R ranks (fully sharded; hybrid when R > 1 too); or, with a shard
+  // degree of 1, R = world replicas holding everything.
   const int64_t replicate = cfg.parallelism.data_parallel_replicate_degree;
-  TITAN_CHECK(world == 1 || replicate == 1 || replicate == world, "[parallelism] data_parallel_replicate_degree ",
-              replicate, " with data_parallel_shard_degree ", world / replicate,
-              ": hybrid sharded data parallelism is not implemented (use one of them alone)");
-  if (world > 1 && replicate == 1) return make_sharded_state(cfg, comm);
+  if (comm.size() > replicate) return make_sharded_state(cfg, comm);
   return make_full_state(cfg, comm);
 }
 

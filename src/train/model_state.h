@@ -4,7 +4,8 @@
 // gradient and AdamW moment; gradients are summed across ranks (dist/data_parallel.h), then the
 // one-process clip and AdamW run. Rank 0 writes checkpoints (whole tensors) and the HF export.
 //
-// Sharded (data_parallel_shard_degree > 1): dist::Fsdp. The model is built without parameter
+// Sharded (data_parallel_shard_degree S > 1; with data_parallel_replicate_degree R > 1 too,
+// hybrid: R replicas of an S-rank sharded group, gradients summed across replicas): dist::Fsdp. The model is built without parameter
 // memory and filled one unit at a time (initialised or loaded from the HF folder, identically on
 // every rank), each rank keeping its shard of parameters, gradients and moments. Each rank
 // writes its own checkpoint files (its pieces); a checkpoint written with any number of ranks

@@ -20,12 +20,24 @@ dist::Fsdp::Options fsdp_options(const JobConfig& cfg) {
 class ShardedState final : public ModelState {
  public:
   ShardedState(const JobConfig& cfg, dist::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
+    // Ranks r = replica x S + s: shard groups of S consecutive ranks, replicated R times.
+    replicas_ = int(cfg.parallelism.data_parallel_replicate_degree);
+    TITAN_CHECK(replicas_ >= 1 && comm.size() % replicas_ == 0, "[parallelism] data_parallel_replicate_degree ",
+                replicas_, " does not divide the ", comm.size(), " ranks");
+    const int s = comm.size() / replicas_;
+    replica_ = comm.rank() / s;
+    if (replicas_ > 1) {
+      shard_comm_ = comm.split(replica_, comm.rank() % s);
+      replicate_comm_ = comm.split(comm.rank() % s, replica_);
+    }
     JobModel jm = build_job_model(cfg, /*deferred=*/true);
     loaded_ = jm.hf != nullptr;
     const uint64_t seed = uint64_t(cfg.training.seed);
-    fsdp_ = std::make_unique<dist::Fsdp>(*jm.model, comm, fsdp_options(cfg), [&](int64_t unit) { jm.fill(unit, seed); });
+    fsdp_ = std::make_unique<dist::Fsdp>(*jm.model, shard_comm(), fsdp_options(cfg),
+                                         [&](int64_t unit) { jm.fill(unit, seed); }, replicate_comm_.get());
     model_ = std::move(jm.model);
   }
+  ~ShardedState() override { fsdp_.reset(); }  // before the communicators it uses
   bool sharded() const override { return true; }
   void zero_grad() override { fsdp_->zero_grad(); }
 
@@ -41,15 +53,21 @@ class ShardedState final : public ModelState {
   }
 
   std::string save(CheckpointManager& ckm, const TrainState& st) override {
-    std::vector<TensorPiece> model, opt;
-    pieces(&model, &opt);
-    // The MoE balancing state is replicated: rank 0 writes it whole.
-    if (comm_.rank() == 0)
-      for (auto& b : model_->expert_bias_state()) opt.push_back({b.name, b.tensor.shape(), 0, b.tensor});
-    ShardedSave s;
-    s.rank = comm_.rank(), s.world = comm_.size();
-    s.barrier = [this] { comm_.barrier(); };
-    return ckm.save_sharded(st, s, model, opt);
+    // The first replica's shard group writes (the other replicas hold the same shards).
+    std::string dir = ckm.step_dir(st.step);
+    if (replica_ == 0) {
+      std::vector<TensorPiece> model, opt;
+      pieces(&model, &opt);
+      // The MoE balancing state is replicated: rank 0 writes it whole.
+      if (comm_.rank() == 0)
+        for (auto& b : model_->expert_bias_state()) opt.push_back({b.name, b.tensor.shape(), 0, b.tensor});
+      ShardedSave s;
+      s.rank = shard_comm().rank(), s.world = shard_comm().size();
+      s.barrier = [this] { shard_comm().barrier(); };
+      dir = ckm.save_sharded(st, s, model, opt);
+    }
+    if (replicas_ > 1) comm_.barrier();
+    return dir;
   }
 
   TrainState load(const CheckpointManager& ckm, int64_t step) override {
@@ -68,14 +86,16 @@ class ShardedState final : public ModelState {
 
   void export_hf(const std::string& dir, const HfExportOptions& opt) override {
     // One unit's parameters in memory at a time; rank 0 streams them into the files.
+    // (The first replica's shard group gathers; rank 0 is in it.)
     std::unique_ptr<HfExportWriter> w;
     if (comm_.rank() == 0) w = std::make_unique<HfExportWriter>(dir, model_->config(), opt);
     ParamStore& ps = model_->params();
-    fsdp_->for_each_unit_gathered([&](int64_t unit) {
-      if (!w) return;
-      auto [p0, p1] = model_->unit_params(unit);
-      for (size_t i = p0; i < p1; ++i) w->add(ps.all()[i].name, ps.all()[i].value);
-    });
+    if (replica_ == 0)
+      fsdp_->for_each_unit_gathered([&](int64_t unit) {
+        if (!w) return;
+        auto [p0, p1] = model_->unit_params(unit);
+        for (size_t i = p0; i < p1; ++i) w->add(ps.all()[i].name, ps.all()[i].value);
+      });
     if (w) w->finish();
     comm_.barrier();
   }
@@ -102,7 +122,10 @@ class ShardedState final : public ModelState {
       opt->push_back({p.name + ".exp_avg_sq", p.value.shape(), s.offset, view(fsdp_->exp_avg_sq())});
     }
   }
+  dist::Comm& shard_comm() { return shard_comm_ ? *shard_comm_ : comm_; }
   dist::Comm& comm_;
+  int replicas_ = 1, replica_ = 0;
+  std::unique_ptr<dist::Comm> shard_comm_, replicate_comm_;  // hybrid only
   const AdamWKernel& adamw_;
   std::unique_ptr<dist::Fsdp> fsdp_;
 };

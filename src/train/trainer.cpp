@@ -35,6 +35,12 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+std::string dp_mode_text(int64_t replicate, int64_t world) {
+  if (replicate == 1) return "fully sharded (FSDP)";
+  return "hybrid (HSDP): sharded over " + std::to_string(world / replicate) + " ranks x " + std::to_string(replicate) +
+         " replicas";
+}
+
 DType export_dtype(const std::string& s) {
   DType d;
   TITAN_CHECK(parse_dtype(s, &d) && d != DType::I32 && d != DType::I64, "[checkpoint] export_dtype must be float32, ",
@@ -163,7 +169,8 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
     std::fprintf(stderr,
                  "[titan] data parallel: %lld rank(s), %s; per rank: params %.3f MiB, grads %.3f MiB, optimizer %.3f MiB, "
                  "gathered units up to %.3f MiB, comm staging %.3f MiB\n",
-                 (long long)world, world == 1 ? "one process" : state->sharded() ? "fully sharded (FSDP)" : "replicated",
+                 (long long)world, world == 1 ? "one process" : !state->sharded() ? "replicated"
+                 : dp_mode_text(cfg.parallelism.data_parallel_replicate_degree, world).c_str(),
                  double(m.params) / mib, double(m.grads) / mib, double(m.optimizer) / mib, double(m.transient) / mib,
                  double(m.staging) / mib);
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fully sharded data-parallel training over MPI (debugmodel, 1 layer, seq 32, global batch 4,
 # 20 steps):
-#  - 2 and 4 ranks (oversubscribed) give the 1-process loss curve within 1e-5 relative;
+#  - 2 and 4 ranks (oversubscribed), and 4 ranks as 2 replicas of a 2-rank shard group (HSDP),
+#    give the 1-process loss curve within 1e-5 relative;
 #  - every rank writes its own checkpoint pieces; a checkpoint written by 2 ranks resumes on 1
 #    rank and one written by 4 ranks on 2 ranks, continuing the uninterrupted curve (resharding);
 #  - the metrics carry per-rank and total tokens/s and the communication share;
@@ -67,6 +68,11 @@ resume() {  # resume NAME FROM NP
 }
 resume two_to_one two 1
 resume four_to_two four 2
+
+# Hybrid: 2 replicas of a 2-rank shard group (HSDP).
+run hybrid 4 --checkpoint.enable false --parallelism.data_parallel_replicate_degree 2
+grep -q "hybrid (HSDP): sharded over 2 ranks x 2 replicas" "$work/hybrid.log" || fail "no hybrid layout in the setup line"
+echo -n "4 ranks as 2 x 2 (HSDP) vs 1: "; compare "$work/one/metrics.jsonl" "$work/hybrid/metrics.jsonl" || fail "hybrid curve differs"
 
 if [ "${TITAN_DIST_FULL:-0}" = 1 ]; then
   run replicated 2 --checkpoint.enable false --parallelism.data_parallel_shard_degree 1 \

@@ -120,3 +120,20 @@ TEST(Comm, LocalIsOneRank) {
   l.all_reduce(x, 3, ReduceOp::Avg);
   EXPECT_EQ(x[2], 3.0f);
 }
+
+TEST(Comm, SplitGroupsRanksByColorOrderedByKey) {
+  Comm& c = comm();
+  const int n = c.size(), r = c.rank();
+  // Two colors (even / odd ranks), reverse rank order inside each group.
+  auto sub = c.split(r % 2, n - r);
+  const int group = (n + 1 - r % 2) / 2;  // ranks of my parity
+  ASSERT_EQ(sub->size(), group);
+  int later = 0;  // ranks of my parity above me come first (larger key = later: smaller n - r)
+  for (int q = r + 2; q < n; q += 2) ++later;
+  EXPECT_EQ(sub->rank(), later);
+  // A reduction inside the group sums only its members.
+  double mine = double(r + 1), want = 0;
+  for (int q = r % 2; q < n; q += 2) want += double(q + 1);
+  EXPECT_EQ(sub->all_reduce_sum(mine), want);
+  sub->barrier();
+}
