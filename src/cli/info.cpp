@@ -73,29 +73,43 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
   return 0;
 }
 
-// `titan info --config JOB.toml [--section.key value ...]`: the model a training job would build
-// (flavor or config.json plus the [model] n_layers / num_experts / top_k overrides), at the job's
-// seq_len. Nothing is allocated, so a model too large for this machine can be sized here.
-static int info_for_job(const std::vector<std::string>& argv, bool json) {
+// `titan info --config JOB.toml [--dp RANKS] [--section.key value ...]`: the model a training job
+// would build (flavor or config.json plus the [model] n_layers / num_experts / top_k overrides), at
+// the job's seq_len, and per rank when it runs on RANKS ranks (default: the job's explicit
+// degrees) with its [parallelism]: the shard group is RANKS / data_parallel_replicate_degree
+// ranks, or 1 when data_parallel_shard_degree is 1. Nothing is allocated, so a model too large
+// for this machine can be sized here.
+static int info_for_job(const std::vector<std::string>& argv, int64_t ranks, bool json) {
   JobConfig job = parse_job_command_line(argv);
   ModelConfig cfg = job_model_config(job);
   std::string name = cfg.flavor.empty() ? "config.json" : cfg.flavor;
   if (job.model.n_layers > 0 || job.model.num_experts > 0 || job.model.top_k > 0) name += " (overridden by the job)";
-  return print_info(name, cfg, job.training.seq_len, 1, json);
+  const auto& par = job.parallelism;
+  if (ranks <= 0) ranks = par.data_parallel_shard_degree > 0 ? par.data_parallel_shard_degree * par.data_parallel_replicate_degree : 1;
+  TITAN_CHECK(job.data_parallel_degree(ranks) == ranks, "--dp ", ranks, ": the job's [parallelism] degrees give ",
+              job.data_parallel_degree(ranks), " data-parallel ranks");
+  const int64_t shard = par.data_parallel_shard_degree == 1 ? 1 : ranks / par.data_parallel_replicate_degree;
+  return print_info(name, cfg, job.training.seq_len, shard, json);
 }
 
 static int cmd_info(const std::vector<std::string>& argv) {
   for (const auto& a : argv)
     if (a == "--config" || a.rfind("--config=", 0) == 0) {
-      std::vector<std::string> rest;  // the job command line without --json
+      std::vector<std::string> rest;  // the job command line without --json and --dp N
       bool json = false;
-      for (const auto& b : argv) {
-        if (b == "--json")
+      int64_t ranks = 0;
+      for (size_t i = 0; i < argv.size(); ++i) {
+        if (argv[i] == "--json") {
           json = true;
-        else
-          rest.push_back(b);
+        } else if (argv[i] == "--dp") {
+          TITAN_CHECK(i + 1 < argv.size(), "--dp needs a number of ranks");
+          ranks = std::stoll(argv[++i]);
+          TITAN_CHECK(ranks >= 1, "--dp must be >= 1, got ", ranks);
+        } else {
+          rest.push_back(argv[i]);
+        }
       }
-      return info_for_job(rest, json);
+      return info_for_job(rest, ranks, json);
     }
   Args args(argv, {"json"});
   args.check_known({"model", "seq-len", "json", "dp", "n-layers"});
