@@ -288,6 +288,7 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
     eo.dtype = export_dtype(cfg.checkpoint.export_dtype);
     eo.tokenizer_dir = data.tokenizer_dir();
     result.hf_export = cfg.checkpoint_folder() + "/step-" + std::to_string(result.last_step) + "-hf";
+    dist::ScopedTimeout none(comm, 0);  // ranks wait while rank 0 writes each unit
     state->export_hf(result.hf_export, eo);
     if (lead)
       std::fprintf(stderr, "[titan] exported Hugging Face checkpoint to %s (%s)\n", result.hf_export.c_str(),

@@ -109,4 +109,9 @@ for np in 2 4; do
   awk -v p="$pred" -v m="$meas" 'BEGIN { p /= 1073741824; printf "dp %s: titan info %.3f GiB, measured %.3f GiB\n", "'$np'", p, m
                                          exit !(m > 0.9 * p && m < 1.1 * p) }' || fail "titan info --dp $np is off by more than 10%"
 done
+# The job path sizes the same rank: titan info --config JOB --dp N.
+job=$("$titan" info --config "$src/recipes/debug.toml" --model.n_layers 1 --training.seq_len 32 \
+  --parallelism.data_parallel_shard_degree -1 --dp 4 --json | sed -nE 's/.*"rank_state_bytes": ([0-9]+).*/\1/p')
+flavor=$("$titan" info --model debugmodel --n-layers 1 --seq-len 32 --dp 4 --json | sed -nE 's/.*"rank_state_bytes": ([0-9]+).*/\1/p')
+[ -n "$job" ] && [ "$job" = "$flavor" ] || fail "titan info --config --dp 4 gives '$job', --model gives '$flavor'"
 echo "ok ($SECONDS s)"
