@@ -335,8 +335,7 @@ void Fsdp::done(int64_t unit, bool values, bool grads) {
   if (values && (grads || opt_.reshard_after_forward)) {
     wait_values(u);
     if (u.state == Unit::State::Resident) {
-      // Values cannot be freed under a pending reduction only if that reduction read them; it
-      // reads gradients, so the values go now.
+      // A reduction still queued for this unit reads only its gradients: the values can go.
       for (auto& s : u.values) s->release();
       u.state = Unit::State::Sharded;
     }
