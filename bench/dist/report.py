@@ -26,9 +26,10 @@ TORCH = [("ddp", "pytorch DDP (gloo)"), ("fsdp", "pytorch FSDP2 (gloo)")]
 
 
 def titan_run(rounds, name):
-    tps, comm, peak, rss = [], [], 0.0, 0.0
+    tps, comm, peak, rss, per_round = [], [], 0.0, 0.0, []
     setup = live = None
     for r in rounds:
+        first = len(tps)
         with open(os.path.join(r, name, "metrics.jsonl")) as f:
             for line in f:
                 m = json.loads(line)
@@ -37,19 +38,21 @@ def titan_run(rounds, name):
                     continue
                 tps.append(m.get("tps_total", m["tps"]))
                 comm.append(m.get("comm_pct", 0.0))
+        per_round.append(statistics.median(tps[first:]))
         log = open(os.path.join(r, name + ".log"), errors="replace").read()
         setup = tuple(float(x) for x in SETUP.search(log).groups())
         live = float(LIVE.search(log).group(1))
         for p in glob.glob(os.path.join(r, name + ".rss.*")):
             rss = max(rss, int(open(p).read().split()[-1]) / 2**20)
     return {"tps": statistics.median(tps), "comm": statistics.median(comm), "steps": len(tps), "peak": peak,
-            "rss": rss, "setup": setup, "live": live}
+            "rss": rss, "setup": setup, "live": live, "per_round": per_round}
 
 
 def torch_run(rounds, wrap):
     runs = [json.loads(open(os.path.join(r, f"torch-{wrap}.json")).read()) for r in rounds]
     return {"tps": statistics.median(x["tokens_per_s_total"] for x in runs),
-            "rss": max(max(x["max_rss_gib"]) for x in runs), "base": max(max(x["base_rss_gib"]) for x in runs)}
+            "rss": max(max(x["max_rss_gib"]) for x in runs), "base": max(max(x["base_rss_gib"]) for x in runs),
+            "per_round": [x["tokens_per_s_total"] for x in runs]}
 
 
 def cell(v, fmt):
@@ -81,7 +84,9 @@ def main():
         print(f"{label:28} {x['tps']:11.1f} {x['tps'] / rep['tps']:6.2f}x {'-':>7} {'-':>23} {'-':>10} {'-':>8} "
               f"{'-':>8} {'-':>7} {x['rss']:11.3f} {x['rss'] / rep['rss']:6.2f}x")
     f, one = t["fsdp"], t["one"]
-    print()
+    print("\ntok/s per round (noise):", "; ".join(
+        label + " " + " ".join(f"{v:.0f}" for v in x["per_round"])
+        for label, x in [(lab, t[n]) for n, lab in TITAN] + [(lab, p[w]) for w, lab in TORCH]))
     print("FSDP / replicated, per rank: params %.3f, grads %.3f, optimizer %.3f, live after setup %.3f, "
           "allocator peak %.3f, max RSS %.3f; tokens/s %.3f" % (
               f["setup"][0] / rep["setup"][0], f["setup"][1] / rep["setup"][1], f["setup"][2] / rep["setup"][2],

@@ -5,7 +5,7 @@
 # 1 thread each (the 1-process reference gets both threads). Model: the debugmodel flavor (4
 # layers, hidden 256, vocab 151,936, tied: 42M parameters, 0.63 GiB of f32 training state),
 # seq 128, local batch 1, global batch = ranks, f32.
-#   usage: bench/dist/run.sh [TITAN_BIN=build/titan] ; STEPS=12 WARMUP=3 ROUNDS=2 SEQ=128 LAYERS=4
+#   usage: bench/dist/run.sh [TITAN_BIN=build/titan] ; STEPS=12 WARMUP=3 ROUNDS=3 SEQ=128 LAYERS=4
 # Each round runs every side once (titan: FSDP, replicated, FSDP without prefetch, FSDP without
 # resharding, 1 process; then PyTorch FSDP2 and DDP); throughput is the median over the
 # steady-state steps of all rounds, memory the largest over rounds. Prints one table with ratios.
@@ -13,7 +13,7 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 titan=${1:-$src/build/titan}
-steps=${STEPS:-12} warmup=${WARMUP:-3} rounds=${ROUNDS:-2} seq=${SEQ:-128} layers=${LAYERS:-4} ranks=2
+steps=${STEPS:-12} warmup=${WARMUP:-3} rounds=${ROUNDS:-3} seq=${SEQ:-128} layers=${LAYERS:-4} ranks=2
 py=${TITAN_ORACLE_PYTHON:-$src/.venv-oracle/bin/python}
 [ -x "$py" ] || py=/work/venv-oracle/bin/python
 command -v mpirun >/dev/null || { echo "mpirun not found"; exit 1; }
