@@ -69,9 +69,11 @@ int64_t FsdpPlan::transient_elems(bool reshard_after_forward, bool prefetch) con
   const int64_t pf = prefetch ? 1 : 0;
   const bool keep = !reshard_after_forward;
   int64_t peak = 0;
-  // Forward of the embedding and each layer: its values (keep: all so far), the next prefetched.
+  // Forward of the embedding and each layer: its values (keep: all so far; a tied embedding is
+  // kept until the head reads it), the next prefetched.
   for (int64_t u = 0; u < head; ++u)
-    peak = std::max(peak, (keep ? upto(u) : s[size_t(u)]) + pf * (u + 1 < n ? s[size_t(u) + 1] : 0));
+    peak = std::max(peak, (keep ? upto(u) : s[size_t(u)] + (tied && u > 0 ? emb : 0)) +
+                              pf * (u + 1 < n ? s[size_t(u) + 1] : 0));
   // Head: its values and gradients, the embedding's when tied, the last layer prefetched.
   const int64_t tied_head = tied ? (keep ? emb : 2 * emb) : 0;
   peak = std::max(peak, (keep ? upto(head - 1) : pf * at(head - 1)) + 2 * s[size_t(head)] + tied_head);
@@ -233,6 +235,7 @@ Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(
                     size_t(s.count) * sizeof(float));
     for (auto& s : u.values) s->release();
   }
+  tied_ = model.config().tie_word_embeddings;
   worker_ = std::make_unique<Worker>(opt.prefetch);
   model.set_unit_hooks(this);
 }
@@ -332,7 +335,11 @@ void Fsdp::done(int64_t unit, bool values, bool grads) {
       for (auto& s : u.grads) s->release();
     });
   }
-  if (values && (grads || opt_.reshard_after_forward)) {
+  // A tied embedding stays from its lookup to the head, which reads it again (with its gradient
+  // then resident): the head's phase holds it anyway, so keeping it adds nothing to the peak and
+  // saves gathering the largest unit twice. The head's done() frees it.
+  const bool keep = !opt_.reshard_after_forward || (unit == 0 && tied_ && !u.grads_resident);
+  if (values && (grads || !keep)) {
     wait_values(u);
     if (u.state == Unit::State::Resident) {
       // A reduction still queued for this unit reads only its gradients: the values can go.

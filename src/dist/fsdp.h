@@ -12,8 +12,8 @@
 //
 // A step (through the UnitHooks the model calls, model/qwen3.h):
 //   need(u, values)  : all-gather the unit's chunks into its full parameters;
-//   done(u, values)  : free them again (after forward only when reshard_after_forward; after
-//                      backward always);
+//   done(u, values)  : free them again (after forward only when reshard_after_forward, and not
+//                      a tied embedding, which the head reads again; after backward always);
 //   need(u, grads)   : zeroed full gradients for the unit;
 //   done(u, grads)   : reduce-scatter them (sum over ranks, in rank order) and add this rank's
 //                      chunk to the sharded accumulator, then free them. Gradient accumulation
@@ -127,6 +127,7 @@ class Fsdp final : public UnitHooks {
   Comm& comm_;
   Comm* replicate_;
   Options opt_;
+  bool tied_ = false;  // the head reads the embedding unit
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<Span> spans_;
   FsdpPlan plan_;
