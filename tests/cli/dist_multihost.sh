@@ -18,6 +18,7 @@
 # the namespaces cannot reach each other over the bridge (a bridge firewall).
 set -uo pipefail
 titan=$(realpath "$1") src=$(realpath "$2")  # absolute: the test works in its own folder
+source "$src/tests/cli/dist/env.sh"  # curve / compare (its MPIRUN_ARGS are for one host: not used here)
 PATH=$PATH:/usr/sbin:/sbin
 export LC_ALL=C  # untranslated error texts (reach) and byte-order sort
 skip() { echo "skipping: $*"; exit 77; }
@@ -130,15 +131,6 @@ for r in 0 1; do
 done
 echo "two: rank 0 in $(cat two.where.0), rank 1 in $(cat two.where.1)"
 
-# "step loss" per line of a metrics.jsonl
-curve() { sed -E 's/.*"loss":([^,]*).*"step":([0-9]+).*/\2 \1/' "$1"; }
-compare() {  # compare A B: every step of B is in A with a loss within 1e-5 relative
-  awk 'NR==FNR { a[$1] = $2; next }
-       { if (!($1 in a)) { print "step " $1 " missing"; bad = 1; next }
-         d = a[$1] - $2; if (d < 0) d = -d; r = d / (a[$1] < 0 ? -a[$1] : a[$1]); if (r > worst) worst = r
-         if (r > 1e-5) { print "step " $1 ": " a[$1] " vs " $2; bad = 1 } n++ }
-       END { printf "%d steps, worst relative difference %.2e\n", n, worst; exit bad || n == 0 }' <(curve "$1") <(curve "$2")
-}
 [ "$(curve one/metrics.jsonl | wc -l)" -eq $steps ] || fail "1-process run logged $(wc -l < one/metrics.jsonl) steps"
 [ "$(curve two/metrics.jsonl | wc -l)" -eq $steps ] || fail "2-rank run logged $(wc -l < two/metrics.jsonl) steps"
 echo -n "2 ranks on 2 hosts vs 1 process: "; compare one/metrics.jsonl two/metrics.jsonl || fail "2-host curve differs"

@@ -32,15 +32,6 @@ run() {  # run NAME NP ARGS...
          > "$work/$name.log" 2>&1; fi || { tail -20 "$work/$name.log"; fail "$name ($np ranks) exited non-zero"; }
   echo "$name: $np rank(s), done at ${SECONDS}s"
 }
-# "step loss" per line of a metrics.jsonl
-curve() { sed -E 's/.*"loss":([^,]*).*"step":([0-9]+).*/\2 \1/' "$1"; }
-compare() {  # compare A B: every step of B is in A with a loss within 1e-5 relative
-  awk 'NR==FNR { a[$1] = $2; next }
-       { if (!($1 in a)) { print "step " $1 " missing"; bad = 1; next }
-         d = a[$1] - $2; if (d < 0) d = -d; r = d / (a[$1] < 0 ? -a[$1] : a[$1]); if (r > worst) worst = r
-         if (r > 1e-5) { print "step " $1 ": " a[$1] " vs " $2; bad = 1 } n++ }
-       END { printf "%d steps, worst relative difference %.2e\n", n, worst; exit bad || n == 0 }' <(curve "$1") <(curve "$2")
-}
 
 SECONDS=0
 run one 1 --checkpoint.enable false

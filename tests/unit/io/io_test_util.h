@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "model/config.h"
 
 namespace titan::iotest {
 
@@ -52,6 +53,22 @@ inline Tensor exact_tensor(const Shape& shape, int seed) {
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = float((i * 7 + seed * 13) % 251 - 125) / 8.0f;
   return t;
+}
+
+// The shapes of tools/oracle/io_fixtures.py: a 2-layer dense model small enough to write by hand.
+inline ModelConfig tiny_config(bool tied) {
+  ModelConfig c;
+  c.vocab_size = 32;
+  c.hidden_size = 16;
+  c.intermediate_size = 24;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.num_key_value_heads = 1;
+  c.head_dim = 8;
+  c.max_position_embeddings = 128;
+  c.rope_theta = 10000.0;
+  c.tie_word_embeddings = tied;
+  return c;
 }
 
 }  // namespace titan::iotest

@@ -20,22 +20,6 @@ namespace {
 
 const std::string kFixtures = std::string(TITAN_FIXTURES) + "/io";
 
-// The shapes of tools/oracle/io_fixtures.py.
-ModelConfig tiny_config(bool tied) {
-  ModelConfig c;
-  c.vocab_size = 32;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.head_dim = 8;
-  c.max_position_embeddings = 128;
-  c.rope_theta = 10000.0;
-  c.tie_word_embeddings = tied;
-  return c;
-}
-
 // Parameter k (module order) holds exact_tensor(shape, k), as the fixture script writes them.
 TensorMap tiny_params(const ModelConfig& c) {
   TensorMap m;

@@ -23,24 +23,9 @@ using nlohmann::json;
 
 namespace {
 
-ModelConfig dense_config(bool tied) {
-  ModelConfig c;
-  c.vocab_size = 32;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.num_key_value_heads = 1;
-  c.head_dim = 8;
-  c.max_position_embeddings = 128;
-  c.rope_theta = 10000.0;
-  c.tie_word_embeddings = tied;
-  return c;
-}
-
 // Layer 0 dense, layer 1 sparse with 4 experts (per-expert names in the specs).
 ModelConfig moe_config() {
-  ModelConfig c = dense_config(false);
+  ModelConfig c = tiny_config(false);
   c.model_type = "qwen3_moe";
   c.vocab_size = 64;
   c.num_experts = 4;
@@ -141,10 +126,10 @@ struct Case {
 
 std::vector<Case> cases() {
   return {
-      {"dense untied bf16, one file", dense_config(false), DType::BF16, 5'000'000'000,
+      {"dense untied bf16, one file", tiny_config(false), DType::BF16, 5'000'000'000,
        "model.safetensors 12416 953fa3c7\n"},
-      {"dense tied f32, one file", dense_config(true), DType::F32, 5'000'000'000, "model.safetensors 20240 905e24c0\n"},
-      {"dense untied bf16, 2000-byte shards", dense_config(false), DType::BF16, 2000,
+      {"dense tied f32, one file", tiny_config(true), DType::F32, 5'000'000'000, "model.safetensors 20240 905e24c0\n"},
+      {"dense untied bf16, 2000-byte shards", tiny_config(false), DType::BF16, 2000,
        "model-00001-of-00006.safetensors 2248 5f516e0c\n"
        "model-00002-of-00006.safetensors 2232 9bdd218a\n"
        "model-00003-of-00006.safetensors 1896 ebb32d8e\n"
@@ -152,7 +137,7 @@ std::vector<Case> cases() {
        "model-00005-of-00006.safetensors 1768 c2cdfae1\n"
        "model-00006-of-00006.safetensors 2120 0615173f\n"
        "model.safetensors.index.json 2083 d25c991d\n"},
-      {"dense tied f16, 3000-byte shards", dense_config(true), DType::F16, 3000,
+      {"dense tied f16, 3000-byte shards", tiny_config(true), DType::F16, 3000,
        "model-00001-of-00004.safetensors 3576 2b899c7c\n"
        "model-00002-of-00004.safetensors 3368 0b63c047\n"
        "model-00003-of-00004.safetensors 3448 f3ccb15e\n"
@@ -212,7 +197,7 @@ TEST(HfExportStream, AcceptsAnyFloatInputDtype) {
 }
 
 TEST(HfExportStream, HoldsNoTensorAfterAdd) {
-  const ModelConfig c = dense_config(false);
+  const ModelConfig c = tiny_config(false);
   TempDir d;
   HfExportWriter w(d.path, c, {DType::BF16, 2000, ""});
   const size_t live0 = cpu_allocator().stats().live_bytes;
@@ -228,7 +213,7 @@ TEST(HfExportStream, HoldsNoTensorAfterAdd) {
 }
 
 TEST(HfExportStream, WrongOrderShapeDtypeAndMissingTensorsAreErrors) {
-  const ModelConfig c = dense_config(true);
+  const ModelConfig c = tiny_config(true);
   const auto specs = model_param_specs(c);
   const std::string n = std::to_string(specs.size());
   TempDir d;
@@ -266,7 +251,7 @@ TEST(HfExportStream, WrongOrderShapeDtypeAndMissingTensorsAreErrors) {
 }
 
 TEST(HfExportStream, AbandonedShardedExportLeavesNoIndexOverMixedShards) {
-  const ModelConfig c = dense_config(false);
+  const ModelConfig c = tiny_config(false);
   const auto specs = model_param_specs(c);
   TempDir d;
   export_hf_checkpoint(d.path, c, pattern_params(c), {DType::BF16, 2000, ""});

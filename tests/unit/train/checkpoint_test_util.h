@@ -34,6 +34,20 @@ std::string error_of(F&& f) {
   return "";
 }
 
+// Calls check(damaged_bytes, what) for every 7th truncation of `bytes` and for 300 single-byte
+// flips at Philox{seed, seed} positions (the reader must refuse or read back exact data).
+template <class F>
+void for_each_damaged(const std::string& bytes, uint64_t seed, F&& check) {
+  for (size_t n = 0; n < bytes.size(); n += 7) check(bytes.substr(0, n), "truncated to " + std::to_string(n));
+  Philox rng{seed, seed};
+  for (uint64_t i = 0; i < 300; ++i) {
+    std::string b = bytes;
+    size_t pos = size_t(rng.uniform(2 * i) * double(b.size())) % b.size();
+    b[pos] ^= char(1 + int(rng.uniform(2 * i + 1) * 254));
+    check(b, "byte " + std::to_string(pos) + " flipped");
+  }
+}
+
 inline Tensor random_f32(const Shape& s, uint64_t stream) {
   Tensor t = Tensor::empty(s, DType::F32);
   fill_normal(t, 0.0, 1.0, Philox{1234, stream});

@@ -5,22 +5,13 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "unit/train/checkpoint_test_util.h"
 #include "train/job_config.h"
 
 using namespace titan;
+using titan::test::error_of;
 
 namespace {
-
-// The error text of `f`, or "" when it does not throw.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string write_temp(const std::string& name, const std::string& text) {
   auto p = std::filesystem::temp_directory_path() / ("titan_jc_" + std::to_string(::getpid()) + "_" + name);
