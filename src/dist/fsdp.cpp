@@ -124,8 +124,10 @@ class Fsdp::Worker {
     return ++issued_;
   }
   void wait(int64_t ticket) {
+    const double t0 = now_s();
     std::unique_lock<std::mutex> g(mu_);
     cv_.wait(g, [&] { return finished_ >= ticket || err_; });
+    waited_ += now_s() - t0;
     if (err_) std::rethrow_exception(err_);
   }
   void drain() {
@@ -139,6 +141,11 @@ class Fsdp::Worker {
   double seconds() const {
     std::lock_guard<std::mutex> g(mu_);
     return seconds_;
+  }
+  // Time the submitting thread was blocked: all of it inline, the waits with a thread.
+  double blocked_seconds() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return th_.joinable() ? waited_ : seconds_;
   }
 
  private:
@@ -177,7 +184,7 @@ class Fsdp::Worker {
   std::deque<std::function<void()>> q_;
   bool stop_ = false;
   int64_t issued_ = 0, finished_ = 0;
-  double seconds_ = 0;
+  double seconds_ = 0, waited_ = 0;
   std::exception_ptr err_;
 };
 
@@ -246,6 +253,7 @@ Fsdp::~Fsdp() {
 }
 
 double Fsdp::comm_seconds() const { return worker_->seconds() + comm_seconds_; }
+double Fsdp::comm_wait_seconds() const { return worker_->blocked_seconds() + comm_seconds_; }
 
 // Calls f(param index, offset in the param, offset in the unit's flattening, count) for each
 // piece of the unit's flat range [lo, hi).

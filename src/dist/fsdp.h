@@ -115,6 +115,9 @@ class Fsdp final : public UnitHooks {
   int64_t shard_elems() const { return shard_; }
   int64_t staging_bytes() const { return stage_.nbytes() + out_.nbytes(); }
   double comm_seconds() const;  // accumulated time inside collectives (on either thread)
+  // Of it, the time the calling thread spent blocked on communication: collectives it ran itself
+  // plus waits for the communication thread (the part prefetch did not hide).
+  double comm_wait_seconds() const;
 
  private:
   struct Unit;

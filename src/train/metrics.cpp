@@ -105,6 +105,7 @@ LogLine MetricsLogger::make_line(const StepRecord& r) {
   l.world = r.world;
   l.tps_total = l.tps * double(r.world);
   l.comm_pct = win_seconds_ > 0 ? 100.0 * win_comm_ / win_seconds_ : 0;
+  l.comm_wait_pct = win_seconds_ > 0 ? 100.0 * win_wait_ / win_seconds_ : 0;
   l.memory_peak_max_rank_gib = r.max_rank_peak_bytes / kGiB;
   l.elapsed_s = now_s() - start_;
   l.warmup = r.step <= opt_.perf_warmup_steps;
@@ -118,6 +119,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
   win_seconds_ += r.step_seconds;
   win_data_ += r.data_seconds;
   win_comm_ += r.comm_seconds;
+  win_wait_ += r.comm_wait_seconds;
   world_ = r.world;
   double tps = r.step_seconds > 0 ? double(r.tokens) / r.step_seconds : 0;
   all_tps_.push_back(tps);
@@ -130,7 +132,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
 
   LogLine l = make_line(r);
   win_tokens_ = 0;
-  win_seconds_ = win_data_ = win_comm_ = 0;
+  win_seconds_ = win_data_ = win_comm_ = win_wait_ = 0;
 
   if (opt_.console) {
     std::fprintf(opt_.console, "%s\n", format_line(l, color_).c_str());
@@ -154,6 +156,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
       j["world"] = l.world;
       j["tps_total"] = l.tps_total;
       j["comm_pct"] = l.comm_pct;
+      j["comm_wait_pct"] = l.comm_wait_pct;
       j["memory_peak_max_rank_gib"] = l.memory_peak_max_rank_gib;
     }
     jsonl_ << j.dump() << "\n";
@@ -231,7 +234,7 @@ std::string MetricsLogger::format_line(const LogLine& l, bool color) {
   s += "  " + c("0") + "data: " + fmt("%.1f", l.data_pct) + "%";
   if (l.world > 1)
     s += "  " + c("34") + "tps(" + std::to_string(l.world) + " ranks): " + with_commas(l.tps_total) + c("0") +
-         "  comm: " + fmt("%.1f", l.comm_pct) + "%";
+         "  comm: " + fmt("%.1f", l.comm_pct) + "% (waited " + fmt("%.1f", l.comm_wait_pct) + "%)";
   if (l.warmup) s += "  (warm-up)";
   s += c("0");
   return s;

@@ -12,7 +12,9 @@
 //   memory  = allocator live bytes now; memory_peak = allocator peak; memory_pct = peak / machine
 //   data_pct = 100 * seconds waiting for data / step seconds
 //   with N data-parallel ranks (StepRecord::world): tps is per rank, tps_total = N x tps (the
-//   ranks step in lock-step), comm_pct = 100 * seconds in collectives / step seconds
+//   ranks step in lock-step), comm_pct = 100 * seconds in collectives / step seconds, and
+//   comm_wait_pct = 100 * seconds the computing thread waited for them / step seconds (the
+//   exposed part: below comm_pct when FSDP's communication thread overlaps compute)
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +39,7 @@ struct StepRecord {
   double data_seconds = 0;    // part of step_seconds spent waiting for the data loader
   int64_t world = 1;          // data-parallel ranks; each processed `tokens` in the same wall time
   double comm_seconds = 0;    // part of step_seconds inside collectives (gradients, parameters)
+  double comm_wait_seconds = 0;  // of which the computing thread waited (not overlapped)
   double max_rank_peak_bytes = 0;  // largest allocator peak over all ranks (world > 1)
 };
 
@@ -66,7 +69,7 @@ struct LogLine {
   double memory_gib = 0, memory_peak_gib = 0, memory_pct = 0;
   double tps = 0, tflops = 0, mfu = 0, data_pct = 0;
   int64_t world = 1;
-  double tps_total = 0, comm_pct = 0, memory_peak_max_rank_gib = 0;
+  double tps_total = 0, comm_pct = 0, comm_wait_pct = 0, memory_peak_max_rank_gib = 0;
   double elapsed_s = 0;  // since the logger was created
   bool warmup = false;
 };
@@ -104,7 +107,7 @@ class MetricsLogger {
   double start_ = 0;
   // Accumulated since the previous log line.
   int64_t win_tokens_ = 0;
-  double win_seconds_ = 0, win_data_ = 0, win_comm_ = 0;
+  double win_seconds_ = 0, win_data_ = 0, win_comm_ = 0, win_wait_ = 0;
   int64_t world_ = 1;
   std::vector<double> steady_tps_, all_tps_;
   int64_t steps_ = 0;

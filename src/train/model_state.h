@@ -53,6 +53,9 @@ class ModelState {
   };
   virtual Memory memory() const = 0;
   virtual double comm_seconds() const = 0;  // time inside collectives so far
+  // Of it, the time the training thread was blocked (collectives it ran, waits for the
+  // communication thread); equal to comm_seconds() without a communication thread.
+  virtual double comm_wait_seconds() const { return comm_seconds(); }
 
  protected:
   std::unique_ptr<Qwen3Model> model_;

@@ -109,6 +109,7 @@ class ShardedState final : public ModelState {
     return m;
   }
   double comm_seconds() const override { return fsdp_->comm_seconds(); }
+  double comm_wait_seconds() const override { return fsdp_->comm_wait_seconds(); }
 
  private:
   // This rank's pieces of the parameters and of both moments (views of the shard tensors).

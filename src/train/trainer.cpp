@@ -217,7 +217,7 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
     const double t_data = now_s() - t0;
     int64_t local_count = 0;
     for (auto& b : micro) local_count += count_labels(b.labels);
-    const double comm0 = state->comm_seconds();
+    const double comm0 = state->comm_seconds(), wait0 = state->comm_wait_seconds();
     const double tc0 = now_s();
     const int64_t count = comm.all_reduce_sum(local_count);  // global: the loss is the global token mean
     double t_comm = now_s() - tc0;
@@ -246,6 +246,8 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
       model.update_expert_bias(float(cfg.model.load_balance_coeff));
     }
     const double norm = state->step(step, cfg.training.max_norm, hp);
+    // The trainer's own collectives (t_comm so far) block this thread too.
+    const double t_wait = t_comm + state->comm_wait_seconds() - wait0;
     t_comm += state->comm_seconds() - comm0;
     const double t1 = now_s();
 
@@ -257,6 +259,7 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
     rec.tokens = global_b / dp * seq;  // this rank's
     rec.world = world;
     rec.comm_seconds = world > 1 ? t_comm : 0.0;
+    rec.comm_wait_seconds = world > 1 ? t_wait : 0.0;
     if (world > 1) rec.max_rank_peak_bytes = comm.all_reduce_max(double(cpu_allocator().stats().peak_bytes));
     rec.step_seconds = t1 - t0;
     rec.data_seconds = t_data;

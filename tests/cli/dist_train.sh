@@ -76,7 +76,7 @@ fi
 
 # Metrics: per-rank and total throughput, communication share (rank 0 writes them).
 last=$(tail -1 "$work/four/metrics.jsonl")
-for k in '"world":4' '"tps_total":' '"comm_pct":' '"memory_peak_max_rank_gib":'; do
+for k in '"world":4' '"tps_total":' '"comm_pct":' '"comm_wait_pct":' '"memory_peak_max_rank_gib":'; do
   echo "$last" | grep -q "$k" || fail "4-rank metrics.jsonl lacks $k: $last"
 done
 grep -q "tps(4 ranks):" "$work/four.log" || fail "no total tps on the console"
