@@ -111,6 +111,14 @@ class Fsdp::Worker {
     cv_.notify_all();
     if (th_.joinable()) th_.join();
   }
+  // Jobs submitted and not finished: only while unwinding from an error on this rank, when the
+  // thread may be stuck in a collective the other ranks never join.
+  bool busy() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return th_.joinable() && finished_ < issued_;
+  }
+  // Gives up on a busy thread (the process is about to end every rank with the error).
+  void abandon() { th_.detach(); }
   int64_t submit(std::function<void()> job) {
     if (!th_.joinable()) {  // inline: done when submit returns (errors propagate directly)
       run(job);
@@ -249,6 +257,13 @@ Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(
 
 Fsdp::~Fsdp() {
   model_.set_unit_hooks(nullptr);
+  if (worker_->busy()) {
+    // Unwinding from an error mid-pass: joining could wait forever on a collective the other
+    // ranks will not join (the caller aborts the job next), so the thread and its queue are
+    // left behind rather than joined.
+    worker_->abandon();
+    (void)worker_.release();
+  }
   worker_.reset();
 }
 
