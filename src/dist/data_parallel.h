@@ -38,10 +38,6 @@ class DataParallel {
   double comm_seconds() const { return comm_seconds_; }  // accumulated time inside collectives
 
  private:
-  // Reduce-scatter (sum) of the flat vector read from src[i] (per parameter) into g_.
-  void reduce_into_chunk(const std::vector<float*>& src);
-  // All-gather of a chunk-sized buffer into the flat vector written to dst[i] (per parameter).
-  void gather_from_chunk(const float* chunk, const std::vector<float*>& dst);
   ParamStore& ps_;
   Comm& comm_;
   int64_t total_ = 0, chunk_ = 0;

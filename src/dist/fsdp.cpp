@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dist/flat_params.h"
 
 namespace titan::dist {
 
@@ -217,14 +218,11 @@ Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(
     u->chunk = std::max<int64_t>(1, (u->numel + n - 1) / n);
     u->local = shard_;
     // This rank's spans: the pieces of [r c, (r+1) c) of the unit's flattening.
-    const int64_t lo = r * u->chunk, hi = std::min(u->numel, lo + u->chunk);
-    int64_t off = 0;
-    for (size_t i = u->p0; i < u->p1; ++i) {
-      const int64_t pn = ps_.all()[i].value.numel();
-      const int64_t a = std::max(off, lo), b = std::min(off + pn, hi);
-      if (a < b) spans_.push_back(Span{i, a - off, b - a, u->local + (a - lo)});
-      off += pn;
-    }
+    const int64_t lo = r * u->chunk;
+    for_each_flat_span(ps_, u->p0, u->p1, lo, std::min(u->numel, lo + u->chunk),
+                       [&](size_t i, int64_t po, int64_t fo, int64_t c) {
+                         spans_.push_back(Span{i, po, c, u->local + (fo - lo)});
+                       });
     shard_ += u->chunk;
     units_.push_back(std::move(u));
   }
@@ -244,10 +242,8 @@ Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(
     Unit& u = *units_[ui];
     for (auto& s : u.values) s->allocate();
     fill(int64_t(ui));
-    for (auto& s : spans_)
-      if (s.param >= u.p0 && s.param < u.p1)
-        std::memcpy(p_.data<float>() + s.local, ps_.all()[s.param].value.data<float>() + s.offset,
-                    size_t(s.count) * sizeof(float));
+    const int64_t lo = r * u.chunk;
+    flat_read(ps_, u.p0, u.p1, false, lo, std::min(u.numel, lo + u.chunk), p_.data<float>() + u.local);
     for (auto& s : u.values) s->release();
   }
   tied_ = model.config().tie_word_embeddings;
@@ -270,19 +266,6 @@ Fsdp::~Fsdp() {
 double Fsdp::comm_seconds() const { return worker_->seconds() + comm_seconds_; }
 double Fsdp::comm_wait_seconds() const { return worker_->blocked_seconds() + comm_seconds_; }
 
-// Calls f(param index, offset in the param, offset in the unit's flattening, count) for each
-// piece of the unit's flat range [lo, hi).
-template <class F>
-static void for_each_unit_span(const ParamStore& ps, size_t p0, size_t p1, int64_t lo, int64_t hi, F&& f) {
-  int64_t off = 0;
-  for (size_t i = p0; i < p1 && off < hi; ++i) {
-    const int64_t n = ps.all()[i].value.numel();
-    const int64_t a = std::max(off, lo), b = std::min(off + n, hi);
-    if (a < b) f(i, a - off, a, b - a);
-    off += n;
-  }
-}
-
 void Fsdp::gather(Unit& u) {
   const int n = comm_.size();
   float* s = stage_.data<float>();
@@ -292,9 +275,7 @@ void Fsdp::gather(Unit& u) {
     comm_.all_gather(mine + o, s, b);
     for (int q = 0; q < n; ++q) {
       const int64_t lo = int64_t(q) * u.chunk + o;
-      for_each_unit_span(ps_, u.p0, u.p1, lo, std::min(lo + b, u.numel), [&](size_t i, int64_t po, int64_t fo, int64_t c) {
-        std::memcpy(ps_.all()[i].value.data<float>() + po, s + int64_t(q) * b + (fo - lo), size_t(c) * sizeof(float));
-      });
+      flat_write(ps_, u.p0, u.p1, false, lo, std::min(lo + b, u.numel), s + int64_t(q) * b);
     }
   }
 }
@@ -309,9 +290,7 @@ void Fsdp::reduce_grads(Unit& u) {
     std::memset(s, 0, size_t(n) * size_t(b) * sizeof(float));  // padding past the unit stays 0
     for (int q = 0; q < n; ++q) {
       const int64_t lo = int64_t(q) * u.chunk + o;
-      for_each_unit_span(ps_, u.p0, u.p1, lo, std::min(lo + b, u.numel), [&](size_t i, int64_t po, int64_t fo, int64_t c) {
-        std::memcpy(s + int64_t(q) * b + (fo - lo), ps_.all()[i].grad.data<float>() + po, size_t(c) * sizeof(float));
-      });
+      flat_read(ps_, u.p0, u.p1, true, lo, std::min(lo + b, u.numel), s + int64_t(q) * b);
     }
     comm_.reduce_scatter(s, out, b, ReduceOp::Sum);
     for (int64_t i = 0; i < b; ++i) acc[o + i] += out[i];
