@@ -1,21 +1,13 @@
 #include "dist/data_parallel.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "dist/flat_params.h"
 
 namespace titan::dist {
-
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 DataParallel::DataParallel(ParamStore& ps, Comm& comm) : ps_(ps), comm_(comm) {
   for (auto& p : ps.all()) {
@@ -43,15 +35,15 @@ void DataParallel::all_reduce_grads() {
       const int64_t lo = int64_t(q) * chunk_ + o;
       flat_read(ps_, 0, np, true, lo, std::min(lo + b, total_), s + int64_t(q) * b);
     }
-    const double t0 = now_s();
+    const double t0 = now_seconds();
     comm_.reduce_scatter(s, g_.data<float>() + o, b, ReduceOp::Sum);
-    comm_seconds_ += now_s() - t0;
+    comm_seconds_ += now_seconds() - t0;
   }
   for (int64_t o = 0; o < chunk_; o += bucket_) {
     const int64_t b = std::min(bucket_, chunk_ - o);
-    const double t0 = now_s();
+    const double t0 = now_seconds();
     comm_.all_gather(g_.data<float>() + o, s, b);
-    comm_seconds_ += now_s() - t0;
+    comm_seconds_ += now_seconds() - t0;
     for (int q = 0; q < n; ++q) {
       const int64_t lo = int64_t(q) * chunk_ + o;
       flat_write(ps_, 0, np, true, lo, std::min(lo + b, total_), s + int64_t(q) * b);

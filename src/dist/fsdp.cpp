@@ -1,7 +1,6 @@
 #include "dist/fsdp.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -11,18 +10,11 @@
 #include <set>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "dist/flat_params.h"
 
 namespace titan::dist {
-
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 namespace {
 
@@ -133,10 +125,10 @@ class Fsdp::Worker {
     return ++issued_;
   }
   void wait(int64_t ticket) {
-    const double t0 = now_s();
+    const double t0 = now_seconds();
     std::unique_lock<std::mutex> g(mu_);
     cv_.wait(g, [&] { return finished_ >= ticket || err_; });
-    waited_ += now_s() - t0;
+    waited_ += now_seconds() - t0;
     if (err_) std::rethrow_exception(err_);
   }
   void drain() {
@@ -159,10 +151,10 @@ class Fsdp::Worker {
 
  private:
   void run(const std::function<void()>& job) {
-    const double t0 = now_s();
+    const double t0 = now_seconds();
     job();
     std::lock_guard<std::mutex> g(mu_);
-    seconds_ += now_s() - t0;
+    seconds_ += now_seconds() - t0;
   }
   void loop() {
     for (;;) {
@@ -371,17 +363,17 @@ void Fsdp::zero_grad() {
 double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& hp) {
   worker_->drain();
   if (replicate_ && replicate_->size() > 1) {  // HSDP: the replicas' gradient shards summed
-    const double t0 = now_s();
+    const double t0 = now_seconds();
     replicate_->all_reduce(g_.data<float>(), shard_, ReduceOp::Sum);
-    comm_seconds_ += now_s() - t0;
+    comm_seconds_ += now_seconds() - t0;
   }
   // Sum of squares of my shard in double, in element order; the ranks' sums in rank order.
   float* g = g_.data<float>();
   double ss = 0;
   for (int64_t i = 0; i < shard_; ++i) ss += double(g[i]) * double(g[i]);
-  const double t0 = now_s();
+  const double t0 = now_seconds();
   const double norm = std::sqrt(comm_.all_reduce_sum(ss));
-  comm_seconds_ += now_s() - t0;
+  comm_seconds_ += now_seconds() - t0;
   if (!std::isfinite(norm)) return norm;
   if (max_norm > 0) {
     const double coef = max_norm / (norm + 1e-6);

@@ -6,15 +6,12 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/clock.h"
 #include "core/error.h"
 
 namespace titan::dist {
 
 namespace {
-
-double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // The default action: one write() (no stdio lock the hung main thread could hold), then exit
 // without running destructors or atexit handlers, which could wait on that thread.
@@ -31,7 +28,7 @@ CollectiveWatchdog::CollectiveWatchdog(std::string who, std::vector<std::string>
     : who_(std::move(who)), ops_(std::move(ops)), opt_(std::move(opt)) {
   TITAN_ASSERT(ops_.size() <= 255, "watchdog: ", ops_.size(), " operation names");
   TITAN_ASSERT(opt_.period_s > 0, "watchdog period ", opt_.period_s);
-  if (!opt_.clock) opt_.clock = steady_seconds;
+  if (!opt_.clock) opt_.clock = now_seconds;
   if (!opt_.expire) opt_.expire = print_and_exit;
 }
 

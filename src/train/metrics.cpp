@@ -3,12 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/allocator.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "model/flops.h"
 #include "train/job_config.h"
@@ -20,10 +20,6 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-double now_s() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
 
 // 12345.6 -> "12,346" (torchtitan prints tps with thousands separators).
 std::string with_commas(double v) {
@@ -70,7 +66,7 @@ MetricsOptions metrics_options_from(const JobConfig& cfg, double flops_per_token
   return o;
 }
 
-MetricsLogger::MetricsLogger(MetricsOptions opt) : opt_(std::move(opt)), start_(now_s()) {
+MetricsLogger::MetricsLogger(MetricsOptions opt) : opt_(std::move(opt)), start_(now_seconds()) {
   TITAN_CHECK(opt_.log_freq >= 1, "[metrics] log_freq must be >= 1");
   color_ = opt_.color == ColorMode::Always ||
            (opt_.color == ColorMode::Auto && opt_.console && isatty(fileno(opt_.console)));
@@ -107,7 +103,7 @@ LogLine MetricsLogger::make_line(const StepRecord& r) {
   l.comm_pct = win_seconds_ > 0 ? 100.0 * win_comm_ / win_seconds_ : 0;
   l.comm_wait_pct = win_seconds_ > 0 ? 100.0 * win_wait_ / win_seconds_ : 0;
   l.memory_peak_max_rank_gib = r.max_rank_peak_bytes / kGiB;
-  l.elapsed_s = now_s() - start_;
+  l.elapsed_s = now_seconds() - start_;
   l.warmup = r.step <= opt_.perf_warmup_steps;
   return l;
 }
@@ -188,7 +184,7 @@ RunSummary MetricsLogger::summary() const {
   s.peak_memory_gib = peak / kGiB;
   size_t machine = machine_memory_bytes();
   s.peak_memory_pct = machine ? 100.0 * peak / double(machine) : 0;
-  s.total_seconds = now_s() - start_;
+  s.total_seconds = now_seconds() - start_;
   s.final_loss = last_loss_;
   return s;
 }

@@ -2,11 +2,11 @@
 
 #include <sys/stat.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 
 #include "core/allocator.h"
+#include "core/clock.h"
 #include "core/threading.h"
 #include "dist/comm.h"
 #include "io/hf_checkpoint.h"
@@ -31,9 +31,6 @@ bool is_file(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::string dp_mode_text(int64_t replicate, int64_t world) {
   if (replicate == 1) return "fully sharded (FSDP)";
@@ -209,25 +206,25 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
                  (long long)start_step, (long long)cfg.training.steps);
   while (step < cfg.training.steps) {
     ++step;
-    const double t0 = now_s();
+    const double t0 = now_seconds();
     // The whole global batch's micro-batches first: the loss is the mean over every counted
     // token of the global batch, so each micro-batch's gradient is scaled by 1 / total count.
     std::vector<Batch> micro;
     for (int64_t a = 0; a < accum; ++a) micro.push_back(data.next(rank, world));
-    const double t_data = now_s() - t0;
+    const double t_data = now_seconds() - t0;
     int64_t local_count = 0;
     for (auto& b : micro) local_count += count_labels(b.labels);
     const double comm0 = state->comm_seconds(), wait0 = state->comm_wait_seconds();
-    const double tc0 = now_s();
+    const double tc0 = now_seconds();
     const int64_t count = comm.all_reduce_sum(local_count);  // global: the loss is the global token mean
-    double t_comm = now_s() - tc0;
+    double t_comm = now_seconds() - tc0;
     TITAN_CHECK(count > 0, "step ", step, ": the batch has no labelled tokens");
     state->zero_grad();
     double loss_sum = 0;
     for (auto& b : micro) loss_sum += model.forward_backward(b.inputs, b.labels, float(1.0 / double(count)));
-    const double tc1 = now_s();
+    const double tc1 = now_seconds();
     const double loss = comm.all_reduce_sum(loss_sum) / double(count);
-    t_comm += now_s() - tc1;
+    t_comm += now_seconds() - tc1;
     TITAN_CHECK(std::isfinite(loss), "step ", step, ": loss is ", loss, " (non-finite); stopping");
     AdamWParams hp;
     hp.lr = float(sched.lr_at_step(step));
@@ -239,17 +236,17 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
     // torchtitan updates the expert biases from the step's token counts (summed over the ranks)
     // just before the optimizer.
     if (model.has_expert_bias()) {
-      const double tb = now_s();
+      const double tb = now_seconds();
       for (auto& t : model.expert_bias_state())
         if (t.name.ends_with(".tokens_per_expert")) comm.all_reduce(t.tensor.data<float>(), t.tensor.numel(), dist::ReduceOp::Sum);
-      t_comm += now_s() - tb;
+      t_comm += now_seconds() - tb;
       model.update_expert_bias(float(cfg.model.load_balance_coeff));
     }
     const double norm = state->step(step, cfg.training.max_norm, hp);
     // The trainer's own collectives (t_comm so far) block this thread too.
     const double t_wait = t_comm + state->comm_wait_seconds() - wait0;
     t_comm += state->comm_seconds() - comm0;
-    const double t1 = now_s();
+    const double t1 = now_seconds();
 
     StepRecord rec;
     rec.step = step;
