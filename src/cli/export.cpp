@@ -6,7 +6,6 @@
 #include "cli/command.h"
 #include "data/tokenizer.h"
 #include "io/hf_checkpoint.h"
-#include "model/hf_model.h"
 #include "train/checkpoint_model.h"
 
 namespace titan::cli {
@@ -20,19 +19,8 @@ static int cmd_export(const std::vector<std::string>& argv) {
               "--dtype must be f32, bf16 or f16, got '", args.get("dtype"), "'");
   if (args.has("max-shard-bytes")) eo.max_shard_bytes = std::stoull(args.get("max-shard-bytes"));
   eo.tokenizer_dir = args.get("tokenizer", is_hf_folder(from) ? from : data::Tokenizer::default_dir());
-  ModelConfig mc;
-  TensorMap state;
-  std::unique_ptr<Qwen3Model> model;
-  if (is_hf_folder(from)) {
-    HfCheckpoint ck = HfCheckpoint::open(from);
-    mc = ck.config();
-    state = ck.load_all(DType::F32);
-  } else {
-    model = load_checkpoint_model(from);
-    mc = model->config();
-    state = model_state(*model);
-  }
-  export_hf_checkpoint(out, mc, state, eo);
+  const FolderWeights w = load_folder_weights(from);
+  export_hf_checkpoint(out, w.config, w.tensors, eo);
   std::printf("exported %s to %s (%s)\n", from.c_str(), out.c_str(), dtype_name(eo.dtype));
   return 0;
 }

@@ -10,7 +10,6 @@
 
 #include "cli/verify.h"
 #include "io/hf_checkpoint.h"
-#include "model/hf_model.h"
 #include "train/checkpoint_model.h"
 
 namespace titan::cli {
@@ -20,18 +19,9 @@ static int cmd_verify_checkpoint(const std::vector<std::string>& argv) {
   args.check_known({"keep", "quiet", "workdir"});
   TITAN_CHECK(args.positional().size() == 1, "usage: titan verify checkpoint DIR [--workdir D] [--keep] [--quiet]");
   const std::string dir = args.positional()[0];
-  ModelConfig mc;
-  TensorMap src;
-  std::unique_ptr<Qwen3Model> model;
-  if (is_hf_folder(dir)) {
-    HfCheckpoint ck = HfCheckpoint::open(dir);
-    mc = ck.config();
-    src = ck.load_all(DType::F32);
-  } else {
-    model = load_checkpoint_model(dir);
-    mc = model->config();
-    src = model_state(*model);
-  }
+  const FolderWeights w = load_folder_weights(dir);
+  const ModelConfig& mc = w.config;
+  const TensorMap& src = w.tensors;
   namespace fs = std::filesystem;
   std::string work = args.get("workdir", (fs::temp_directory_path() / ("titan-verify-" + std::to_string(::getpid()))).string());
   HfExportOptions eo;

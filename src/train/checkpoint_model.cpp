@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "model/hf_model.h"
 #include "train/checkpoint.h"
 
 namespace titan {
@@ -12,6 +13,20 @@ static bool exists(const std::string& p) {
 }
 
 bool is_hf_folder(const std::string& dir) { return exists(dir + "/config.json"); }
+
+FolderWeights load_folder_weights(const std::string& dir) {
+  FolderWeights w;
+  if (is_hf_folder(dir)) {
+    HfCheckpoint ck = HfCheckpoint::open(dir);
+    w.config = ck.config();
+    w.tensors = ck.load_all(DType::F32);
+  } else {
+    w.model = load_checkpoint_model(dir);
+    w.config = w.model->config();
+    w.tensors = model_state(*w.model);
+  }
+  return w;
+}
 
 std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir_in, int64_t* step_out) {
   std::string dir = dir_in;

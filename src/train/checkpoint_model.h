@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "io/hf_checkpoint.h"
 #include "model/qwen3.h"
 
 namespace titan {
@@ -14,5 +15,15 @@ std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir, int64_
 
 // True when `dir` looks like an HF folder (has config.json) rather than a training checkpoint.
 bool is_hf_folder(const std::string& dir);
+
+// Every parameter of `dir` (an HF folder, or a training checkpoint as load_checkpoint_model
+// takes it) as f32 by HF name, with the model config. `model` owns the tensors of a training
+// checkpoint (null for an HF folder).
+struct FolderWeights {
+  ModelConfig config;
+  TensorMap tensors;
+  std::unique_ptr<Qwen3Model> model;
+};
+FolderWeights load_folder_weights(const std::string& dir);
 
 }  // namespace titan
