@@ -331,16 +331,23 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs
   a.have_mlp = true;
 }
 
+// The MoE op's inputs for sparse layer l (the same for forward and backward).
+MoEArgs Qwen3Model::moe_args(size_t l, const LayerActs& a) const {
+  const Layer& L = layers_[l];
+  MoEArgs m;
+  m.x = &a.xn2, m.router = &L.w_router;
+  m.gate_up = wbf_ ? &wbf_->gu[l] : &L.w_egu, m.down = wbf_ ? &wbf_->down[l] : &L.w_edown;
+  m.bias = bias_.empty() ? nullptr : &bias_[l];
+  m.top_k = cfg_.num_experts_per_tok, m.norm_topk_prob = cfg_.norm_topk_prob, m.compute = compute_;
+  return m;
+}
+
 // out [T, H] = mlp(xn2): the dense SwiGLU MLP or the sparse MoE block.
 void Qwen3Model::mlp_forward(size_t l, LayerActs& a, Tensor& out, int64_t T) {
   const Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
   if (L.sparse) {
-    MoEArgs m;
-    m.x = &a.xn2, m.router = &L.w_router;
-    m.gate_up = wbf_ ? &wbf_->gu[l] : &L.w_egu, m.down = wbf_ ? &wbf_->down[l] : &L.w_edown;
-    m.bias = bias_.empty() ? nullptr : &bias_[l];
-    m.top_k = cfg_.num_experts_per_tok, m.norm_topk_prob = cfg_.norm_topk_prob, m.compute = compute_;
+    const MoEArgs m = moe_args(l, a);
     k.moe->forward(m, out, a.moe);
     return;
   }
@@ -358,11 +365,7 @@ void Qwen3Model::mlp_backward(size_t l, LayerActs& a, Tensor& dxn2, int64_t T, c
   const KernelSet& k = kernels_[l];
   Tensor& dy = dxn2;  // on entry d(out); overwritten with d(xn2) below
   if (L.sparse) {
-    MoEArgs m;
-    m.x = &a.xn2, m.router = &L.w_router;
-    m.gate_up = wbf_ ? &wbf_->gu[l] : &L.w_egu, m.down = wbf_ ? &wbf_->down[l] : &L.w_edown;
-    m.bias = bias_.empty() ? nullptr : &bias_[l];
-    m.top_k = cfg_.num_experts_per_tok, m.norm_topk_prob = cfg_.norm_topk_prob, m.compute = compute_;
+    const MoEArgs m = moe_args(l, a);
     Tensor dx = f32({T, cfg_.hidden_size});
     MoEGrads g;
     g.dx = &dx, g.drouter = &L.g_router, g.dgate_up = &L.g_egu, g.ddown = &L.g_edown, g.dlogits_extra = dlogits_extra;

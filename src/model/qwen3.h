@@ -123,6 +123,7 @@ class Qwen3Model {
                       const Tensor* dlogits_extra);
   void mlp_forward(size_t l, LayerActs& a, Tensor& out, int64_t T);
   void mlp_backward(size_t l, LayerActs& a, Tensor& dx, int64_t T, const Tensor* dlogits_extra);
+  MoEArgs moe_args(size_t l, const LayerActs& a) const;
   bool aux_loss_on() const;
   // Hook calls (no-ops without hooks) plus the per-layer bf16 weight copies that go with them.
   void need(int64_t unit, bool values, bool grads);
