@@ -84,25 +84,28 @@ void Comm::all_gather(const uint16_t* in, uint16_t* out, int64_t chunk) { all_ga
 void Comm::all_reduce(float* buf, int64_t n, ReduceOp op) { all_reduce_t(buf, n, op); }
 void Comm::all_reduce(uint16_t* buf, int64_t n, ReduceOp op) { all_reduce_t(buf, n, op); }
 
+// Every rank's scalar, in rank order.
+template <class T>
+static std::vector<T> gather_scalar(Comm& c, T v) {
+  std::vector<T> all(static_cast<size_t>(c.size()));
+  c.all_gather_bytes(&v, all.data(), sizeof v);
+  return all;
+}
+
 double Comm::all_reduce_sum(double v) {
-  std::vector<double> all(static_cast<size_t>(size()));
-  all_gather_bytes(&v, all.data(), sizeof v);
   double s = 0;
-  for (double x : all) s += x;
+  for (double x : gather_scalar(*this, v)) s += x;
   return s;
 }
 
 int64_t Comm::all_reduce_sum(int64_t v) {
-  std::vector<int64_t> all(static_cast<size_t>(size()));
-  all_gather_bytes(&v, all.data(), sizeof v);
   int64_t s = 0;
-  for (int64_t x : all) s += x;
+  for (int64_t x : gather_scalar(*this, v)) s += x;
   return s;
 }
 
 double Comm::all_reduce_max(double v) {
-  std::vector<double> all(static_cast<size_t>(size()));
-  all_gather_bytes(&v, all.data(), sizeof v);
+  const std::vector<double> all = gather_scalar(*this, v);
   return *std::max_element(all.begin(), all.end());
 }
 
