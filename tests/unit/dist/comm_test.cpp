@@ -8,16 +8,12 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "dist/comm.h"
+#include "unit/dist/dist_test_util.h"
 
 using namespace titan;
 using namespace titan::dist;
 
 namespace {
-
-Comm& comm() {
-  static std::unique_ptr<Comm> c = make_comm();
-  return *c;
-}
 
 // A value whose f32 sum depends on the order of addition.
 float val(int rank, int64_t i) { return (rank % 2 ? 1e-3f : 1.0f) * float(1 + (i * 7 + rank * 13) % 97) / 3.0f; }
@@ -25,7 +21,7 @@ float val(int rank, int64_t i) { return (rank % 2 ? 1e-3f : 1.0f) * float(1 + (i
 }  // namespace
 
 TEST(Comm, ReduceScatterSumsInRankOrder) {
-  Comm& c = comm();
+  Comm& c = test_comm();
   const int n = c.size(), r = c.rank();
   const int64_t chunk = 1000;
   std::vector<float> in(size_t(n * chunk)), out(static_cast<size_t>(chunk));
@@ -44,7 +40,7 @@ TEST(Comm, ReduceScatterSumsInRankOrder) {
 }
 
 TEST(Comm, AllGatherAndAllReducePadded) {
-  Comm& c = comm();
+  Comm& c = test_comm();
   const int n = c.size(), r = c.rank();
   std::vector<float> mine(5, float(r) + 0.5f), all(size_t(5 * n));
   c.all_gather(mine.data(), all.data(), 5);
@@ -62,7 +58,7 @@ TEST(Comm, AllGatherAndAllReducePadded) {
 }
 
 TEST(Comm, Bf16AccumulatesInF32) {
-  Comm& c = comm();
+  Comm& c = test_comm();
   const int n = c.size();
   // 1 + n * 2^-9: each 2^-9 alone would vanish in bf16 (8 mantissa bits) when added to 1 there.
   std::vector<uint16_t> buf(3, f32_to_bf16(c.rank() == 0 ? 1.0f : 0.0f));
@@ -73,7 +69,7 @@ TEST(Comm, Bf16AccumulatesInF32) {
 }
 
 TEST(Comm, Scalars) {
-  Comm& c = comm();
+  Comm& c = test_comm();
   const int n = c.size();
   EXPECT_EQ(c.all_reduce_sum(int64_t(c.rank() + 1)), int64_t(n) * (n + 1) / 2);
   EXPECT_DOUBLE_EQ(c.all_reduce_sum(0.25 * (c.rank() + 1)), 0.25 * n * (n + 1) / 2);
@@ -85,7 +81,7 @@ TEST(Comm, Scalars) {
 }
 
 TEST(Comm, LargeBuffersMoveInPieces) {
-  Comm& c = comm();
+  Comm& c = test_comm();
   const int n = c.size();
   const int64_t chunk = Comm::kPieceElems + 3;
   std::vector<float> in(size_t(n * chunk), 1.0f), out(static_cast<size_t>(chunk));
@@ -99,7 +95,7 @@ TEST(Comm, LargeBuffersMoveInPieces) {
 }
 
 TEST(Comm, CheckSameNamesEveryRank) {
-  Comm& c = comm();
+  Comm& c = test_comm();
   EXPECT_NO_THROW(c.check_same("config hash", "abc123"));
   if (c.size() == 1) return;
   try {
@@ -122,7 +118,7 @@ TEST(Comm, LocalIsOneRank) {
 }
 
 TEST(Comm, SplitGroupsRanksByColorOrderedByKey) {
-  Comm& c = comm();
+  Comm& c = test_comm();
   const int n = c.size(), r = c.rank();
   // Two colors (even / odd ranks), reverse rank order inside each group.
   auto sub = c.split(r % 2, n - r);

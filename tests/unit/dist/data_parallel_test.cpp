@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dist/comm.h"
+#include "unit/dist/dist_test_util.h"
 #include "dist/data_parallel.h"
 #include "ops/registry.h"
 
@@ -14,11 +15,6 @@ using namespace titan;
 using namespace titan::dist;
 
 namespace {
-
-Comm& the_comm() {
-  static std::unique_ptr<Comm> c = make_comm();
-  return *c;
-}
 
 // Three parameters of sizes that do not divide evenly by 2 or 3 ranks.
 const std::vector<Shape> kShapes = {{5, 3}, {7}, {2, 11}};
@@ -51,7 +47,7 @@ ParamStore summed_store(int world) {
 }  // namespace
 
 TEST(DataParallel, ReplicateSumsGradients) {
-  Comm& c = the_comm();
+  Comm& c = test_comm();
   ParamStore ps = make_store(c.rank());
   DataParallel dp(ps, c);
   dp.all_reduce_grads();

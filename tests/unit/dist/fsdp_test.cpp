@@ -9,6 +9,7 @@
 
 #include "core/allocator.h"
 #include "dist/comm.h"
+#include "unit/dist/dist_test_util.h"
 #include "dist/fsdp.h"
 #include "model/config.h"
 #include "model/qwen3.h"
@@ -19,11 +20,6 @@ using namespace titan;
 using namespace titan::dist;
 
 namespace {
-
-Comm& the_comm() {
-  static std::unique_ptr<Comm> c = make_comm();
-  return *c;
-}
 
 ModelConfig tiny(bool moe, bool tied) {
   ModelConfig c = flavor_config(moe ? "debug-moe" : "debug-tiny");
@@ -51,7 +47,7 @@ struct Variant {
 
 // Two optimizer steps, sharded and in one process; the gathered parameters must agree.
 void run(const Variant& v) {
-  Comm& comm = the_comm();
+  Comm& comm = test_comm();
   const int n = comm.size(), r = comm.rank();
   const ModelConfig c = tiny(v.moe, v.tied);
   const AdamWKernel& adamw = kernel<AdamWKernel>("cpu");
@@ -158,7 +154,7 @@ TEST(Fsdp, MoEWithAuxLoss) {
 }
 
 TEST(Fsdp, SpansCoverEveryParameterOnceAcrossRanks) {
-  Comm& comm = the_comm();
+  Comm& comm = test_comm();
   const ModelConfig c = tiny(false, false);
   Qwen3Model m(c, "cpu", true);
   Fsdp fsdp(m, comm, {}, [&](int64_t u) { m.init_weights(InitScheme::HF, 1, u); });
