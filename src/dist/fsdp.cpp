@@ -26,14 +26,8 @@ int64_t bucket_for(int64_t max_chunk, int64_t world) {
 }  // namespace
 
 FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world) {
-  // Units as Qwen3Model builds them: the embedding, each layer, the rest (final norm, lm_head).
   std::vector<int64_t> sizes(size_t(c.num_hidden_layers) + 2, 0);
-  for (const ParamSpec& s : model_param_specs(c)) {
-    size_t u = sizes.size() - 1;
-    if (s.name == "model.embed_tokens.weight") u = 0;
-    else if (s.name.rfind("model.layers.", 0) == 0) u = 1 + size_t(std::stoll(s.name.substr(13)));
-    sizes[u] += shape_numel(s.shape);
-  }
+  for (const ParamSpec& s : model_param_specs(c)) sizes[size_t(param_unit(c, s.name))] += shape_numel(s.shape);
   FsdpPlan p;
   p.unit_elems = sizes;
   p.tied = c.tie_word_embeddings;

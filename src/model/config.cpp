@@ -429,6 +429,12 @@ std::string hf_config_json(const ModelConfig& c, DType export_dtype) {
   return j.dump(2) + "\n";
 }
 
+int64_t param_unit(const ModelConfig& c, const std::string& name) {
+  if (name == "model.embed_tokens.weight") return 0;
+  if (name.rfind("model.layers.", 0) == 0) return 1 + std::stoll(name.substr(13));
+  return c.num_hidden_layers + 1;
+}
+
 std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
   const int64_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   const int64_t Q = c.q_dim(), KV = c.kv_dim();

@@ -106,12 +106,10 @@ void Qwen3Model::build_params() {
     if (deferred_) return std::make_pair(Tensor::deferred(s, DType::F32), Tensor::deferred(s, DType::F32));
     return std::make_pair(Tensor::zeros(s, DType::F32), Tensor::zeros(s, DType::F32));
   };
-  unit_begin_.assign(1, 0);
   auto [emb, gemb] = pair({V, H});
   params_.add("model.embed_tokens.weight", emb, gemb);
   layers_.resize(size_t(cfg_.num_hidden_layers));
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
-    unit_begin_.push_back(params_.all().size());
     Layer& L = layers_[size_t(l)];
     std::string p = "model.layers." + std::to_string(l) + ".";
     std::tie(L.w_in, L.g_in) = pair({H});
@@ -151,20 +149,25 @@ void Qwen3Model::build_params() {
     params_.add(p + "mlp.up_proj.weight", L.w_gu.slice0(I, 2 * I), L.g_gu.slice0(I, 2 * I));
     params_.add(p + "mlp.down_proj.weight", L.w_down, L.g_down);
   }
-  unit_begin_.push_back(params_.all().size());
   auto [nw, gnw] = pair({H});
   params_.add("model.norm.weight", nw, gnw);
   if (!cfg_.tie_word_embeddings) {
     auto [lm, glm] = pair({V, H});
     params_.add("lm_head.weight", lm, glm);
   }
-  unit_begin_.push_back(params_.all().size());
   // Names and shapes must be exactly HF's, in HF's order.
   auto specs = model_param_specs(cfg_);
   TITAN_ASSERT(specs.size() == params_.all().size(), "param spec count");
   for (size_t i = 0; i < specs.size(); ++i)
     TITAN_ASSERT(specs[i].name == params_.all()[i].name && specs[i].shape == params_.all()[i].value.shape(),
                  "param spec mismatch at ", specs[i].name);
+  // Unit boundaries: the first parameter of each unit (param_unit), then the end.
+  unit_begin_.assign(size_t(cfg_.num_hidden_layers) + 3, params_.all().size());
+  for (size_t i = params_.all().size(); i-- > 0;) {
+    const int64_t u = param_unit(cfg_, params_.all()[i].name);
+    TITAN_ASSERT(i == 0 || param_unit(cfg_, params_.all()[i - 1].name) <= u, "parameter units are not contiguous");
+    unit_begin_[size_t(u)] = i;
+  }
 }
 
 Tensor* Qwen3Model::expert_gate_up(int64_t layer) {
