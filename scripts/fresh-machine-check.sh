@@ -249,7 +249,7 @@ apt_setup() (
   done
   cp -L /etc/resolv.conf "$root/etc/resolv.conf"
   printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"; chmod 755 "$root/usr/sbin/policy-rc.d"
-  echo "--- sources in the root:"; cat "$root"/etc/apt/sources.list "$root"/etc/apt/sources.list.d/* 2>/dev/null
+  echo "--- sources in the root:"; cat "$root"/etc/apt/sources.list "$root"/etc/apt/sources.list.d/* 2>/dev/null || true
   echo "--- apt settings copied:"; ls "$root/etc/apt/apt.conf.d/" | grep '^90host-' || true
 )
 run_stage apt-setup apt_setup
@@ -269,7 +269,8 @@ run_stage clone clone
 in_root() {
   local env=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM=dumb
              DEBIAN_FRONTEND=noninteractive OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-Haswell}")
-  [ "$use_ccache" = 1 ] && env+=(CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_DIR=/var/cache/titan-ccache CCACHE_BASEDIR=/work)
+  [ "$use_ccache" = 1 ] && env+=(CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_DIR=/var/cache/titan-ccache CCACHE_BASEDIR=/work
+                                    CCACHE_STATSLOG=/var/tmp/ccache-stats.log)
   unshare --mount --propagation private -- bash -c '
     set -e
     root=$1 cc=$2; shift 2
@@ -288,7 +289,9 @@ in_root() {
 # Only harness tools here; every build dependency must come from scripts/install-deps.sh.
 [ "$use_ccache" = 1 ] && run_stage harness-ccache in_root 'apt-get update -qq && apt-get install -y -qq --no-install-recommends ccache && ccache --version | head -1'
 run_stage install-deps in_root 'bash scripts/install-deps.sh && echo "dpkg: $(dpkg-query -W | wc -l) packages installed"'
-run_stage build in_root "make build JOBS=$jobs"
+ccache_report=""  # the hits this build got from the shared cache, for the log
+[ "$use_ccache" = 1 ] && ccache_report='; echo "--- ccache, this build:"; ccache --show-log-stats || true'
+run_stage build in_root "make build JOBS=$jobs$ccache_report"
 run_stage train in_root 'build/titan train --config recipes/debug.toml --training.steps 3'
 run_stage verify in_root 'build/titan verify kernels --op rope'
 [ "$run_tests" = 1 ] && run_stage test in_root "make test JOBS=$jobs"
