@@ -265,7 +265,7 @@ clone() (
 run_stage clone clone
 
 # in_root CMD: runs a bash command line in the root, in a private mount namespace whose mounts
-# vanish with it; the trap unmounts them explicitly as well.
+# vanish with it (the trap unmounts them explicitly as well; nothing propagates to the host).
 in_root() {
   local env=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM=dumb
              DEBIAN_FRONTEND=noninteractive OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-Haswell}")
@@ -274,9 +274,9 @@ in_root() {
   unshare --mount --propagation private -- bash -c '
     set -e
     root=$1 cc=$2; shift 2
-    cleanup() { umount -R "$root/dev" "$root/sys" "$root/proc" 2>/dev/null || true
-                [ -z "$cc" ] || umount "$root/var/cache/titan-ccache" 2>/dev/null || true; }
-    trap cleanup EXIT
+    trap "umount -R \"\$root\" 2>/dev/null || true" EXIT
+    # The root is a mount point, as / is on a machine: `ip netns exec` remounts / (make-rslave).
+    mount --bind "$root" "$root"
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys"
     mount --rbind /dev "$root/dev"
