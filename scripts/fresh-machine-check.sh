@@ -100,12 +100,24 @@ on_exit() {
 trap on_exit EXIT
 trap 'fail "interrupted"' INT TERM HUP
 
-# The most telling line a failed stage printed: an error line if any, else its last line.
+# The most telling line a failed stage printed (from log offset $1): the tests ctest saw fail, else
+# the first root-cause line (CMake, compiler, linker, apt), else the last error line that is not
+# make's echo of it, else the last line.
 reason_since() {
-  local out; out=$(tail -c +"$(( $1 + 1 ))" "$log" | grep -v '^== ' | sed 's/\x1b\[[0-9;]*m//g')
-  local line; line=$(printf '%s\n' "$out" | grep -E 'Could NOT|[Ee]rror|E: |not found|No such|FAILED|[Ff]atal|Aborted|Segmentation' | grep -v '^--' | tail -1)
+  local out line
+  out=$(tail -c +"$(( $1 + 1 ))" "$log" | grep -v '^== ' | sed 's/\x1b\[[0-9;]*m//g')
+  line=$(printf '%s\n' "$out" | sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+) \((Failed|Timeout|SEGFAULT|Not Run|Exception|Subprocess aborted|Child aborted)\).*/\1 (\2)/p' | paste -sd, - | sed 's/,/, /g')
+  [ -z "$line" ] || line="tests failed: $line"
+  [ -n "$line" ] || line=$(printf '%s\n' "$out" | grep -E 'Could NOT find|CMake Error|fatal error|: error:|^E: |undefined reference|No such file|Segmentation fault|Aborted|Assertion' |
+                           grep -vE '^CMake Error at .*FindPackageHandleStandardArgs' | head -1)
+  # A CMake failure inside a package's config file: say whose (e.g. "via dnnl-config.cmake:70").
+  if [[ $line == *"Could NOT find"* ]]; then
+    local via; via=$(printf '%s\n' "$out" | grep -F -A12 -- "$line" | grep -oE '[^ /]+(-config|Config)\.cmake:[0-9]+|CMakeLists\.txt:[0-9]+' | head -2 | paste -sd, -)
+    [ -z "$via" ] || line="$line via ${via//,/, }"
+  fi
+  [ -n "$line" ] || line=$(printf '%s\n' "$out" | grep -E '[Ee]rror|FAILED|[Ff]atal|not found' | grep -vE '^g?make(\[[0-9]+\])?: \*\*\*' | tail -1)
   [ -n "$line" ] || line=$(printf '%s\n' "$out" | grep -v '^[[:space:]]*$' | tail -1)
-  printf '%s' "$line" | tr -s '[:space:]' ' ' | cut -c1-240
+  printf '%s' "$line" | tr -s '[:space:]' ' ' | sed 's/^ //' | cut -c1-240
 }
 
 # run_stage NAME CMD...: runs CMD with output to the log, times it, fails the check on error.
