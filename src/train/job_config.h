@@ -111,8 +111,26 @@ struct KernelsSection {
 };
 
 struct ComputeSection {
-  int64_t threads = 0;  // 0: leave the thread count as is (TITAN_NUM_THREADS or all cores)
+  // 0: leave the thread count as is (TITAN_NUM_THREADS or all cores). At most kMaxThreads.
+  int64_t threads = 0;
 };
+
+// Upper bounds that validate() enforces, each far above any real run and low enough that every
+// product the trainer forms from them (tokens per micro-batch and per step, batch x ranks x
+// accumulation, step counters in double) stays exact in 64-bit integers and doubles.
+namespace job_limits {
+inline constexpr int64_t kMaxSeqLen = int64_t(1) << 24;         // tokens: above any model's context
+inline constexpr int64_t kMaxLocalBatch = int64_t(1) << 24;     // sequences per rank and micro-batch
+inline constexpr int64_t kMaxMicroTokens = int64_t(1) << 31;    // local_batch_size x seq_len
+inline constexpr int64_t kMaxGlobalBatch = int64_t(1) << 31;    // sequences per optimizer step
+inline constexpr int64_t kMaxStepTokens = int64_t(1) << 40;     // global_batch_size x seq_len
+inline constexpr int64_t kMaxSteps = int64_t(1) << 40;          // steps, warmup_steps
+inline constexpr int64_t kMaxRanks = int64_t(1) << 20;          // parallel degrees and their product
+// Fixed rather than a multiple of this machine's cores, so that a job file valid here is valid on
+// every machine; above any current machine's hardware threads (more only slow a run down), far
+// below where the OpenMP runtime fails to start a team (it crashed at 100000).
+inline constexpr int64_t kMaxThreads = 4096;
+}  // namespace job_limits
 
 // torchtitan's [comm] timeouts. A collective that has not completed after the timeout means a
 // rank is hung (deadlock, SIGSTOP, lost machine): the MPI backend's watchdog ends the job

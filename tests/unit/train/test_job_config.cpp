@@ -281,3 +281,41 @@ TEST(JobConfig, RecipesParse) {
   EXPECT_EQ(m.model.num_experts, 64);
   EXPECT_EQ(m.model.top_k, 4);
 }
+
+// Issue 10: huge sizes and thread counts ended in SIGSEGV (an overflowing token count, an OpenMP
+// runtime that cannot start 100000 threads); the config now bounds them with the reason named.
+TEST(JobConfig, BoundsSizesAndThreadsAndChecksProductsForOverflow) {
+  auto err = [](std::vector<std::string> args) {
+    return error_of([&] { parse_job_command_line(args); });
+  };
+  std::string e = err({"--training.local_batch_size", "4611686018427387904", "--training.seq_len", "4"});
+  EXPECT_NE(e.find("command line: [training] local_batch_size must be <= "), std::string::npos) << e;
+  e = err({"--training.seq_len", "9223372036854775807"});
+  EXPECT_NE(e.find("[training] seq_len must be <= "), std::string::npos) << e;
+  // Each within its bound, the product too large: the tokens of one micro-batch.
+  e = err({"--training.local_batch_size", "16777216", "--training.seq_len", "16777216"});
+  EXPECT_NE(e.find("local_batch_size x seq_len"), std::string::npos) << e;
+  e = err({"--training.global_batch_size", "4611686018427387904", "--training.local_batch_size", "1"});
+  EXPECT_NE(e.find("[training] global_batch_size must be <= "), std::string::npos) << e;
+  e = err({"--training.global_batch_size", "1073741824", "--training.local_batch_size", "1", "--training.seq_len",
+           "16777216"});
+  EXPECT_NE(e.find("global_batch_size x seq_len"), std::string::npos) << e;
+  e = err({"--training.steps", "9223372036854775807"});
+  EXPECT_NE(e.find("[training] steps must be <= "), std::string::npos) << e;
+  e = err({"--lr_scheduler.warmup_steps", "9223372036854775807"});
+  EXPECT_NE(e.find("[lr_scheduler] warmup_steps must be <= "), std::string::npos) << e;
+  e = err({"--parallelism.data_parallel_shard_degree", "4611686018427387904"});
+  EXPECT_NE(e.find("[parallelism] data_parallel_shard_degree must be "), std::string::npos) << e;
+  e = err({"--parallelism.data_parallel_replicate_degree", "4611686018427387904"});
+  EXPECT_NE(e.find("[parallelism] data_parallel_replicate_degree must be "), std::string::npos) << e;
+  e = err({"--compute.threads", "100000"});
+  EXPECT_EQ(e, "command line: [compute] threads must be <= 4096 (0 = leave as is; more threads than the machine "
+               "has only slow a run down, and far more crash the OpenMP runtime)");
+  EXPECT_EQ(err({"--compute.threads", "4096"}), "");
+  // The documented bounds themselves are accepted.
+  EXPECT_EQ(err({"--training.local_batch_size", "1", "--training.seq_len", "16777216", "--training.steps",
+                 "1099511627776"}),
+            "");
+  // Every error is one line.
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+}
