@@ -577,6 +577,28 @@ std::string config_hash(const JobConfig& cfg) {
   return buf;
 }
 
+std::map<std::string, std::string> trajectory_config(const JobConfig& cfg, int64_t world_size) {
+  static const std::set<std::string> keys = {
+      "model.name",          "model.flavor",          "model.n_layers",          "model.num_experts",
+      "model.top_k",         "model.load_balance_coeff", "optimizer.name",       "optimizer.lr",
+      "optimizer.beta1",     "optimizer.beta2",       "optimizer.eps",           "optimizer.weight_decay",
+      "lr_scheduler.warmup_steps", "lr_scheduler.decay_ratio", "lr_scheduler.decay_type",
+      "lr_scheduler.min_lr_factor", "training.seq_len",  "training.max_norm",      "training.dataset",
+      "training.mixed_precision_param", "kernels.replace"};
+  JobConfig copy = cfg;  // fields_of binds mutable pointers; nothing is written through them
+  std::map<std::string, std::string> out;
+  for (auto& f : fields_of(copy)) {
+    std::string k = std::string(f.section) + "." + f.key;
+    if (!keys.count(k)) continue;
+    const bool unset = f.kind == Kind::OptDouble && !static_cast<std::optional<double>*>(f.ptr)->has_value();
+    out[k] = unset ? "unset" : value_text(f);
+  }
+  out["training.global_batch_size"] = std::to_string(cfg.training.local_batch_size *
+                                                     cfg.data_parallel_degree(world_size) *
+                                                     cfg.grad_accumulation_steps(world_size));
+  return out;
+}
+
 std::vector<std::string> job_config_keys() {
   JobConfig c;
   std::vector<std::string> out;

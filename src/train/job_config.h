@@ -8,6 +8,7 @@
 // next to the field).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -184,10 +185,24 @@ JobConfig parse_job_command_line(const std::vector<std::string>& args);
 
 // The effective config as TOML (every known key; unset optionals are omitted).
 std::string render_toml(const JobConfig& cfg);
-// 64-bit FNV-1a over the rendered sections that determine the numerical trajectory ([model],
-// [optimizer], [lr_scheduler], [training], [parallelism], [activation_checkpoint], [kernels]),
-// as 16 hex digits. Stored in checkpoints to warn when a resumed run's config differs.
+// 64-bit FNV-1a over the rendered sections [model], [optimizer], [lr_scheduler], [training],
+// [parallelism], [activation_checkpoint], [kernels], as 16 hex digits. The ranks of a job compare
+// it at start. Checkpoints store it too, but a resume compares trajectory_config() key by key
+// (the hash remains for checkpoints written before those records: see train/resume_check.h).
 std::string config_hash(const JobConfig& cfg);
+
+// The keys that decide a run's numerical trajectory, as "section.key" -> the value as TOML text
+// ("unset" for an unset optional): what a resume must keep. [training] global_batch_size is the
+// effective one for `world_size` ranks (local x data-parallel degree x accumulation). Left out,
+// because a resumed run may change them without changing its math:
+//   [training] steps (a run may be extended; the lr schedule is recomputed for the new total);
+//   local_batch_size and [parallelism] (the same global batch, split otherwise: any rank count
+//   resumes any checkpoint); [activation_checkpoint] mode (identical gradients); [compute] threads;
+//   seed (it only initializes weights, which a resume loads); deterministic (changes no value);
+//   paths (dataset_path, hf_assets_path, checkpoint initial_load_path: folders move; the data
+//   position checks its dataset's size, the checkpoint its tensors' shapes, and the trainer the
+//   model's config.json); [job] [checkpoint] [metrics] [comm].
+std::map<std::string, std::string> trajectory_config(const JobConfig& cfg, int64_t world_size);
 
 // All known "section.key" names (for help text and suggestions).
 std::vector<std::string> job_config_keys();

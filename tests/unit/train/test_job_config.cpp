@@ -319,3 +319,30 @@ TEST(JobConfig, BoundsSizesAndThreadsAndChecksProductsForOverflow) {
   // Every error is one line.
   EXPECT_EQ(e.find('\n'), std::string::npos);
 }
+
+// What a resume compares key by key (issue 10: raising [training] steps was refused).
+TEST(JobConfig, TrajectoryConfigLeavesOutWhatAResumeMayChange) {
+  JobConfig a;
+  auto ra = trajectory_config(a, 1);
+  EXPECT_EQ(ra.at("optimizer.lr"), "0.0008");
+  EXPECT_EQ(ra.at("lr_scheduler.decay_ratio"), "unset");
+  EXPECT_EQ(ra.at("training.global_batch_size"), "8");  // effective: 8 x 1 rank x 1
+  EXPECT_EQ(trajectory_config(a, 4).at("training.global_batch_size"), "32");
+  for (const char* k : {"training.steps", "training.local_batch_size", "training.seed", "training.dataset_path",
+                        "model.hf_assets_path", "checkpoint.interval", "checkpoint.keep_latest_k", "metrics.log_freq",
+                        "comm.train_timeout_seconds", "compute.threads", "activation_checkpoint.mode", "job.dump_folder",
+                        "parallelism.data_parallel_shard_degree"})
+    EXPECT_EQ(ra.count(k), 0u) << k;
+  JobConfig b = a;
+  b.training.steps = 123456;
+  b.training.local_batch_size = 2;
+  b.training.global_batch_size = 8;  // the same global batch, as 4 micro-batches of 2
+  b.checkpoint.keep_latest_k = 1;
+  b.comm.init_timeout_seconds = 5;
+  EXPECT_EQ(trajectory_config(b, 1), ra);
+  b.lr_scheduler.decay_ratio = 0.5;
+  b.kernels.replace = {"model.layers.*.self_attn.rope=rope.fused"};
+  auto rb = trajectory_config(b, 1);
+  EXPECT_EQ(rb.at("lr_scheduler.decay_ratio"), "0.5");
+  EXPECT_EQ(rb.at("kernels.replace"), "[\"model.layers.*.self_attn.rope=rope.fused\"]");
+}

@@ -4,10 +4,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
 #include "train/checkpoint.h"
+#include "train/lr_schedule.h"
 #include "train/tensor_file.h"
 #include "train/trainer.h"
 #include "util/strings.h"
@@ -131,4 +133,119 @@ TEST(Trainer, RejectsMismatchedResume) {
     EXPECT_NE(std::string(e.what()).find("different"), std::string::npos) << e.what();
   }
   fs::remove_all(a);
+}
+
+namespace {
+
+// Checkpoints of the debug model are ~0.5 GB: tmpfs when there is one (fsync on a busy disk costs
+// more than the training steps).
+std::string fast_temp_dir(const std::string& name) {
+  std::error_code ec;
+  fs::path base = fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
+  fs::path p = base / ("titan-trainer-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+std::string error_of_run(const JobConfig& c) {
+  try {
+    run_training(c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<nlohmann::json> metric_lines(const std::string& dump) {
+  std::vector<nlohmann::json> v;
+  std::ifstream f(dump + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) v.push_back(nlohmann::json::parse(line));
+  return v;
+}
+
+// Rewrite a checkpoint's state.json after an edit, with its checksum recomputed.
+void edit_state(const std::string& step_dir, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j = nlohmann::json::parse(read_file(step_dir + "/state.json"));
+  edit(j);
+  j["state_crc32c"] = state_json_checksum(j);
+  write_file_atomic(step_dir + "/state.json", j.dump(2));
+}
+
+}  // namespace
+
+// Issue 10: raising --training.steps on resume was refused as "a different config" although the
+// end-of-run message advises exactly that. A resume compares the trajectory keys one by one.
+TEST(Trainer, RaisingStepsExtendsARunAndOtherChangesAreNamedKeyByKey) {
+  std::string d = fast_temp_dir("extend");
+  JobConfig c3 = small_job(d, 3);
+  c3.checkpoint.keep_latest_k = 1;
+  run_training(c3);
+
+  // Changed trajectory keys: every one named with its old and new value, nothing trained.
+  JobConfig bad = c3;
+  bad.training.steps = 6;
+  bad.optimizer.lr = 1e-4;
+  bad.training.seq_len = 64;
+  bad.lr_scheduler.decay_type = "cosine";
+  bad.metrics.log_freq = 5;  // not a trajectory key: not named
+  std::string e = error_of_run(bad);
+  EXPECT_NE(e.find(d + "/checkpoint/step-3: "), std::string::npos) << e;
+  EXPECT_NE(e.find("optimizer.lr 0.003 -> 0.0001"), std::string::npos) << e;
+  EXPECT_NE(e.find("training.seq_len 32 -> 64"), std::string::npos) << e;
+  EXPECT_NE(e.find("lr_scheduler.decay_type \"linear\" -> \"cosine\""), std::string::npos) << e;
+  EXPECT_EQ(e.find("log_freq"), std::string::npos) << e;
+  EXPECT_EQ(e.find("training.steps"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_EQ(metric_lines(d).size(), 3u);
+
+  // More steps, and keys that do not change the trajectory: the run continues to step 6 with
+  // the lr schedule recomputed for 6 steps.
+  JobConfig c6 = c3;
+  c6.training.steps = 6;
+  c6.metrics.log_freq = 2;
+  c6.checkpoint.interval = 100;
+  c6.checkpoint.keep_latest_k = 2;
+  c6.comm.train_timeout_seconds = 7;
+  c6.comm.init_timeout_seconds = 9;
+  c6.activation_checkpoint.mode = "selective";  // identical gradients, less memory
+  c6.compute.threads = 1;
+  c6.training.local_batch_size = 1;  // the same global batch of 2 as 2 micro-batches of 1
+  c6.training.global_batch_size = 2;
+  TrainResult r = run_training(c6);
+  EXPECT_EQ(r.last_step, 6);
+  auto lines = metric_lines(d);
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[3]["step"], 4);
+  EXPECT_FLOAT_EQ(float(lines[3]["lr"].get<double>()), float(make_lr_schedule(c6).lr_at_step(4)));
+  fs::remove_all(d);
+}
+
+// A checkpoint written before per-key records holds only config_hash (and the effective config as
+// TOML): it resumes when the trajectory keys of that config match, else the keys are named.
+TEST(Trainer, OldCheckpointsWithOnlyAConfigHashResumeOrSayWhy) {
+  std::string d = fast_temp_dir("legacy");
+  JobConfig c3 = small_job(d, 3);
+  run_training(c3);
+  const std::string sd = d + "/checkpoint/step-3";
+  edit_state(sd, [](nlohmann::json& j) {
+    j["extra"].erase("trajectory_config");
+    j["extra"].erase("training_steps");
+  });
+  JobConfig lower = c3;  // passes the check; nothing to train (the checkpoint is at step 3)
+  lower.training.steps = 2;
+  EXPECT_EQ(error_of_run(lower), "");
+  JobConfig lr = c3;
+  lr.optimizer.lr = 1e-4;
+  std::string e = error_of_run(lr);
+  EXPECT_NE(e.find("optimizer.lr 0.003 -> 0.0001"), std::string::npos) << e;
+  // Without the recorded config, only the hash is left to compare.
+  edit_state(sd, [](nlohmann::json& j) { j["extra"].erase("job_config"); });
+  EXPECT_EQ(error_of_run(c3), "");  // the same config: the same hash
+  e = error_of_run(lower);
+  EXPECT_NE(e.find(sd + ": "), std::string::npos) << e;
+  EXPECT_NE(e.find("records only a config hash"), std::string::npos) << e;
+  fs::remove_all(d);
 }
