@@ -1,9 +1,12 @@
 #include "train/metrics.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -74,14 +77,28 @@ MetricsLogger::MetricsLogger(MetricsOptions opt) : opt_(std::move(opt)), start_(
     std::error_code ec;
     std::filesystem::create_directories(opt_.dump_folder, ec);
     TITAN_CHECK(!ec, opt_.dump_folder, ": cannot create dump folder: ", ec.message());
-    std::string p = opt_.dump_folder + "/metrics.jsonl";
-    jsonl_.open(p, opt_.append_jsonl ? std::ios::app : std::ios::trunc);
-    TITAN_CHECK(jsonl_.good(), p, ": cannot open for writing");
+    jsonl_path_ = opt_.dump_folder + "/metrics.jsonl";
+    jsonl_fd_ = ::open(jsonl_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | (opt_.append_jsonl ? 0 : O_TRUNC), 0644);
+    TITAN_CHECK(jsonl_fd_ >= 0, jsonl_path_, ": cannot open for writing: ", std::strerror(errno));
   }
   if (opt_.tensorboard) tb_ = std::make_unique<TensorBoardWriter>(opt_.tb_folder);
 }
 
-MetricsLogger::~MetricsLogger() = default;
+MetricsLogger::~MetricsLogger() {
+  if (jsonl_fd_ >= 0) ::close(jsonl_fd_);
+}
+
+void MetricsLogger::write_jsonl(const std::string& line) {
+  // Unbuffered: each line reaches the OS at once (a killed run keeps its metrics), and a write
+  // that fails stops the run now rather than training on with the metrics lost.
+  size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t w = ::write(jsonl_fd_, line.data() + off, line.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    TITAN_CHECK(w > 0, jsonl_path_, ": cannot write metrics: ", std::strerror(w < 0 ? errno : EIO));
+    off += size_t(w);
+  }
+}
 
 LogLine MetricsLogger::make_line(const StepRecord& r) {
   MemoryStats m = cpu_allocator().stats();
@@ -134,7 +151,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
     std::fprintf(opt_.console, "%s\n", format_line(l, color_).c_str());
     std::fflush(opt_.console);
   }
-  if (jsonl_.is_open()) {
+  if (jsonl_fd_ >= 0) {
     nlohmann::json j = {{"step", l.step},
                         {"loss", num(l.loss)},
                         {"grad_norm", num(l.grad_norm)},
@@ -155,8 +172,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
       j["comm_wait_pct"] = l.comm_wait_pct;
       j["memory_peak_max_rank_gib"] = l.memory_peak_max_rank_gib;
     }
-    jsonl_ << j.dump() << "\n";
-    jsonl_.flush();
+    write_jsonl(j.dump() + "\n");
   }
   if (tb_) {
     tb_->add_scalars(l.step, {{"loss_metrics/global_avg_loss", l.loss},
@@ -211,7 +227,6 @@ RunSummary MetricsLogger::finish() {
     }
     write_file_atomic(opt_.dump_folder + "/summary.json", j.dump(2) + "\n");
   }
-  if (jsonl_.is_open()) jsonl_.flush();
   return s;
 }
 

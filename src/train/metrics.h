@@ -18,7 +18,6 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,7 +112,10 @@ class MetricsLogger {
   int64_t steps_ = 0;
   double last_loss_ = 0;
   double max_peak_bytes_ = 0;
-  std::ofstream jsonl_;
+  // Appends one line to metrics.jsonl; a failed write (a full disk) is an error naming the file.
+  void write_jsonl(const std::string& line);
+  std::string jsonl_path_;
+  int jsonl_fd_ = -1;  // metrics.jsonl, opened for appending; -1 = none
   std::unique_ptr<TensorBoardWriter> tb_;
 };
 
