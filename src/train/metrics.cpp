@@ -1,6 +1,7 @@
 #include "train/metrics.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,6 +52,35 @@ std::string fmt(const char* f, double v) {
 // JSON has no NaN/Inf: a non-finite loss is written as null (the run stops on it anyway).
 nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
+// Keeps the lines of metrics.jsonl up to step `last` (a resume from that step's checkpoint): drops
+// complete lines of later steps and a last line without its newline (torn by a kill or a full
+// disk); anything else stays as it is. Rewrites the file atomically when something is dropped;
+// returns how many lines were.
+int64_t drop_lines_after(const std::string& path, int64_t last) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return 0;
+  const std::string text = read_file(path);
+  std::string kept;
+  int64_t dropped = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) {
+      ++dropped;
+      break;
+    }
+    const std::string_view line(text.data() + pos, nl + 1 - pos);
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool later = j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+                       j["step"].get<int64_t>() > last;
+    if (later) ++dropped;
+    else kept += line;
+    pos = nl + 1;
+  }
+  if (dropped > 0) write_file_atomic(path, kept);
+  return dropped;
+}
+
 }  // namespace
 
 MetricsOptions metrics_options_from(const JobConfig& cfg, double flops_per_token) {
@@ -78,10 +108,14 @@ MetricsLogger::MetricsLogger(MetricsOptions opt) : opt_(std::move(opt)), start_(
     std::filesystem::create_directories(opt_.dump_folder, ec);
     TITAN_CHECK(!ec, opt_.dump_folder, ": cannot create dump folder: ", ec.message());
     jsonl_path_ = opt_.dump_folder + "/metrics.jsonl";
-    jsonl_fd_ = ::open(jsonl_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | (opt_.append_jsonl ? 0 : O_TRUNC), 0644);
+    if (opt_.resume_step > 0) dropped_lines_ = drop_lines_after(jsonl_path_, opt_.resume_step);
+    jsonl_fd_ = ::open(jsonl_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | (opt_.resume_step > 0 ? 0 : O_TRUNC), 0644);
     TITAN_CHECK(jsonl_fd_ >= 0, jsonl_path_, ": cannot open for writing: ", std::strerror(errno));
   }
-  if (opt_.tensorboard) tb_ = std::make_unique<TensorBoardWriter>(opt_.tb_folder);
+  if (opt_.tensorboard) {
+    tb_ = std::make_unique<TensorBoardWriter>(opt_.tb_folder);
+    tb_->add_session_start(opt_.resume_step + 1);
+  }
 }
 
 MetricsLogger::~MetricsLogger() {
@@ -207,6 +241,7 @@ RunSummary MetricsLogger::summary() const {
 
 RunSummary MetricsLogger::finish() {
   RunSummary s = summary();
+  if (steps_ == 0) return s;
   if (opt_.console) {
     std::fprintf(opt_.console, "%s\n", format_summary(s).c_str());
     std::fflush(opt_.console);

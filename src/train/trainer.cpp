@@ -180,13 +180,17 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
   }
 
   MetricsOptions mo = metrics_options_from(cfg, size.flops_per_token);
-  mo.append_jsonl = start_step > 0;
+  mo.resume_step = start_step;
   if (!lead) {
     mo.console = nullptr;
     mo.dump_folder.clear();
     mo.tensorboard = false;
   }
   MetricsLogger metrics(mo);
+  if (metrics.dropped_jsonl_lines() > 0)
+    std::fprintf(stderr, "[titan] %s/metrics.jsonl: dropped %lld line(s) logged after step %lld by the run that "
+                 "stopped (resuming from that step's checkpoint)\n", mo.dump_folder.c_str(),
+                 (long long)metrics.dropped_jsonl_lines(), (long long)start_step);
   install_stop_handlers();
 
   auto save_checkpoint = [&](int64_t step) {

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "train/metrics.h"
+#include "train/tensorboard.h"
 #include "util/strings.h"
 
 using namespace titan;
@@ -78,6 +79,14 @@ struct TinyTmpfs {
   }
 };
 
+std::vector<int64_t> steps_in(const std::string& path) {
+  std::vector<int64_t> v;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) v.push_back(nlohmann::json::parse(line)["step"].get<int64_t>());
+  return v;
+}
+
 }  // namespace
 
 // The disk filled while only metrics.jsonl was written: the run trained on with the metrics lost.
@@ -129,4 +138,77 @@ TEST(MetricsFaults, AFullFileSystemStopsJsonlTensorBoardAndSummaryWrites) {
     EXPECT_NE(e.find(dir + "/summary.json"), std::string::npos) << e;
     EXPECT_NE(e.find(nospc), std::string::npos) << e;
   }
+}
+
+// A run killed after step 6 whose last checkpoint is step 3 resumes at step 4: the lines of steps
+// 4..6 it logged before the kill would otherwise appear twice.
+TEST(MetricsFaults, AResumedRunDropsTheLinesAfterItsCheckpoint) {
+  std::string dir = temp_dir("resume");
+  const std::string path = dir + "/metrics.jsonl";
+  {
+    MetricsLogger m(quiet(dir));
+    for (int s = 1; s <= 6; ++s) m.record(step(s));
+  }
+  {
+    std::ofstream(path, std::ios::app) << "{\"step\": 7, \"lo";  // torn by the kill
+  }
+  MetricsOptions o = quiet(dir);
+  o.resume_step = 3;
+  o.tensorboard = true;
+  o.tb_folder = dir + "/tb";
+  {
+    MetricsLogger m(o);
+    EXPECT_EQ(steps_in(path), (std::vector<int64_t>{1, 2, 3}));
+    EXPECT_EQ(m.dropped_jsonl_lines(), 4);
+    m.record(step(4));
+    m.record(step(5));
+  }
+  EXPECT_EQ(steps_in(path), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  // TensorBoard: the resumed run's events file opens with SessionLog START at step 4 (after the
+  // file_version record), TensorBoard's restart marker.
+  std::string events;
+  for (auto& e : fs::directory_iterator(dir + "/tb")) events = e.path().string();
+  auto recs = read_tfrecords(events);
+  ASSERT_GE(recs.size(), 2u);
+  const std::string start_tail = {0x10, 0x04, 0x3A, 0x02, 0x08, 0x01};  // step 4; field 7 {status: 1}
+  EXPECT_EQ(recs[1].substr(9), start_tail);  // after wall_time (tag + 8 bytes)
+  EXPECT_EQ(read_tb_events(events).scalars.size(), 20u);  // 2 steps x 10 scalars, START skipped
+  fs::remove_all(dir + "/tb");
+  o.tensorboard = false;
+  // Nothing to drop: the file is left as it is; no file: one is created.
+  {
+    MetricsOptions o5 = o;
+    o5.resume_step = 5;
+    MetricsLogger m(o5);
+    EXPECT_EQ(m.dropped_jsonl_lines(), 0);
+  }
+  EXPECT_EQ(steps_in(path), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  fs::remove(path);
+  {
+    MetricsLogger m(o);
+    m.record(step(4));
+  }
+  EXPECT_EQ(steps_in(path), (std::vector<int64_t>{4}));
+  fs::remove_all(dir);
+}
+
+// A rerun of a finished run (nothing to train) wrote summary.json with "final_loss": 0.0.
+TEST(MetricsFaults, ARunThatTrainsNothingLeavesSummaryJsonAsItWas) {
+  std::string dir = temp_dir("noop");
+  {
+    MetricsLogger m(quiet(dir));
+    m.record(step(1, 5.0));
+    m.record(step(2, 4.5));
+    m.finish();
+  }
+  const std::string before = read_file(dir + "/summary.json");
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(before)["final_loss"].get<double>(), 4.5);
+  MetricsOptions o = quiet(dir);
+  o.resume_step = 2;
+  {
+    MetricsLogger m(o);
+    EXPECT_EQ(m.finish().steps, 0);
+  }
+  EXPECT_EQ(read_file(dir + "/summary.json"), before);
+  fs::remove_all(dir);
 }
