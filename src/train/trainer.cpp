@@ -17,6 +17,7 @@
 #include "train/checkpoint.h"
 #include "train/model_state.h"
 #include "train/resume_check.h"
+#include "train/run_folder.h"
 #include "train/grad_utils.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
@@ -96,6 +97,8 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
   comm.set_timeout(double(cfg.comm.init_timeout_seconds), "[comm] init_timeout_seconds");
   // Collective first: a rank with another config would otherwise diverge or wait forever.
   comm.check_same("the job config hash", config_hash(cfg));
+  // Before any work: the dump folder locked for this run, it and the checkpoint folder writable.
+  const auto folder_locks = prepare_run_folders(cfg, comm);
   TrainResult result;
   const int64_t seq = cfg.training.seq_len, local_b = cfg.training.local_batch_size;
   const int64_t accum = cfg.grad_accumulation_steps(world);

@@ -10,6 +10,7 @@
 
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
+#include "train/run_folder.h"
 #include "train/tensor_file.h"
 #include "train/trainer.h"
 #include "util/strings.h"
@@ -246,5 +247,28 @@ TEST(Trainer, OldCheckpointsWithOnlyAConfigHashResumeOrSayWhy) {
   e = error_of_run(lower);
   EXPECT_NE(e.find(sd + ": "), std::string::npos) << e;
   EXPECT_NE(e.find("records only a config hash"), std::string::npos) << e;
+  fs::remove_all(d);
+}
+
+// Issue 10: an unusable checkpoint folder was found at the first save, 50 steps in.
+TEST(Trainer, AnUnusableCheckpointFolderFailsBeforeStepOne) {
+  std::string d = temp_dir("badckpt");
+  {
+    std::ofstream(d + "/afile") << "x";
+  }
+  JobConfig c = small_job(d + "/run", 3);
+  c.checkpoint.folder = d + "/afile/ckpt";
+  EXPECT_EQ(error_of_run(c), d + "/afile/ckpt: cannot create the checkpoint folder: Not a directory");
+  EXPECT_FALSE(fs::exists(d + "/run/metrics.jsonl"));
+  fs::remove_all(d);
+}
+
+// Issue 10: two runs on one dump folder tore each other's metrics.jsonl lines.
+TEST(Trainer, ASecondRunOnTheSameDumpFolderIsRefusedAtOnce) {
+  std::string d = temp_dir("busy");
+  RunLock held(d);  // another run (flock is per open file: this process counts as another)
+  std::string e = error_of_run(small_job(d, 3));
+  EXPECT_EQ(e.rfind(d + " is in use by pid " + std::to_string(::getpid()), 0), 0u) << e;
+  EXPECT_FALSE(fs::exists(d + "/metrics.jsonl"));
   fs::remove_all(d);
 }
