@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <set>
 
 #include "core/error.h"
 #include "train/checkpoint_pieces.h"
+#include "train/crc32c.h"
 #include "util/strings.h"
 
 namespace fs = std::filesystem;
@@ -79,6 +81,15 @@ std::string from_hex(const std::string& hex, const std::string& what) {
   std::string o(hex.size() / 2, '\0');
   for (size_t i = 0; i < o.size(); ++i) o[i] = char(nib(hex[2 * i]) * 16 + nib(hex[2 * i + 1]));
   return o;
+}
+
+std::string state_json_checksum(const nlohmann::json& state) {
+  nlohmann::json rest = state;
+  rest.erase("state_crc32c");
+  const std::string canonical = rest.dump();  // keys sorted, no whitespace
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", crc32c(canonical.data(), canonical.size()));
+  return buf;
 }
 
 CheckpointManager::CheckpointManager(std::string folder, int64_t keep_latest_k)
@@ -171,6 +182,7 @@ std::string CheckpointManager::save_sharded(const TrainState& st, const ShardedS
                         {"rng_state_hex", to_hex(st.rng_state)},
                         {"extra", st.extra},
                         {"files", files}};
+    j["state_crc32c"] = state_json_checksum(j);
     write_file_atomic(tmp + "/state.json", j.dump(2) + "\n");
     stage("state");
     fsync_dir(tmp);
@@ -228,6 +240,11 @@ TrainState CheckpointManager::read_state(int64_t step) const {
   TrainState st;
   try {
     nlohmann::json j = nlohmann::json::parse(read_file(path));
+    // Checkpoints written before state checksums have none: their tensor files still carry CRCs,
+    // and a CRC is no signature (whoever edits on purpose can recompute it), so they still load.
+    if (j.is_object() && j.contains("state_crc32c"))
+      TITAN_CHECK(j["state_crc32c"].is_string() && j["state_crc32c"].get<std::string>() == state_json_checksum(j), path,
+                  ": checksum mismatch (edited or damaged)");
     TITAN_CHECK(j.at("format") == "titan-checkpoint" && (j.at("version") == 1 || j.at("version") == 2), path,
                 ": not a titan checkpoint state (format/version)");
     st.step = j.at("step").get<int64_t>();

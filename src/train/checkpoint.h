@@ -5,13 +5,17 @@
 //   <folder>/step-<N>/optimizer.tensors   optimizer state (names chosen by the trainer)
 //   <folder>/step-<N>/state.json          {"format":"titan-checkpoint","version":1,"step":N,
 //                                          "world_size":1, "config_hash", "data_state_hex",
-//                                          "rng_state_hex", "extra", "files":{name:{"bytes"}}}
+//                                          "rng_state_hex", "extra", "files":{name:{"bytes"}},
+//                                          "state_crc32c"}
 // A save by W > 1 ranks (each rank holds pieces: contiguous element ranges of the row-major
 // flattening of some tensors, as FSDP / ZeRO-3 shards them):
 //   <folder>/step-<N>/model.rank-<r>-of-<W>.tensors       rank r's pieces, r = 0..W-1
 //   <folder>/step-<N>/optimizer.rank-<r>-of-<W>.tensors
 //   <folder>/step-<N>/state.json          as above with "version":2, "world_size":W and every
 //                                          file listed with its size
+// state_crc32c: CRC-32C (8 hex digits) of the canonical serialization (keys sorted, no whitespace)
+// of every other field; a state.json whose content no longer matches it is refused as "edited or
+// damaged" (re-indenting is no change). A state.json without it (written before the field) loads.
 // Across the files of a group (model or optimizer) every tensor is tiled exactly: one dtype and
 // full shape, pieces disjoint, every element stored once. Any checkpoint loads with any rank
 // count: load_pieces fills whatever element ranges the caller asks for from whichever files hold
@@ -111,6 +115,9 @@ class CheckpointManager {
   std::string folder_;
   int64_t keep_;
 };
+
+// The state_crc32c a state.json object must carry (computed over every field but itself).
+std::string state_json_checksum(const nlohmann::json& state);
 
 // Lower-case hex of bytes and back (back: error naming `what` on bad input).
 std::string to_hex(const std::string& bytes);

@@ -446,24 +446,50 @@ void JobConfig::validate(const std::string& o) const {
   require(optimizer.weight_decay >= 0, o, "optimizer", "weight_decay", "must be >= 0");
 
   require(lr_scheduler.warmup_steps >= 0, o, "lr_scheduler", "warmup_steps", "must be >= 0");
+  require(lr_scheduler.warmup_steps <= job_limits::kMaxSteps, o, "lr_scheduler", "warmup_steps",
+          "must be <= " + std::to_string(job_limits::kMaxSteps) + " (2^40, as [training] steps)");
   require(!lr_scheduler.decay_ratio || (*lr_scheduler.decay_ratio >= 0 && *lr_scheduler.decay_ratio <= 1), o,
           "lr_scheduler", "decay_ratio", "must be in [0, 1]");
   require(lr_scheduler.min_lr_factor >= 0 && lr_scheduler.min_lr_factor <= 1, o, "lr_scheduler", "min_lr_factor",
           "must be in [0, 1]");
 
+  using namespace job_limits;
   require(training.local_batch_size >= 1, o, "training", "local_batch_size", "must be >= 1");
+  require(training.local_batch_size <= kMaxLocalBatch, o, "training", "local_batch_size",
+          "must be <= " + std::to_string(kMaxLocalBatch) + " (sequences per rank and micro-batch)");
   require(training.global_batch_size == -1 || training.global_batch_size >= 1, o, "training", "global_batch_size",
           "must be -1 or >= 1");
+  require(training.global_batch_size <= kMaxGlobalBatch, o, "training", "global_batch_size",
+          "must be <= " + std::to_string(kMaxGlobalBatch) + " (sequences per optimizer step)");
   require(training.seq_len >= 1, o, "training", "seq_len", "must be >= 1");
+  require(training.seq_len <= kMaxSeqLen, o, "training", "seq_len",
+          "must be <= " + std::to_string(kMaxSeqLen) + " (longer than any model's context)");
+  // Both factors are bounded above, so these products cannot overflow.
+  TITAN_CHECK(training.local_batch_size * training.seq_len <= kMaxMicroTokens, o,
+              ": [training] local_batch_size x seq_len = ", training.local_batch_size * training.seq_len,
+              " tokens per micro-batch exceeds ", kMaxMicroTokens, " (no rank holds the activations of that many)");
+  TITAN_CHECK(training.global_batch_size * training.seq_len <= kMaxStepTokens, o,
+              ": [training] global_batch_size x seq_len = ", training.global_batch_size * training.seq_len,
+              " tokens per step exceeds ", kMaxStepTokens);
   require(training.max_norm > 0, o, "training", "max_norm", "must be > 0");
   require(training.steps >= 1, o, "training", "steps", "must be >= 1");
+  require(training.steps <= kMaxSteps, o, "training", "steps",
+          "must be <= " + std::to_string(kMaxSteps) + " (2^40: step counters stay exact in the lr schedule)");
   require(!training.dataset.empty(), o, "training", "dataset", "must not be empty");
 
   // Parallelism: data parallelism over MPI ranks (src/dist); the other degrees are not built yet.
   require(parallelism.data_parallel_shard_degree == -1 || parallelism.data_parallel_shard_degree >= 1, o,
           "parallelism", "data_parallel_shard_degree", "must be -1 (all remaining ranks) or >= 1");
+  require(parallelism.data_parallel_shard_degree <= kMaxRanks, o, "parallelism", "data_parallel_shard_degree",
+          "must be <= " + std::to_string(kMaxRanks) + " ranks");
   require(parallelism.data_parallel_replicate_degree >= 1, o, "parallelism", "data_parallel_replicate_degree",
           "must be >= 1");
+  require(parallelism.data_parallel_replicate_degree <= kMaxRanks, o, "parallelism",
+          "data_parallel_replicate_degree", "must be <= " + std::to_string(kMaxRanks) + " ranks");
+  TITAN_CHECK(parallelism.data_parallel_shard_degree * parallelism.data_parallel_replicate_degree <= kMaxRanks, o,
+              ": [parallelism] data_parallel_shard_degree x data_parallel_replicate_degree = ",
+              parallelism.data_parallel_shard_degree * parallelism.data_parallel_replicate_degree, " exceeds ",
+              kMaxRanks, " ranks");
   auto not_impl = [&](const char* key, int64_t v, bool allow_minus1) {
     bool ok = v == 1 || (allow_minus1 && v == -1);
     if (!ok)
@@ -497,6 +523,10 @@ void JobConfig::validate(const std::string& o) const {
             "entry \"" + r + "\" is not of the form \"pattern=kernel\"");
   }
   require(compute.threads >= 0, o, "compute", "threads", "must be >= 0 (0 = leave as is)");
+  require(compute.threads <= kMaxThreads, o, "compute", "threads",
+          "must be <= " + std::to_string(kMaxThreads) +
+              " (0 = leave as is; more threads than the machine has only slow a run down, and far more crash the "
+              "OpenMP runtime)");
   require(comm.init_timeout_seconds > 0, o, "comm", "init_timeout_seconds", "must be > 0 (seconds)");
   require(comm.train_timeout_seconds > 0, o, "comm", "train_timeout_seconds", "must be > 0 (seconds)");
 }
@@ -545,6 +575,28 @@ std::string config_hash(const JobConfig& cfg) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+std::map<std::string, std::string> trajectory_config(const JobConfig& cfg, int64_t world_size) {
+  static const std::set<std::string> keys = {
+      "model.name",          "model.flavor",          "model.n_layers",          "model.num_experts",
+      "model.top_k",         "model.load_balance_coeff", "optimizer.name",       "optimizer.lr",
+      "optimizer.beta1",     "optimizer.beta2",       "optimizer.eps",           "optimizer.weight_decay",
+      "lr_scheduler.warmup_steps", "lr_scheduler.decay_ratio", "lr_scheduler.decay_type",
+      "lr_scheduler.min_lr_factor", "training.seq_len",  "training.max_norm",      "training.dataset",
+      "training.mixed_precision_param", "kernels.replace"};
+  JobConfig copy = cfg;  // fields_of binds mutable pointers; nothing is written through them
+  std::map<std::string, std::string> out;
+  for (auto& f : fields_of(copy)) {
+    std::string k = std::string(f.section) + "." + f.key;
+    if (!keys.count(k)) continue;
+    const bool unset = f.kind == Kind::OptDouble && !static_cast<std::optional<double>*>(f.ptr)->has_value();
+    out[k] = unset ? "unset" : value_text(f);
+  }
+  out["training.global_batch_size"] = std::to_string(cfg.training.local_batch_size *
+                                                     cfg.data_parallel_degree(world_size) *
+                                                     cfg.grad_accumulation_steps(world_size));
+  return out;
 }
 
 std::vector<std::string> job_config_keys() {

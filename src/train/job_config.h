@@ -8,6 +8,7 @@
 // next to the field).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -111,14 +112,32 @@ struct KernelsSection {
 };
 
 struct ComputeSection {
-  int64_t threads = 0;  // 0: leave the thread count as is (TITAN_NUM_THREADS or all cores)
+  // 0: leave the thread count as is (TITAN_NUM_THREADS or all cores). At most kMaxThreads.
+  int64_t threads = 0;
 };
+
+// Upper bounds that validate() enforces, each far above any real run and low enough that every
+// product the trainer forms from them (tokens per micro-batch and per step, batch x ranks x
+// accumulation, step counters in double) stays exact in 64-bit integers and doubles.
+namespace job_limits {
+inline constexpr int64_t kMaxSeqLen = int64_t(1) << 24;         // tokens: above any model's context
+inline constexpr int64_t kMaxLocalBatch = int64_t(1) << 24;     // sequences per rank and micro-batch
+inline constexpr int64_t kMaxMicroTokens = int64_t(1) << 31;    // local_batch_size x seq_len
+inline constexpr int64_t kMaxGlobalBatch = int64_t(1) << 31;    // sequences per optimizer step
+inline constexpr int64_t kMaxStepTokens = int64_t(1) << 40;     // global_batch_size x seq_len
+inline constexpr int64_t kMaxSteps = int64_t(1) << 40;          // steps, warmup_steps
+inline constexpr int64_t kMaxRanks = int64_t(1) << 20;          // parallel degrees and their product
+// Fixed rather than a multiple of this machine's cores, so that a job file valid here is valid on
+// every machine; above any current machine's hardware threads (more only slow a run down), far
+// below where the OpenMP runtime fails to start a team (it crashed at 100000).
+inline constexpr int64_t kMaxThreads = 4096;
+}  // namespace job_limits
 
 // torchtitan's [comm] timeouts. A collective that has not completed after the timeout means a
 // rank is hung (deadlock, SIGSTOP, lost machine): the MPI backend's watchdog ends the job
 // (dist::Comm::set_timeout). init_timeout_seconds holds until the first training step completes
-// (setup, loading, the first step's warm-up), train_timeout_seconds after it. Not part of
-// config_hash: changing a timeout never blocks a resume.
+// (setup, loading, the first step's warm-up), train_timeout_seconds after it. Not trajectory
+// keys (trajectory_config): changing a timeout never blocks a resume.
 struct CommSection {
   int64_t init_timeout_seconds = 300;
   int64_t train_timeout_seconds = 100;
@@ -166,10 +185,24 @@ JobConfig parse_job_command_line(const std::vector<std::string>& args);
 
 // The effective config as TOML (every known key; unset optionals are omitted).
 std::string render_toml(const JobConfig& cfg);
-// 64-bit FNV-1a over the rendered sections that determine the numerical trajectory ([model],
-// [optimizer], [lr_scheduler], [training], [parallelism], [activation_checkpoint], [kernels]),
-// as 16 hex digits. Stored in checkpoints to warn when a resumed run's config differs.
+// 64-bit FNV-1a over the rendered sections [model], [optimizer], [lr_scheduler], [training],
+// [parallelism], [activation_checkpoint], [kernels], as 16 hex digits. The ranks of a job compare
+// it at start. Checkpoints store it too, but a resume compares trajectory_config() key by key
+// (the hash remains for checkpoints written before those records: see train/resume_check.h).
 std::string config_hash(const JobConfig& cfg);
+
+// The keys that decide a run's numerical trajectory, as "section.key" -> the value as TOML text
+// ("unset" for an unset optional): what a resume must keep. [training] global_batch_size is the
+// effective one for `world_size` ranks (local x data-parallel degree x accumulation). Left out,
+// because a resumed run may change them without changing its math:
+//   [training] steps (a run may be extended; the lr schedule is recomputed for the new total);
+//   local_batch_size and [parallelism] (the same global batch, split otherwise: any rank count
+//   resumes any checkpoint); [activation_checkpoint] mode (identical gradients); [compute] threads;
+//   seed (it only initializes weights, which a resume loads); deterministic (changes no value);
+//   paths (dataset_path, hf_assets_path, checkpoint initial_load_path: folders move; the data
+//   position checks its dataset's size, the checkpoint its tensors' shapes, and the trainer the
+//   model's config.json); [job] [checkpoint] [metrics] [comm].
+std::map<std::string, std::string> trajectory_config(const JobConfig& cfg, int64_t world_size);
 
 // All known "section.key" names (for help text and suggestions).
 std::vector<std::string> job_config_keys();

@@ -1,9 +1,13 @@
 #include "train/metrics.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -48,6 +52,35 @@ std::string fmt(const char* f, double v) {
 // JSON has no NaN/Inf: a non-finite loss is written as null (the run stops on it anyway).
 nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
+// Keeps the lines of metrics.jsonl up to step `last` (a resume from that step's checkpoint): drops
+// complete lines of later steps and a last line without its newline (torn by a kill or a full
+// disk); anything else stays as it is. Rewrites the file atomically when something is dropped;
+// returns how many lines were.
+int64_t drop_lines_after(const std::string& path, int64_t last) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return 0;
+  const std::string text = read_file(path);
+  std::string kept;
+  int64_t dropped = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) {
+      ++dropped;
+      break;
+    }
+    const std::string_view line(text.data() + pos, nl + 1 - pos);
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool later = j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+                       j["step"].get<int64_t>() > last;
+    if (later) ++dropped;
+    else kept += line;
+    pos = nl + 1;
+  }
+  if (dropped > 0) write_file_atomic(path, kept);
+  return dropped;
+}
+
 }  // namespace
 
 MetricsOptions metrics_options_from(const JobConfig& cfg, double flops_per_token) {
@@ -74,14 +107,32 @@ MetricsLogger::MetricsLogger(MetricsOptions opt) : opt_(std::move(opt)), start_(
     std::error_code ec;
     std::filesystem::create_directories(opt_.dump_folder, ec);
     TITAN_CHECK(!ec, opt_.dump_folder, ": cannot create dump folder: ", ec.message());
-    std::string p = opt_.dump_folder + "/metrics.jsonl";
-    jsonl_.open(p, opt_.append_jsonl ? std::ios::app : std::ios::trunc);
-    TITAN_CHECK(jsonl_.good(), p, ": cannot open for writing");
+    jsonl_path_ = opt_.dump_folder + "/metrics.jsonl";
+    if (opt_.resume_step > 0) dropped_lines_ = drop_lines_after(jsonl_path_, opt_.resume_step);
+    jsonl_fd_ = ::open(jsonl_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | (opt_.resume_step > 0 ? 0 : O_TRUNC), 0644);
+    TITAN_CHECK(jsonl_fd_ >= 0, jsonl_path_, ": cannot open for writing: ", std::strerror(errno));
   }
-  if (opt_.tensorboard) tb_ = std::make_unique<TensorBoardWriter>(opt_.tb_folder);
+  if (opt_.tensorboard) {
+    tb_ = std::make_unique<TensorBoardWriter>(opt_.tb_folder);
+    tb_->add_session_start(opt_.resume_step + 1);
+  }
 }
 
-MetricsLogger::~MetricsLogger() = default;
+MetricsLogger::~MetricsLogger() {
+  if (jsonl_fd_ >= 0) ::close(jsonl_fd_);
+}
+
+void MetricsLogger::write_jsonl(const std::string& line) {
+  // Unbuffered: each line reaches the OS at once (a killed run keeps its metrics), and a write
+  // that fails stops the run now rather than training on with the metrics lost.
+  size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t w = ::write(jsonl_fd_, line.data() + off, line.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    TITAN_CHECK(w > 0, jsonl_path_, ": cannot write metrics: ", std::strerror(w < 0 ? errno : EIO));
+    off += size_t(w);
+  }
+}
 
 LogLine MetricsLogger::make_line(const StepRecord& r) {
   MemoryStats m = cpu_allocator().stats();
@@ -134,7 +185,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
     std::fprintf(opt_.console, "%s\n", format_line(l, color_).c_str());
     std::fflush(opt_.console);
   }
-  if (jsonl_.is_open()) {
+  if (jsonl_fd_ >= 0) {
     nlohmann::json j = {{"step", l.step},
                         {"loss", num(l.loss)},
                         {"grad_norm", num(l.grad_norm)},
@@ -155,8 +206,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
       j["comm_wait_pct"] = l.comm_wait_pct;
       j["memory_peak_max_rank_gib"] = l.memory_peak_max_rank_gib;
     }
-    jsonl_ << j.dump() << "\n";
-    jsonl_.flush();
+    write_jsonl(j.dump() + "\n");
   }
   if (tb_) {
     tb_->add_scalars(l.step, {{"loss_metrics/global_avg_loss", l.loss},
@@ -191,6 +241,7 @@ RunSummary MetricsLogger::summary() const {
 
 RunSummary MetricsLogger::finish() {
   RunSummary s = summary();
+  if (steps_ == 0) return s;
   if (opt_.console) {
     std::fprintf(opt_.console, "%s\n", format_summary(s).c_str());
     std::fflush(opt_.console);
@@ -211,7 +262,6 @@ RunSummary MetricsLogger::finish() {
     }
     write_file_atomic(opt_.dump_folder + "/summary.json", j.dump(2) + "\n");
   }
-  if (jsonl_.is_open()) jsonl_.flush();
   return s;
 }
 

@@ -18,7 +18,6 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,7 +46,12 @@ enum class ColorMode { Auto, Never, Always };  // Auto: colors only when the con
 
 struct MetricsOptions {
   std::string dump_folder;        // metrics.jsonl and summary.json go here ("" = no files)
-  bool append_jsonl = false;      // a resumed run continues the existing metrics.jsonl
+  // > 0: a run resumed from the checkpoint of this step continues the existing metrics.jsonl,
+  // first dropping (atomically) the lines of later steps, which the stopped run logged after that
+  // checkpoint, and a torn last line. TensorBoard events are appended in a new file that starts
+  // with a SessionLog START at step resume_step + 1, on which TensorBoard's reader discards the
+  // older events of that step and later ones.
+  int64_t resume_step = 0;
   int64_t log_freq = 10;
   int64_t total_steps = 0;        // the last step is always logged (0 = unknown)
   int64_t perf_warmup_steps = 2;
@@ -94,7 +98,11 @@ class MetricsLogger {
   std::optional<LogLine> record(const StepRecord& r);
   RunSummary summary() const;
   // Print the summary, write <dump_folder>/summary.json, flush everything; returns the summary.
+  // A run that recorded no step (resumed at its last step) leaves the console and summary.json
+  // alone: the summary there is the one of the run that trained.
   RunSummary finish();
+  // Lines of metrics.jsonl dropped on resume (see MetricsOptions::resume_step).
+  int64_t dropped_jsonl_lines() const { return dropped_lines_; }
 
   // The console text of a line (no newline); ANSI colors when `color`.
   static std::string format_line(const LogLine& l, bool color);
@@ -113,7 +121,11 @@ class MetricsLogger {
   int64_t steps_ = 0;
   double last_loss_ = 0;
   double max_peak_bytes_ = 0;
-  std::ofstream jsonl_;
+  // Appends one line to metrics.jsonl; a failed write (a full disk) is an error naming the file.
+  void write_jsonl(const std::string& line);
+  std::string jsonl_path_;
+  int jsonl_fd_ = -1;  // metrics.jsonl, opened for appending; -1 = none
+  int64_t dropped_lines_ = 0;
   std::unique_ptr<TensorBoardWriter> tb_;
 };
 

@@ -154,6 +154,15 @@ void TensorBoardWriter::add_scalars(int64_t step, const std::vector<std::pair<st
   write_record(e);
 }
 
+void TensorBoardWriter::add_session_start(int64_t step, double wall_time) {
+  std::string session_log;
+  put_tag(session_log, 1, 0);
+  put_varint(session_log, 1);  // SessionLog.START
+  std::string e = event_header(wall_time < 0 ? now_seconds() : wall_time, step);
+  put_bytes(e, 7, session_log);
+  write_record(e);
+}
+
 std::vector<std::string> read_tfrecords(const std::string& path) {
   std::string b = read_file(path);
   std::vector<std::string> out;

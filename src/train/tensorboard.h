@@ -4,6 +4,7 @@
 //          uint32 masked_crc32c(data)
 // Event (tensorflow/core/util/event.proto):  1: double wall_time (fixed64)   2: int64 step (varint)
 //          3: string file_version ("brain.Event:2", first record only)   5: Summary summary
+//          7: SessionLog session_log {1: status (enum: START = 1)}
 // Summary: repeated Value value = 1;  Value: 1: string tag   2: float simple_value (fixed32)
 // TensorBoard's EventAccumulator reads simple_value summaries as scalars (checked with
 // tools/tb_read.py). The reader below re-parses the same subset, verifying every CRC.
@@ -29,6 +30,10 @@ class TensorBoardWriter {
   void add_scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values,
                    double wall_time = -1);
   void add_scalar(const std::string& tag, double value, int64_t step) { add_scalars(step, {{tag, value}}); }
+  // SessionLog START at the first step a run logs. TensorBoard's reader takes a START after the
+  // first one in a log folder as a restart and discards the events of that step and later ones
+  // written before it: the steps a stopped run logged after its last checkpoint.
+  void add_session_start(int64_t step, double wall_time = -1);
   const std::string& path() const { return path_; }
 
  private:

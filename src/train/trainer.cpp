@@ -16,6 +16,8 @@
 #include "ops/adamw/adamw.h"
 #include "train/checkpoint.h"
 #include "train/model_state.h"
+#include "train/resume_check.h"
+#include "train/run_folder.h"
 #include "train/grad_utils.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
@@ -95,6 +97,8 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
   comm.set_timeout(double(cfg.comm.init_timeout_seconds), "[comm] init_timeout_seconds");
   // Collective first: a rank with another config would otherwise diverge or wait forever.
   comm.check_same("the job config hash", config_hash(cfg));
+  // Before any work: the dump folder locked for this run, it and the checkpoint folder writable.
+  const auto folder_locks = prepare_run_folders(cfg, comm);
   TrainResult result;
   const int64_t seq = cfg.training.seq_len, local_b = cfg.training.local_batch_size;
   const int64_t accum = cfg.grad_accumulation_steps(world);
@@ -139,6 +143,9 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
   LrSchedule sched(cfg.optimizer.lr, cfg.training.steps, cfg.lr_scheduler.warmup_steps, cfg.lr_scheduler.decay_ratio,
                    parse_decay_type(cfg.lr_scheduler.decay_type), cfg.lr_scheduler.min_lr_factor);
 
+  // The model's own config.json travels with each checkpoint, so export and verification need
+  // nothing but the checkpoint folder (and a resume checks it).
+  const nlohmann::json model_config_json = nlohmann::json::parse(hf_config_json(mc, DType::F32));
   std::unique_ptr<CheckpointManager> ckm;
   int64_t start_step = 0;
   if (cfg.checkpoint.enable) {
@@ -149,13 +156,16 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
     int64_t resume_step = resume ? *resume : -1;
     comm.broadcast(&resume_step, sizeof resume_step, 0);
     if (resume_step >= 0) {
+      // The config first (state.json alone), then the tensors: a refused resume reads no weights.
+      const std::vector<std::string> notes = check_resume_config(
+          ckm->read_state(resume_step), ckm->step_dir(resume_step), cfg, world, model_config_json);
       // Any rank count may have written it: each rank reads what its layout needs (resharding).
       TrainState st = state->load(*ckm, resume_step);
-      TITAN_CHECK(st.config_hash == config_hash(cfg), ckm->step_dir(resume_step),
-                  ": checkpoint was written by a run with a different model/optimizer/training config");
       data.restore(st.data_state);
       start_step = st.step;
       if (lead) std::fprintf(stderr, "[titan] resumed from %s (step %lld)\n", ckm->step_dir(resume_step).c_str(), (long long)st.step);
+      if (lead)
+        for (auto& n : notes) std::fprintf(stderr, "[titan] %s\n", n.c_str());
     }
   }
   if (lead) {
@@ -173,13 +183,17 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
   }
 
   MetricsOptions mo = metrics_options_from(cfg, size.flops_per_token);
-  mo.append_jsonl = start_step > 0;
+  mo.resume_step = start_step;
   if (!lead) {
     mo.console = nullptr;
     mo.dump_folder.clear();
     mo.tensorboard = false;
   }
   MetricsLogger metrics(mo);
+  if (metrics.dropped_jsonl_lines() > 0)
+    std::fprintf(stderr, "[titan] %s/metrics.jsonl: dropped %lld line(s) logged after step %lld by the run that "
+                 "stopped (resuming from that step's checkpoint)\n", mo.dump_folder.c_str(),
+                 (long long)metrics.dropped_jsonl_lines(), (long long)start_step);
   install_stop_handlers();
 
   auto save_checkpoint = [&](int64_t step) {
@@ -188,10 +202,9 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
     st.config_hash = config_hash(cfg);
     st.data_state = data.state();
     st.rng_state = std::to_string(cfg.training.seed);
-    // The model's own config.json travels with the checkpoint, so export and verification need
-    // nothing but the checkpoint folder.
-    st.extra["model_config"] = nlohmann::json::parse(hf_config_json(mc, DType::F32));
+    st.extra["model_config"] = model_config_json;
     st.extra["job_config"] = render_toml(cfg);
+    record_resume_config(st, cfg, world);
     st.extra["world_size"] = world;
     dist::ScopedTimeout none(comm, 0);  // ranks wait for the slowest writer, for as long as that takes
     result.last_checkpoint = state->save(*ckm, st);

@@ -96,6 +96,13 @@ inline TrainState state_at(int64_t step) {
   return st;
 }
 
+// Rewrite a step's state.json as a test edits it, with a matching state_crc32c (so that the
+// edit under test, not the checksum, is what the reader sees).
+inline void write_state_json(const std::string& path, nlohmann::json j) {
+  j["state_crc32c"] = state_json_checksum(j);
+  write_file_atomic(path, j.dump());
+}
+
 inline void flip_byte(const std::string& path, int64_t from_end) {
   std::string b = read_file(path);
   b[b.size() - size_t(from_end)] ^= 0x20;

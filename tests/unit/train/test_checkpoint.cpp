@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "unit/train/checkpoint_test_util.h"
 
@@ -233,5 +234,47 @@ TEST(Checkpoint, MutatedTensorFilesFailCleanly) {
     }
   };
   for_each_damaged(bytes, 5, check);
+  fs::remove_all(dir);
+}
+
+// Issue 10: state.json was trusted, so an edited data position or model config was accepted
+// silently. It carries a CRC-32C of its own content (every field but the checksum).
+TEST(Checkpoint, EditedStateJsonIsRefused) {
+  std::string dir = temp_dir("state_crc");
+  auto m = model_tensors(1), o = optim_tensors(1);
+  CheckpointManager cm(dir, 0);
+  TrainState st = state_at(5);
+  st.extra["model_config"] = {{"hidden_size", 256}, {"rope_theta", 1000000.0}, {"rms_norm_eps", 1e-6}};
+  cm.save(st, m, o);
+  const std::string sj = dir + "/step-5/state.json";
+  const std::string original = read_file(sj);
+  nlohmann::json j = nlohmann::json::parse(original);
+  ASSERT_TRUE(j.contains("state_crc32c")) << original;
+  EXPECT_EQ(j["state_crc32c"].get<std::string>().size(), 8u);
+  EXPECT_EQ(cm.read_state(5).data_state, st.data_state);
+  // Re-indented but unchanged content is the same state.
+  write_file_atomic(sj, j.dump());
+  EXPECT_EQ(error_of([&] { cm.read_state(5); }), "");
+
+  auto expect_refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& what) {
+    nlohmann::json e = nlohmann::json::parse(original);
+    edit(e);
+    write_file_atomic(sj, e.dump(2));
+    EXPECT_EQ(error_of([&] { cm.read_state(5); }), sj + ": checksum mismatch (edited or damaged)") << what;
+    auto m2 = zeros_like(m), o2 = zeros_like(o);
+    EXPECT_EQ(error_of([&] { cm.load(5, m2, o2); }), sj + ": checksum mismatch (edited or damaged)") << what;
+  };
+  expect_refused([](nlohmann::json& e) { e["data_state_hex"] = to_hex("{\"position\": 12345}"); }, "data position");
+  expect_refused([](nlohmann::json& e) { e["extra"]["model_config"]["hidden_size"] = 512; }, "model config");
+  expect_refused([](nlohmann::json& e) { e["config_hash"] = "ffffffffffffffff"; }, "config hash");
+  expect_refused([](nlohmann::json& e) { e["state_crc32c"] = "00000000"; }, "checksum itself");
+  expect_refused([](nlohmann::json& e) { e["state_crc32c"] = 7; }, "checksum of the wrong type");
+
+  // A checkpoint written before state checksums (no field) still loads: the tensor files keep
+  // their own CRCs, and a CRC is no signature (whoever edits on purpose can recompute it).
+  nlohmann::json old = nlohmann::json::parse(original);
+  old.erase("state_crc32c");
+  write_file_atomic(sj, old.dump(2));
+  EXPECT_EQ(cm.read_state(5).data_state, st.data_state);
   fs::remove_all(dir);
 }

@@ -249,7 +249,7 @@ TEST(ShardedCheckpoint, OneProcessCheckpointLoadsAsPieces) {
     for (bool per_tensor : {false, true}) load_as_ranks(cm, 3, m, o, world, per_tensor, 1);
   // A state.json from before sharded saves (no world_size) still loads.
   state.erase("world_size");
-  write_file_atomic(sd + "/state.json", state.dump());
+  write_state_json(sd + "/state.json", state);
   load_as_ranks(cm, 3, m, o, 2, false, 1);
   fs::remove_all(dir);
 }
@@ -359,7 +359,7 @@ void replace_file(const std::string& sd, const std::string& name, const Pieces& 
   write_tensor_pieces(sd + "/" + name, pieces);
   nlohmann::json j = nlohmann::json::parse(read_file(sd + "/state.json"));
   j["files"][name]["bytes"] = fs::file_size(sd + "/" + name);
-  write_file_atomic(sd + "/state.json", j.dump());
+  write_state_json(sd + "/state.json", j);
 }
 
 }  // namespace
@@ -438,7 +438,7 @@ TEST(ShardedCheckpoint, DamagedCheckpointsFailWithOneLineNamingFileOrFolder) {
     for (auto& e : load_errors(cm)) expect_error(e, {f + ": size", "truncated or corrupt"}, "truncated");
     nlohmann::json j = nlohmann::json::parse(read_file(sd + "/state.json"));
     j["files"]["model.rank-2-of-3.tensors"]["bytes"] = fs::file_size(f);
-    write_file_atomic(sd + "/state.json", j.dump());
+    write_state_json(sd + "/state.json", j);
     for (auto& e : load_errors(cm)) expect_error(e, {f + ": bad end marker"}, "truncated, size fixed");
   }
   {  // A rank's file is gone, or state.json does not list it.
@@ -449,7 +449,7 @@ TEST(ShardedCheckpoint, DamagedCheckpointsFailWithOneLineNamingFileOrFolder) {
     auto cm2 = fresh(&sd);
     nlohmann::json j = nlohmann::json::parse(read_file(sd + "/state.json"));
     j["files"].erase("model.rank-2-of-3.tensors");
-    write_file_atomic(sd + "/state.json", j.dump());
+    write_state_json(sd + "/state.json", j);
     for (auto& e : load_errors(cm2))
       expect_error(e, {sd + "/state.json: does not list model.rank-2-of-3.tensors"}, "unlisted file");
   }

@@ -281,3 +281,68 @@ TEST(JobConfig, RecipesParse) {
   EXPECT_EQ(m.model.num_experts, 64);
   EXPECT_EQ(m.model.top_k, 4);
 }
+
+// Issue 10: huge sizes and thread counts ended in SIGSEGV (an overflowing token count, an OpenMP
+// runtime that cannot start 100000 threads); the config now bounds them with the reason named.
+TEST(JobConfig, BoundsSizesAndThreadsAndChecksProductsForOverflow) {
+  auto err = [](std::vector<std::string> args) {
+    return error_of([&] { parse_job_command_line(args); });
+  };
+  std::string e = err({"--training.local_batch_size", "4611686018427387904", "--training.seq_len", "4"});
+  EXPECT_NE(e.find("command line: [training] local_batch_size must be <= "), std::string::npos) << e;
+  e = err({"--training.seq_len", "9223372036854775807"});
+  EXPECT_NE(e.find("[training] seq_len must be <= "), std::string::npos) << e;
+  // Each within its bound, the product too large: the tokens of one micro-batch.
+  e = err({"--training.local_batch_size", "16777216", "--training.seq_len", "16777216"});
+  EXPECT_NE(e.find("local_batch_size x seq_len"), std::string::npos) << e;
+  e = err({"--training.global_batch_size", "4611686018427387904", "--training.local_batch_size", "1"});
+  EXPECT_NE(e.find("[training] global_batch_size must be <= "), std::string::npos) << e;
+  e = err({"--training.global_batch_size", "1073741824", "--training.local_batch_size", "1", "--training.seq_len",
+           "16777216"});
+  EXPECT_NE(e.find("global_batch_size x seq_len"), std::string::npos) << e;
+  e = err({"--training.steps", "9223372036854775807"});
+  EXPECT_NE(e.find("[training] steps must be <= "), std::string::npos) << e;
+  e = err({"--lr_scheduler.warmup_steps", "9223372036854775807"});
+  EXPECT_NE(e.find("[lr_scheduler] warmup_steps must be <= "), std::string::npos) << e;
+  e = err({"--parallelism.data_parallel_shard_degree", "4611686018427387904"});
+  EXPECT_NE(e.find("[parallelism] data_parallel_shard_degree must be "), std::string::npos) << e;
+  e = err({"--parallelism.data_parallel_replicate_degree", "4611686018427387904"});
+  EXPECT_NE(e.find("[parallelism] data_parallel_replicate_degree must be "), std::string::npos) << e;
+  e = err({"--compute.threads", "100000"});
+  EXPECT_EQ(e, "command line: [compute] threads must be <= 4096 (0 = leave as is; more threads than the machine "
+               "has only slow a run down, and far more crash the OpenMP runtime)");
+  EXPECT_EQ(err({"--compute.threads", "4096"}), "");
+  // The documented bounds themselves are accepted.
+  EXPECT_EQ(err({"--training.local_batch_size", "1", "--training.seq_len", "16777216", "--training.steps",
+                 "1099511627776"}),
+            "");
+  // Every error is one line.
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+}
+
+// What a resume compares key by key (issue 10: raising [training] steps was refused).
+TEST(JobConfig, TrajectoryConfigLeavesOutWhatAResumeMayChange) {
+  JobConfig a;
+  auto ra = trajectory_config(a, 1);
+  EXPECT_EQ(ra.at("optimizer.lr"), "0.0008");
+  EXPECT_EQ(ra.at("lr_scheduler.decay_ratio"), "unset");
+  EXPECT_EQ(ra.at("training.global_batch_size"), "8");  // effective: 8 x 1 rank x 1
+  EXPECT_EQ(trajectory_config(a, 4).at("training.global_batch_size"), "32");
+  for (const char* k : {"training.steps", "training.local_batch_size", "training.seed", "training.dataset_path",
+                        "model.hf_assets_path", "checkpoint.interval", "checkpoint.keep_latest_k", "metrics.log_freq",
+                        "comm.train_timeout_seconds", "compute.threads", "activation_checkpoint.mode", "job.dump_folder",
+                        "parallelism.data_parallel_shard_degree"})
+    EXPECT_EQ(ra.count(k), 0u) << k;
+  JobConfig b = a;
+  b.training.steps = 123456;
+  b.training.local_batch_size = 2;
+  b.training.global_batch_size = 8;  // the same global batch, as 4 micro-batches of 2
+  b.checkpoint.keep_latest_k = 1;
+  b.comm.init_timeout_seconds = 5;
+  EXPECT_EQ(trajectory_config(b, 1), ra);
+  b.lr_scheduler.decay_ratio = 0.5;
+  b.kernels.replace = {"model.layers.*.self_attn.rope=rope.fused"};
+  auto rb = trajectory_config(b, 1);
+  EXPECT_EQ(rb.at("lr_scheduler.decay_ratio"), "0.5");
+  EXPECT_EQ(rb.at("kernels.replace"), "[\"model.layers.*.self_attn.rope=rope.fused\"]");
+}
