@@ -97,12 +97,12 @@ volatile float g_sink = 0;
 // A spinning barrier: an OpenMP barrier or a new parallel region may put waiting threads to sleep,
 // and waking them on a busy machine costs milliseconds, far longer than a repetition; a thread
 // that yielded its core would also miss the moment its partners get theirs. Waiting threads yield
-// only when the team has more threads than the machine has CPUs.
+// only when the team has more threads than the process has CPUs.
 class SpinBarrier {
  public:
-  void set_team(int team) {
+  void set_team(int team, int cpus) {
     team_ = team;
-    oversubscribed_ = unsigned(team) > std::thread::hardware_concurrency();
+    oversubscribed_ = team > cpus;
   }
   void wait() {
     const int gen = gen_.load(std::memory_order_acquire);
@@ -124,8 +124,19 @@ class SpinBarrier {
   alignas(64) std::atomic<int> gen_{0};
 };
 
-std::string cache_key(const std::string& cpu, const std::string& kernel, int threads) {
-  return cpu + " | " + kernel + " | " + std::to_string(threads) + " threads";
+// CPUs this process may run on.
+int process_cpu_count() {
+#ifdef __linux__
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+  return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
+// More threads than CPUs measure the CPUs: then their count is part of the key.
+std::string cache_key(const std::string& cpu, const std::string& kernel, int threads, int cpus) {
+  return cpu + " | " + kernel + " | " + std::to_string(threads) + " threads" +
+         (threads > cpus ? " on " + std::to_string(cpus) + " CPUs" : "");
 }
 
 // The cache file's entries, or an empty object (with a note) when it is missing or unusable.
@@ -214,6 +225,8 @@ PeakMeasurement measure_peak(bool bf16, int threads, double budget_s) {
   struct alignas(64) PerThread {
     double start = 0, end = 0;  // this repetition
     double best = 0;            // best rate of this thread's own parts (GFLOP/s)
+    int near = 0;               // own parts within 2% of `best`
+    std::vector<double> rates;  // of the own parts
   };
   std::vector<PerThread> per{size_t(threads)};
   std::vector<int> cpus;
@@ -223,6 +236,7 @@ PeakMeasurement measure_peak(bool bf16, int threads, double budget_s) {
     for (int c = 0; c < CPU_SETSIZE; ++c)
       if (CPU_ISSET(c, &process_set)) cpus.push_back(c);
 #endif
+  const int ncpus = cpus.empty() ? process_cpu_count() : int(cpus.size());
   PeakMeasurement m;
   std::vector<double> rates;
   std::atomic<bool> stop{false};
@@ -232,7 +246,7 @@ PeakMeasurement measure_peak(bool bf16, int threads, double budget_s) {
 #pragma omp parallel num_threads(threads)
   {
 #pragma omp single
-    bar.set_team(omp_get_num_threads());  // (the end of `single` is a barrier: all see it)
+    bar.set_team(omp_get_num_threads(), ncpus);  // (the end of `single` is a barrier: all see it)
     const int team = omp_get_num_threads(), me = omp_get_thread_num();
 #ifdef __linux__
     cpu_set_t own;
@@ -252,7 +266,16 @@ PeakMeasurement measure_peak(bool bf16, int threads, double budget_s) {
       mine.start = now_seconds();
       local += k.run(iters);
       mine.end = now_seconds();
-      if (rep >= kWarmup) mine.best = std::max(mine.best, flops / std::max(mine.end - mine.start, 1e-9) * 1e-9);
+      if (rep >= kWarmup) {
+        const double own = flops / std::max(mine.end - mine.start, 1e-9) * 1e-9;
+        mine.rates.push_back(own);
+        if (own > mine.best) {
+          mine.best = own;
+          mine.near = int(std::count_if(mine.rates.begin(), mine.rates.end(), [&](double r) { return r >= kNear * own; }));
+        } else if (own >= kNear * mine.best) {
+          ++mine.near;
+        }
+      }
       bar.wait();
       if (me != 0) continue;
       // Thread 0 keeps the books and decides when to stop.
@@ -276,9 +299,14 @@ PeakMeasurement measure_peak(bool bf16, int threads, double budget_s) {
           ++m.near_best;
         }
       }
+      // More threads than CPUs never compute all at once: there, each thread's own rate must be steady.
+      bool steady = int(rates.size()) >= kMinReps && m.steady();
+      if (team > ncpus) {
+        steady = rep >= kWarmup + kMinReps;
+        for (int t = 0; t < team; ++t) steady = steady && per[size_t(t)].near >= 3;
+      }
       const double elapsed = now_seconds() - begin;
-      if ((int(rates.size()) >= kMinReps && elapsed >= budget_s && m.steady()) || (elapsed >= deadline && rep >= kWarmup))
-        stop.store(true);
+      if ((elapsed >= budget_s && steady) || (elapsed >= deadline && rep >= kWarmup)) stop.store(true);
     }
 #ifdef __linux__
     if (pin) pthread_setaffinity_np(pthread_self(), sizeof own, &own);
@@ -290,10 +318,19 @@ PeakMeasurement measure_peak(bool bf16, int threads, double budget_s) {
   }
   g_sink = g_sink + sink;
   m.concurrent = int(rates.size());
+  m.cpus = ncpus;
   if (m.concurrent == 0) {
-    // Never all at once (a very busy machine): the sum of each thread's best own rate, which
-    // can only overstate the peak (MFU understated) where SMT siblings share a core.
-    for (int t = 0; t < m.team; ++t) m.gflops += per[size_t(t)].best;
+    // Never all at once (more threads than CPUs, or a very busy machine): the sum of the best
+    // own rates of as many threads as there are CPUs, which can only overstate the peak (MFU
+    // understated) where SMT siblings share a core. Steady when each of them is.
+    std::vector<const PerThread*> order;
+    for (int t = 0; t < m.team; ++t) order.push_back(&per[size_t(t)]);
+    std::sort(order.begin(), order.end(), [](const PerThread* a, const PerThread* b) { return a->best > b->best; });
+    m.near_best = m.team > ncpus ? 1 << 30 : 0;  // busy machine, not oversubscribed: unsteady
+    for (int t = 0; t < std::min(m.team, ncpus); ++t) {
+      m.gflops += order[size_t(t)]->best;
+      m.near_best = std::min(m.near_best, order[size_t(t)]->near);
+    }
   }
   m.seconds = now_seconds() - begin;
   return m;
@@ -311,7 +348,8 @@ PeakFlops mfu_peak(const PeakOptions& opt) {
   p.cpu = cpu_identity();
   p.kernel = peak_probe_kernel(opt.bf16);
   p.amx = opt.bf16 && has_amx();
-  const std::string key = cache_key(p.cpu, p.kernel, p.threads);
+  p.cpus = process_cpu_count();
+  const std::string key = cache_key(p.cpu, p.kernel, p.threads, p.cpus);
   const std::string dir = opt.cache_dir.empty() ? data::default_cache_dir() : opt.cache_dir;
   const bool use_cache = dir != "none";
   const std::string path = use_cache ? (fs::path(dir) / kCacheFile).string() : "";
@@ -358,6 +396,7 @@ std::string PeakFlops::describe() const {
   s += " measured (" + cpu + ", " + kernel;
   if (bf16 && kernel.find("bf16") == std::string::npos) s += " (no AVX512_BF16: bf16 matmuls run at the f32 FMA rate)";
   s += ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+  if (cpus > 0 && threads > cpus) s += " on " + std::to_string(cpus) + (cpus == 1 ? " CPU" : " CPUs");
   if (source == Source::Measured) {
     char ms[32];
     std::snprintf(ms, sizeof ms, ", probe %.0f ms", probe_ms);

@@ -3,11 +3,14 @@
 // A probe runs a register-blocked multiply-add loop on every thread of the run at once (OpenMP,
 // the run's thread count): independent accumulator chains (16 zmm with AVX-512, 12 ymm with
 // AVX2 + FMA, more than FMA latency x FMA pipes), so the loop is bound by the issue rate of the
-// multiply-add units alone and no memory is touched. FLOP/s = threads x chains x lanes x 2 x
-// iterations / wall time, best of many ~0.25 ms repetitions over ~0.1 s (the best is the
-// repetition least disturbed by other load; the threads meet at spinning barriers between
-// repetitions, so each one times all of them computing at once). That is the achievable FMA
-// throughput of the cores, the usual "peak" of MFU.
+// multiply-add units alone and touches no memory. FLOP/s = threads x chains x lanes x flops per
+// lane x iterations / wall time of a repetition (~0.25 ms), best of the repetitions of ~0.1 s.
+// That is the achievable FMA throughput of the cores, the usual "peak" of MFU. The threads meet
+// at spinning barriers between repetitions, are pinned to distinct CPUs while measuring, and a
+// repetition counts only when all of them computed at once, so a busy machine (other processes,
+// threads stacked on one CPU) shows up as missing repetitions, not as a lower peak. With more
+// threads than the process has CPUs they cannot compute at once: the peak is then the best own
+// rates of as many threads as there are CPUs, summed (the CPU count joins the cache key).
 //
 //   f32:  vfmadd (AVX-512 when the CPU has it, else AVX2 + FMA): 2 flops per lane.
 //   bf16: vdpbf16ps (AVX512_BF16): 2 bf16 products + 2 adds per f32 lane, 4 flops per lane;
@@ -16,13 +19,17 @@
 //         so the bf16 peak is the f32 FMA peak (the same measurement and cache entry). CPUs
 //         with AMX tiles usable by the process would run oneDNN's bf16 matmuls on AMX, faster
 //         than this peak: the log line says so, and [metrics] peak_tflops should be set there.
+//         Some CPUs issue vdpbf16ps at a quarter of the FMA rate (Intel family 6 model 207:
+//         bf16 peak = 0.5x f32), others at the FMA rate (AMD Zen 4: 2x).
 //
-// Steady measurements (at least three repetitions within 2% of the best) are cached per CPU (brand string, family, model, stepping) + probe kernel +
-// thread count in <cache dir>/peak_flops.json (cache dir: $TITAN_CACHE_DIR, else
-// $XDG_CACHE_HOME/titan, else ~/.cache/titan, as for token caches), written atomically; an
-// unreadable or corrupt file is ignored and rewritten, an unwritable cache dir only means the
-// next run measures again. Deleting the file (or `titan info --peak --remeasure`) re-measures.
-// [metrics] peak_tflops > 0 overrides all of this (nothing is measured).
+// Steady measurements (at least three repetitions within 2% of the best) are cached per CPU
+// (brand string, family, model, stepping) + probe kernel + thread count in
+// <cache dir>/peak_flops.json (cache dir: $TITAN_CACHE_DIR, else $XDG_CACHE_HOME/titan, else
+// ~/.cache/titan, as for token caches), written atomically. An unsteady measurement (a very busy
+// machine) is used for the run but not cached; an unreadable or corrupt file is ignored and
+// rewritten; an unwritable cache dir only means the next run measures again. Deleting the file
+// (or `titan info --peak --remeasure`) re-measures. [metrics] peak_tflops > 0 overrides all of
+// this (nothing is measured).
 #pragma once
 #include <functional>
 #include <string>
@@ -42,10 +49,12 @@ std::string peak_probe_kernel(bool bf16);
 struct PeakMeasurement {
   double gflops = 0;   // the best repetition
   int team = 0;        // threads that ran
+  int cpus = 0;        // CPUs the process may use (fewer than `team`: the CPUs were measured)
   int reps = 0;        // repetitions run
   int concurrent = 0;  // of which counted: past warm-up, all threads computing at once
-  int near_best = 0;   // of which within 2% of the best (with none concurrent: the sum of the
-                       // threads' best own rates, and 0 here)
+  int near_best = 0;   // of which within 2% of the best (with none concurrent, `gflops` is the
+                       // sum of the threads' best own rates, one per CPU, and this the fewest
+                       // own parts near a thread's best when threads > cpus, else 0)
   double seconds = 0;  // wall time of the whole measurement
   bool steady() const { return near_best >= 3; }
 };
@@ -68,6 +77,7 @@ struct PeakFlops {
   Source source = Source::Measured;
   bool bf16 = false;
   int threads = 0;
+  int cpus = 0;                // CPUs the process may use (part of the cache key when < threads)
   std::string cpu, kernel;     // cpu_identity(), peak_probe_kernel()
   std::string cache_path;      // the cache file read or written ("" = none)
   std::string cache_note;      // why nothing was cached, or why the cache was not used ("" = fine)

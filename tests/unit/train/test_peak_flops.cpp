@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "train/peak_flops.h"
 
@@ -114,6 +115,24 @@ TEST(PeakFlops, RealProbeThroughTheCache) {
     EXPECT_EQ(b.source, PeakFlops::Source::Cached);
     EXPECT_EQ(b.tflops, a.tflops);
   }
+  fs::remove_all(dir);
+}
+
+TEST(PeakFlops, MoreThreadsThanCpusMeasureTheCpus) {
+  const int cpus = int(std::thread::hardware_concurrency());
+  const PeakMeasurement m = measure_peak(false, 2 * cpus, kBudget);
+  EXPECT_EQ(m.team, 2 * cpus);
+  EXPECT_LE(m.cpus, cpus);
+  EXPECT_EQ(m.concurrent, 0);  // the threads cannot all compute at once
+  EXPECT_GT(m.gflops, 1.0);
+  // Such a run has its own cache entry, named with the CPU count.
+  const std::string dir = temp_dir("oversubscribed");
+  FakeProbe fake;
+  PeakOptions o = opts(dir, &fake);
+  o.threads = 2 * cpus;
+  const PeakFlops p = mfu_peak(o);
+  EXPECT_NE(p.describe().find(std::to_string(2 * cpus) + " threads on "), std::string::npos) << p.describe();
+  EXPECT_NE(read_json(dir + "/peak_flops.json")["entries"].begin().key().find(" CPU"), std::string::npos);
   fs::remove_all(dir);
 }
 
