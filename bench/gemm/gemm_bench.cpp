@@ -22,6 +22,7 @@
 #include "oneapi/dnnl/dnnl.hpp"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/bf16_convert.h"
+#include "train/peak_flops.h"
 
 namespace {
 
@@ -187,6 +188,10 @@ int main(int argc, char** argv) {
       omp_set_num_threads(thr);
       std::printf("peak threads=%d: f32 FMA %.0f GFLOP/s, bf16 dot %.0f GFLOP/s\n", thr,
                   peak_gflops(peak_fma_f32, 32), peak_gflops(peak_dot_bf16, 64));
+      // The start-up probe titan train divides MFU by (src/train/peak_flops.h), not cached.
+      std::printf("  titan MFU probe threads=%d: f32 %.0f GFLOP/s (%s), bf16 %.0f GFLOP/s (%s)\n", thr,
+                  titan::measure_peak(false, thr).gflops, titan::peak_probe_kernel(false).c_str(),
+                  titan::measure_peak(true, thr).gflops, titan::peak_probe_kernel(true).c_str());
     }
     return 0;
   }

@@ -32,13 +32,15 @@ read p32 pm32 < <(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ${jemalloc:+LD_PR
   --moe-experts "$experts" --moe-topk 4 --moe-ffn 768 | tail -1 |
   "$py" -c "import json,sys; s=json.loads(sys.stdin.read()); print(s['tokens_per_s'], s['max_rss_gib'])")
 flops=$("$titan" info --config recipes/qwen3_30b_a3b_4layer_moe.toml "${over[@]}" --json | "$py" -c "import json,sys; print(json.load(sys.stdin)['flops_per_token'])")
-"$py" - "$t32" "$tbf" "$p32" "$flops" "$m32" "$mbf" "$pm32" <<'PY'
+# This machine's f32 / bf16 peaks on 2 threads (titan's MFU peaks: cached, or measured now).
+read pk32 pkbf < <("$titan" info --peak --threads 2 --json | "$py" -c "import json,sys; p=json.load(sys.stdin); print(p['f32_tflops'], p['bf16_tflops'])")
+"$py" - "$t32" "$tbf" "$p32" "$flops" "$m32" "$mbf" "$pm32" "$pk32" "$pkbf" <<'PY'
 import sys
-t32, tbf, p32, flops, m32, mbf, pm32 = map(float, sys.argv[1:])
-rows = [("pytorch eager f32", p32, 0.236, pm32), ("titan f32", t32, 0.236, m32), ("titan bf16 matmuls", tbf, 0.472, mbf)]
+t32, tbf, p32, flops, m32, mbf, pm32, pk32, pkbf = map(float, sys.argv[1:])
+rows = [("pytorch eager f32", p32, pk32, pm32), ("titan f32", t32, pk32, m32), ("titan bf16 matmuls", tbf, pkbf, mbf)]
 print(f"{'run':22} {'tokens/s':>9} {'vs torch':>9} {'TFLOP/s':>8} {'MFU':>7} {'max RSS GiB':>12}")
 for name, tps, peak, mem in rows:
     tf = tps * flops / 1e12
     print(f"{name:22} {tps:9.1f} {tps / p32:8.2f}x {tf:8.3f} {100 * tf / peak:6.1f}% {mem:12.2f}")
-print(f"active-parameter FLOPs/token {flops:.4g}; peaks: f32 0.236, bf16 0.472 TFLOP/s (2 threads)")
+print(f"active-parameter FLOPs/token {flops:.4g}; peaks: f32 {pk32:.3f}, bf16 {pkbf:.3f} TFLOP/s (2 threads, titan info --peak)")
 PY

@@ -32,14 +32,16 @@ read t32 m32 < <(run_titan f32 float32)
 read tbf mbf < <(run_titan bf16 bfloat16)
 read p32 pm32 < <(run_torch "")
 flops=$("$titan" info --model bench/train_step/model --seq-len 512 --json | "$py" -c "import json,sys; print(json.load(sys.stdin)['flops_per_token'])")
-"$py" - "$t32" "$tbf" "$p32" "$flops" "$m32" "$mbf" "$pm32" <<'PY'
+# This machine's f32 / bf16 peaks on 2 threads (titan's MFU peaks: cached, or measured now).
+read pk32 pkbf < <("$titan" info --peak --threads 2 --json | "$py" -c "import json,sys; p=json.load(sys.stdin); print(p['f32_tflops'], p['bf16_tflops'])")
+"$py" - "$t32" "$tbf" "$p32" "$flops" "$m32" "$mbf" "$pm32" "$pk32" "$pkbf" <<'PY'
 import sys
-t32, tbf, p32, flops, m32, mbf, pm32 = map(float, sys.argv[1:])
-rows = [("pytorch eager f32", p32, 0.236, pm32, "max RSS"), ("titan f32", t32, 0.236, m32, "max RSS"),
-        ("titan bf16 matmuls", tbf, 0.472, mbf, "max RSS")]
+t32, tbf, p32, flops, m32, mbf, pm32, pk32, pkbf = map(float, sys.argv[1:])
+rows = [("pytorch eager f32", p32, pk32, pm32, "max RSS"), ("titan f32", t32, pk32, m32, "max RSS"),
+        ("titan bf16 matmuls", tbf, pkbf, mbf, "max RSS")]
 print(f"{'run':22} {'tokens/s':>9} {'vs torch':>9} {'TFLOP/s':>8} {'% peak':>7} {'memory GiB':>11}")
 for name, tps, peak, mem, what in rows:
     tf = tps * flops / 1e12
     print(f"{name:22} {tps:9.1f} {tps / p32:8.2f}x {tf:8.3f} {100 * tf / peak:6.1f}% {mem:8.2f} ({what})")
-print(f"model FLOPs/token {flops:.4g}; peaks: f32 0.236, bf16 0.472 TFLOP/s (2 threads)")
+print(f"model FLOPs/token {flops:.4g}; peaks: f32 {pk32:.3f}, bf16 {pkbf:.3f} TFLOP/s (2 threads, titan info --peak)")
 PY

@@ -2,7 +2,8 @@
 // given as an HF folder or a built-in flavor name; with --dp N, the training state per rank of N
 // fully sharded data-parallel ranks (src/dist/fsdp.h: parameters, gradients and AdamW moments
 // 1/N per unit, the staging buffer of the collectives, and the gathered units of a step).
-// --n-layers overrides the layer count.
+// --n-layers overrides the layer count. `titan info --peak` prints the peak FLOP/s MFU is measured
+// against on this machine (src/train/peak_flops.h), f32 and bf16.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "core/allocator.h"
 #include "dist/fsdp.h"
 #include "model/flops.h"
+#include "train/peak_flops.h"
 #include "train/trainer.h"
 
 namespace titan::cli {
@@ -92,7 +94,36 @@ static int info_for_job(const std::vector<std::string>& argv, int64_t ranks, boo
   return print_info(name, cfg, job.training.seq_len, shard, json);
 }
 
+// `titan info --peak [--threads N] [--remeasure] [--json]`: the f32 and bf16 peaks a training run
+// on N threads (default: this process's, OMP_NUM_THREADS / TITAN_NUM_THREADS) divides by for MFU,
+// from the cache or measured now; --remeasure measures again and replaces the cached entries.
+static int print_peak(const std::vector<std::string>& argv) {
+  Args args(argv, {"peak", "remeasure", "json"});
+  args.check_known({"peak", "remeasure", "json", "threads"});
+  const int threads = std::stoi(args.get("threads", "0"));
+  TITAN_CHECK(threads >= 0, "--threads must be >= 0 (0: this process's thread count)");
+  PeakOptions o;
+  o.threads = threads;
+  o.remeasure = args.has("remeasure");
+  const PeakFlops f32 = mfu_peak(o);
+  o.bf16 = true;
+  const PeakFlops bf16 = mfu_peak(o);
+  if (args.has("json")) {
+    auto source = [](const PeakFlops& p) { return p.source == PeakFlops::Source::Cached ? "cached" : "measured"; };
+    std::printf("{\"cpu\": \"%s\", \"threads\": %d, \"f32_tflops\": %.6g, \"bf16_tflops\": %.6g, "
+                "\"f32_kernel\": \"%s\", \"bf16_kernel\": \"%s\", \"f32_source\": \"%s\", \"bf16_source\": \"%s\", "
+                "\"cache\": \"%s\"}\n",
+                f32.cpu.c_str(), f32.threads, f32.tflops, bf16.tflops, f32.kernel.c_str(), bf16.kernel.c_str(),
+                source(f32), source(bf16), bf16.cache_path.c_str());
+    return 0;
+  }
+  std::printf("%s\n%s\n", f32.describe().c_str(), bf16.describe().c_str());
+  return 0;
+}
+
 static int cmd_info(const std::vector<std::string>& argv) {
+  for (const auto& a : argv)
+    if (a == "--peak") return print_peak(argv);
   for (const auto& a : argv)
     if (a == "--config" || a.rfind("--config=", 0) == 0) {
       std::vector<std::string> rest;  // the job command line without --json and --dp N
@@ -128,6 +159,7 @@ static int cmd_info(const std::vector<std::string>& argv) {
   return print_info(m, cfg, seq, dp, args.has("json"));
 }
 
-TITAN_COMMAND("info", "parameters, FLOPs per token and memory of a model folder or flavor", cmd_info);
+TITAN_COMMAND("info", "parameters, FLOPs per token and memory of a model folder or flavor; --peak: MFU's peak FLOP/s here",
+              cmd_info);
 
 }  // namespace titan::cli

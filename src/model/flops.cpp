@@ -23,6 +23,4 @@ ModelSize model_size(const ModelConfig& c, int64_t seq_len) {
   return s;
 }
 
-double default_peak_tflops(bool bf16) { return bf16 ? 0.472 : 0.236; }
-
 }  // namespace titan

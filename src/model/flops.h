@@ -14,7 +14,7 @@
 // Qwen3-MoE: a token runs the router and only num_experts_per_tok of the num_experts experts of
 // each sparse layer, so N (and the FLOPs) count the ACTIVE parameters: every parameter minus, per
 // sparse layer, the (E - K) experts a token does not use (torchtitan counts MoE FLOPs the same way).
-// MFU = flops_per_token * tokens/s / peak FLOP/s.
+// MFU = flops_per_token * tokens/s / peak FLOP/s (the peak: train/peak_flops.h).
 #pragma once
 #include <cstdint>
 
@@ -39,12 +39,5 @@ ModelSize model_size(const ModelConfig& c, int64_t seq_len);
 
 // The formula itself, for callers that count N themselves (MoE: the active parameters).
 double flops_per_token(int64_t matmul_params, int64_t n_layers, int64_t n_heads, int64_t head_dim, int64_t seq_len);
-
-// Peak FLOP/s of the project's machine (2 cores, AVX-512 + BF16) in TFLOP/s on 2 threads, as
-// measured here by `gemm_bench peak` (bench/gemm/RESULTS.md): 0.236 f32 FMA, 0.472 bf16 dot
-// product (118 / 236 GFLOP/s per core: one 512-bit FMA per cycle, family 25 model 17). The
-// project brief quoted 0.553 / 1.094 for a Zen 5 with two 512-bit FMA pipes; this machine does
-// not reach that. [metrics] peak_tflops overrides it on other machines.
-double default_peak_tflops(bool bf16);
 
 }  // namespace titan

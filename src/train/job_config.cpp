@@ -514,7 +514,7 @@ void JobConfig::validate(const std::string& o) const {
           "initial_load_in_hf", "is true but [checkpoint] initial_load_path is empty");
 
   require(metrics.log_freq >= 1, o, "metrics", "log_freq", "must be >= 1");
-  require(metrics.peak_tflops >= 0, o, "metrics", "peak_tflops", "must be >= 0 (0 = this machine's default)");
+  require(metrics.peak_tflops >= 0, o, "metrics", "peak_tflops", "must be >= 0 (0 = measured on this machine)");
   require(metrics.perf_warmup_steps >= 0, o, "metrics", "perf_warmup_steps", "must be >= 0");
 
   for (auto& r : kernels.replace) {

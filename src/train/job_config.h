@@ -101,8 +101,8 @@ struct MetricsSection {
   bool enable_tensorboard = false;
   std::string save_tb_folder = "tb";  // relative to job.dump_folder
   bool disable_color_printing = false;
-  // Peak FLOP/s (in TFLOP/s) that MFU is measured against; 0 = this machine's measured peak for
-  // the chosen precision (default_peak_tflops()).
+  // Peak FLOP/s (in TFLOP/s) that MFU is measured against; 0 = measured at start-up on the
+  // machine and threads of the run, for the chosen precision (train/peak_flops.h).
   double peak_tflops = 0.0;
   int64_t perf_warmup_steps = 2;  // first steps reported apart (allocator, caches, page faults)
 };

@@ -90,9 +90,7 @@ MetricsOptions metrics_options_from(const JobConfig& cfg, double flops_per_token
   o.total_steps = cfg.training.steps;
   o.perf_warmup_steps = cfg.metrics.perf_warmup_steps;
   o.flops_per_token = flops_per_token;
-  double peak = cfg.metrics.peak_tflops > 0 ? cfg.metrics.peak_tflops
-                                            : default_peak_tflops(cfg.training.mixed_precision_param == "bfloat16");
-  o.peak_flops = peak * 1e12;
+  o.peak_flops = cfg.metrics.peak_tflops * 1e12;  // 0: the trainer measures it (train/peak_flops.h)
   o.tensorboard = cfg.metrics.enable_tensorboard;
   o.tb_folder = cfg.tensorboard_folder();
   o.color = cfg.metrics.disable_color_printing ? ColorMode::Never : ColorMode::Auto;

@@ -63,8 +63,9 @@ struct MetricsOptions {
   std::FILE* console = stdout;    // nullptr: no console output
 };
 
-// The options a JobConfig implies ([metrics], [job] dump_folder, [training] steps; peak from
-// [metrics] peak_tflops or default_peak_tflops() of [training] mixed_precision_param).
+// The options a JobConfig implies ([metrics], [job] dump_folder, [training] steps; peak_flops from
+// [metrics] peak_tflops, 0 when unset: the trainer then sets the peak measured on this machine,
+// mfu_peak() of train/peak_flops.h).
 MetricsOptions metrics_options_from(const JobConfig& cfg, double flops_per_token);
 
 struct LogLine {

@@ -21,6 +21,7 @@
 #include "train/grad_utils.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
+#include "train/peak_flops.h"
 #include "train/signals.h"
 #include "train/train_data.h"
 
@@ -183,6 +184,14 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
   }
 
   MetricsOptions mo = metrics_options_from(cfg, size.flops_per_token);
+  if (lead) {  // the rank that logs: MFU's peak, [metrics] peak_tflops or measured here (cached)
+    PeakOptions po;
+    po.override_tflops = cfg.metrics.peak_tflops;
+    po.bf16 = bf16;
+    const PeakFlops peak = mfu_peak(po);
+    mo.peak_flops = peak.tflops * 1e12;
+    std::fprintf(stderr, "%s\n", peak.describe().c_str());
+  }
   mo.resume_step = start_step;
   if (!lead) {
     mo.console = nullptr;

@@ -35,8 +35,6 @@ TEST(Flops, SmallConfigByHand) {
   ModelSize u = model_size(s, 10);
   EXPECT_EQ(u.params, 2808);
   EXPECT_EQ(u.matmul_params, t.matmul_params);
-  EXPECT_DOUBLE_EQ(default_peak_tflops(false), 0.236);
-  EXPECT_DOUBLE_EQ(default_peak_tflops(true), 0.472);
 }
 
 TEST(Flops, BenchmarkModelMatchesTheIssueFigures) {

@@ -1,0 +1,94 @@
+// The peak FLOP/s that MFU divides by, measured on the machine the run is on.
+//
+// A probe runs a register-blocked multiply-add loop on every thread of the run at once (OpenMP,
+// the run's thread count): independent accumulator chains (16 zmm with AVX-512, 12 ymm with
+// AVX2 + FMA, more than FMA latency x FMA pipes), so the loop is bound by the issue rate of the
+// multiply-add units alone and touches no memory. FLOP/s = threads x chains x lanes x flops per
+// lane x iterations / wall time of a repetition (~0.25 ms), best of the repetitions of ~0.1 s.
+// That is the achievable FMA throughput of the cores, the usual "peak" of MFU. The threads meet
+// at spinning barriers between repetitions, are pinned to distinct CPUs while measuring, and a
+// repetition counts only when all of them computed at once, so a busy machine (other processes,
+// threads stacked on one CPU) shows up as missing repetitions, not as a lower peak. With more
+// threads than the process has CPUs they cannot compute at once: the peak is then the best own
+// rates of as many threads as there are CPUs, summed (the CPU count joins the cache key).
+//
+//   f32:  vfmadd (AVX-512 when the CPU has it, else AVX2 + FMA): 2 flops per lane.
+//   bf16: vdpbf16ps (AVX512_BF16): 2 bf16 products + 2 adds per f32 lane, 4 flops per lane;
+//         that is the instruction oneDNN's bf16 matmul (the bf16 path of gemm "cpu") runs on
+//         such CPUs. Without AVX512_BF16, oneDNN converts bf16 to f32 and multiplies in f32,
+//         so the bf16 peak is the f32 FMA peak (the same measurement and cache entry). CPUs
+//         with AMX tiles usable by the process would run oneDNN's bf16 matmuls on AMX, faster
+//         than this peak: the log line says so, and [metrics] peak_tflops should be set there.
+//         Some CPUs issue vdpbf16ps at a quarter of the FMA rate (Intel family 6 model 207:
+//         bf16 peak = 0.5x f32), others at the FMA rate (AMD Zen 4: 2x).
+//
+// Steady measurements (at least three repetitions within 2% of the best) are cached per CPU
+// (brand string, family, model, stepping) + probe kernel + thread count in
+// <cache dir>/peak_flops.json (cache dir: $TITAN_CACHE_DIR, else $XDG_CACHE_HOME/titan, else
+// ~/.cache/titan, as for token caches), written atomically. An unsteady measurement (a very busy
+// machine) is used for the run but not cached; an unreadable or corrupt file is ignored and
+// rewritten; an unwritable cache dir only means the next run measures again. Deleting the file
+// (or `titan info --peak --remeasure`) re-measures. [metrics] peak_tflops > 0 overrides all of
+// this (nothing is measured).
+#pragma once
+#include <functional>
+#include <string>
+
+namespace titan {
+
+// This CPU as a cache key: "<brand string> (family F model M stepping S)".
+std::string cpu_identity();
+
+// The kernel that measures `bf16`'s peak on this CPU: "avx512 fma", "avx512_bf16 vdpbf16ps",
+// "avx2 fma" (bf16 on a CPU without AVX512_BF16 gives the f32 kernel's name).
+std::string peak_probe_kernel(bool bf16);
+
+// One measurement, no cache, of the probe kernel for `bf16` on `threads` OpenMP threads (<= 0:
+// num_threads()): repetitions for about `budget_s` seconds, longer (up to 4x) while fewer than
+// three repetitions came within 2% of the best (a busy machine); then it is "unsteady".
+struct PeakMeasurement {
+  double gflops = 0;   // the best repetition
+  int team = 0;        // threads that ran
+  int cpus = 0;        // CPUs the process may use (fewer than `team`: the CPUs were measured)
+  int reps = 0;        // repetitions run
+  int concurrent = 0;  // of which counted: past warm-up, all threads computing at once
+  int near_best = 0;   // of which within 2% of the best (with none concurrent, `gflops` is the
+                       // sum of the threads' best own rates, one per CPU, and this the fewest
+                       // own parts near a thread's best when threads > cpus, else 0)
+  double seconds = 0;  // wall time of the whole measurement
+  bool steady() const { return near_best >= 3; }
+};
+PeakMeasurement measure_peak(bool bf16, int threads, double budget_s = 0.1);
+
+struct PeakOptions {
+  double override_tflops = 0;  // [metrics] peak_tflops: > 0 wins and nothing is measured
+  bool bf16 = false;           // the peak of bf16 matmuls ([training] mixed_precision_param)
+  int threads = 0;             // threads the run computes on (<= 0: num_threads())
+  std::string cache_dir;       // "": the default cache dir; "none": no cache
+  bool remeasure = false;      // measure even when cached, and rewrite the entry
+  double budget_s = 0.1;       // probe time when measuring
+  // The measurement (tests substitute their own to count calls and control the result).
+  std::function<PeakMeasurement(bool bf16, int threads, double budget_s)> measure = measure_peak;
+};
+
+struct PeakFlops {
+  enum class Source { Override, Measured, Cached };
+  double tflops = 0;
+  Source source = Source::Measured;
+  bool bf16 = false;
+  int threads = 0;
+  int cpus = 0;                // CPUs the process may use (part of the cache key when < threads)
+  std::string cpu, kernel;     // cpu_identity(), peak_probe_kernel()
+  std::string cache_path;      // the cache file read or written ("" = none)
+  std::string cache_note;      // why nothing was cached, or why the cache was not used ("" = fine)
+  double probe_ms = 0;         // time spent measuring (0 when cached or overridden)
+  bool amx = false;            // the process may use AMX tiles (oneDNN's bf16 matmuls beat this peak)
+  // The start-up log line, e.g. "[titan] MFU peak: 0.236 TFLOP/s f32 measured (...)".
+  std::string describe() const;
+};
+
+// The peak for MFU: the override, else the cached measurement for this CPU, kernel and thread
+// count, else a new measurement (then cached). Never throws on cache trouble.
+PeakFlops mfu_peak(const PeakOptions& opt);
+
+}  // namespace titan
