@@ -290,12 +290,15 @@ SafetensorsStreamWriter::SafetensorsStreamWriter(const std::string& path, const 
     const SafetensorsSpec& t = *order[i];
     TITAN_CHECK(!t.name.empty() && t.name != "__metadata__", path, ": invalid tensor name ", quote(t.name));
     TITAN_CHECK(i == 0 || order[i - 1]->name != t.name, path, ": tensor name ", quote(t.name), " given twice");
-    int64_t numel = 1;
-    for (int64_t d : t.shape) {
+    for (int64_t d : t.shape)
       TITAN_CHECK(d >= 0, path, ": tensor ", quote(t.name), " has a negative dimension in ", shape_str(t.shape));
-      numel *= d;
+    uint64_t bytes = 0;
+    try {
+      bytes = shape_nbytes(t.shape, t.dtype);
+    } catch (const Error& e) {
+      fail(path, ": tensor ", quote(t.name), ": ", e.what());
     }
-    const uint64_t bytes = uint64_t(numel) * dtype_size(t.dtype);
+    TITAN_CHECK(bytes <= uint64_t(INT64_MAX) - offset, path, ": the tensors need more than 2^63 bytes");
     header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + bytes}}};

@@ -1,0 +1,84 @@
+// Core and util under input a user controls: each bad value is one clear titan::Error naming it,
+// never a crash or a silently wrong result.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "core/threading.h"
+
+using namespace titan;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+#define EXPECT_ERROR_HAS(stmt, needle)                                     \
+  do {                                                                     \
+    const std::string msg_ = error_of([&] { stmt; });                      \
+    EXPECT_NE(msg_.find(needle), std::string::npos) << "error: " << msg_;  \
+  } while (0)
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static int n = 0;
+    path = std::filesystem::temp_directory_path() / ("titan_core_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+}  // namespace
+
+TEST(Overflow, ShapeNumelRefusesProductsBeyond64Bits) {
+  const int64_t big = int64_t(1) << 32;
+  EXPECT_ERROR_HAS(shape_numel({big, big}), "[4294967296, 4294967296]");
+  EXPECT_ERROR_HAS(shape_numel({3, INT64_MAX}), "too many elements");
+  EXPECT_EQ(shape_numel({big, big, 0}), 0);  // a zero dimension: nothing to count, nothing to overflow
+  EXPECT_EQ(shape_numel({big, big / 2 - 1}), big * (big / 2 - 1));
+  EXPECT_ERROR_HAS(shape_numel({2, -3}), "negative dimension in shape [2, -3]");
+}
+
+TEST(Overflow, TensorByteCountIsCheckedBeforeAllocating) {
+  // 2^62 f32 elements are 2^64 bytes: the size_t product wraps to 0, which must not become a
+  // zero-byte buffer behind a 2^62-element tensor.
+  const int64_t n = int64_t(1) << 62;
+  EXPECT_ERROR_HAS(Tensor::empty({n, 1}, DType::F32), "f32[4611686018427387904, 1]");
+  EXPECT_ERROR_HAS(Tensor::deferred({n / 2, 2}, DType::BF16), "bf16[2305843009213693952, 2]");
+  EXPECT_ERROR_HAS(Tensor::empty({int64_t(1) << 32, int64_t(1) << 32}, DType::I64), "too many elements");
+  EXPECT_EQ(shape_nbytes({n / 4, 1}, DType::F32), uint64_t(n));
+  // Within 64 bits but beyond any memory: the allocator's error, not a crash.
+  EXPECT_ERROR_HAS(Tensor::empty({int64_t(1) << 40, int64_t(1) << 20}, DType::F32), "out of memory");
+}
+
+TEST(Overflow, ViewWithAnOverflowingShapeIsAnError) {
+  Tensor t = Tensor::zeros({4}, DType::F32);
+  const int64_t big = int64_t(1) << 32;
+  EXPECT_ERROR_HAS(t.view({big, big, -1}), "too many elements");
+  EXPECT_ERROR_HAS(t.view({3, -1}), "view [3, -1] of f32[4]");
+  EXPECT_EQ(t.view({2, -1}).dim(1), 2);
+}
+
+TEST(Threads, SetNumThreadsRefusesAbsurdCounts) {
+  const int before = num_threads();
+  EXPECT_ERROR_HAS(set_num_threads(100000), "100000");
+  EXPECT_EQ(num_threads(), before);
+  EXPECT_GE(max_num_threads(), 64);
+  set_num_threads(max_num_threads());  // the bound itself is accepted
+  EXPECT_EQ(num_threads(), max_num_threads());
+  set_num_threads(before);
+  EXPECT_EQ(num_threads(), before);
+}
