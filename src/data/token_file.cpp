@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "util/strings.h"
 
 namespace titan::data {
 
@@ -99,6 +100,11 @@ std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path) {
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
     fail(path, ": cannot stat: ", std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {  // mmap needs a regular file; a folder would fail there as "No such device"
+    ::close(fd);
+    const char* why = not_a_file_reason(st.st_mode);
+    fail(path, ": ", why ? why : "is not a regular file (a pipe)");
   }
   size_t bytes = size_t(st.st_size);
   if (bytes < kTokenFileHeaderBytes) {

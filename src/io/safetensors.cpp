@@ -12,6 +12,7 @@
 
 #include "io/file_writer.h"
 #include "io/json_util.h"
+#include "util/strings.h"
 
 namespace titan {
 
@@ -86,7 +87,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail(path, ": not a regular file");
+    const char* why = not_a_file_reason(st.st_mode);
+    fail(path, ": ", why ? why : "is not a regular file");
   }
   auto map = std::make_shared<Mapping>();
   map->size = size_t(st.st_size);

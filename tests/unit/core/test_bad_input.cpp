@@ -1,16 +1,21 @@
 // Core and util under input a user controls: each bad value is one clear titan::Error naming it,
 // never a crash or a silently wrong result.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 
 #include "core/error.h"
 #include "core/tensor.h"
 #include "core/threading.h"
+#include "util/strings.h"
 
 using namespace titan;
 
@@ -81,4 +86,26 @@ TEST(Threads, SetNumThreadsRefusesAbsurdCounts) {
   EXPECT_EQ(num_threads(), max_num_threads());
   set_num_threads(before);
   EXPECT_EQ(num_threads(), before);
+}
+
+TEST(ReadFile, RefusesADirectoryAndOtherNonRegularFiles) {
+  TempDir d;
+  EXPECT_ERROR_HAS(read_file(d.path.string()), d.path.string() + ": is a directory");
+  EXPECT_ERROR_HAS(read_file("/dev/null"), "/dev/null: is not a regular file");
+  EXPECT_ERROR_HAS(read_file((d.path / "missing").string()), "missing: cannot open");
+  std::ofstream((d.path / "x.txt").string()) << "abc";
+  EXPECT_EQ(read_file((d.path / "x.txt").string()), "abc");
+  // A named pipe is a stream that ends: `--config <(...)` keeps working.
+  const std::string fifo = (d.path / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  pid_t child = ::fork();
+  if (child == 0) {  // only async-signal-safe calls between fork and _exit
+    int fd = ::open(fifo.c_str(), O_WRONLY);
+    ssize_t w = fd >= 0 ? ::write(fd, "from a pipe", 11) : -1;
+    ::_exit(w == 11 ? 0 : 1);
+  }
+  EXPECT_EQ(read_file(fifo), "from a pipe");
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
