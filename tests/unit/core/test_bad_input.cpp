@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "core/threading.h"
+#include "util/numbers.h"
 #include "util/strings.h"
 
 using namespace titan;
@@ -108,4 +109,36 @@ TEST(ReadFile, RefusesADirectoryAndOtherNonRegularFiles) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(ParseNumbers, WholeTextMustBeTheNumber) {
+  EXPECT_EQ(to_int64("42"), 42);
+  EXPECT_EQ(to_int64("-7"), -7);
+  EXPECT_EQ(to_int64("9223372036854775807"), INT64_MAX);
+  for (const char* bad : {"", "abc", "12abc", " 1", "1 ", "+1", "0x10", "1e3", "9223372036854775808"})
+    EXPECT_FALSE(to_int64(bad).has_value()) << bad;
+  EXPECT_FALSE(to_int64(std::string_view("1\0002", 3)).has_value());
+  EXPECT_EQ(to_uint64("18446744073709551615"), UINT64_MAX);
+  EXPECT_FALSE(to_uint64("-1").has_value());  // never read as 2^64 - 1
+  EXPECT_FALSE(to_uint64("18446744073709551616").has_value());
+  EXPECT_EQ(to_double("3e-4"), 3e-4);
+  EXPECT_EQ(to_double("-2.5"), -2.5);
+  for (const char* bad : {"", "nan", "inf", "-inf", "1e999", "1.5x", "."}) EXPECT_FALSE(to_double(bad).has_value()) << bad;
+}
+
+TEST(ParseNumbers, ErrorsNameTheOptionTheValueAndTheRange) {
+  EXPECT_EQ(parse_int("8", "--threads", 0, 64), 8);
+  EXPECT_ERROR_HAS(parse_int("abc", "--threads", 0, 64), "--threads: 'abc' is not an integer");
+  EXPECT_ERROR_HAS(parse_int("65", "--threads", 0, 64), "--threads: 65 is out of range [0, 64]");
+  EXPECT_ERROR_HAS(parse_int("99999999999999999999", "--dp", 1, 8), "--dp: 99999999999999999999 is out of range [1, 8]");
+  EXPECT_ERROR_HAS(parse_uint64("-1", "--max-shard-bytes", 1, UINT64_MAX),
+                   "--max-shard-bytes: '-1' is not a non-negative integer");
+  EXPECT_ERROR_HAS(parse_uint64("0", "--max-shard-bytes", 1, UINT64_MAX), "--max-shard-bytes: 0 is out of range [1, ");
+  EXPECT_ERROR_HAS(parse_double("fast", "--lr", 0, 1), "--lr: 'fast' is not a number");
+  EXPECT_ERROR_HAS(parse_double("2", "--lr", 0, 1), "--lr: 2 is out of range [0, 1]");
+  EXPECT_EQ(parse_double("0.5", "--lr", 0, 1), 0.5);
+  // A control byte in the text stays visible and on one line.
+  const std::string msg = error_of([] { parse_int(std::string_view("1\n2", 3), "X", 0, 9); });
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'1\\x0a2'"), std::string::npos) << msg;
 }
