@@ -29,6 +29,7 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
   titan::data::DatasetSpec spec;
   spec.text_field = args.get("field", "text");
   spec.skip_bad_lines = args.has("skip-bad-lines");
+  spec.bad_line_hint = "pass --skip-bad-lines to skip such lines";
   spec.threads = int(args.get_int("threads", 0, 0, titan::max_num_threads()));
   spec.progress = !args.has("quiet");
   std::vector<std::string> files;

@@ -145,6 +145,7 @@ TokenizeStats tokenize_files(const std::vector<std::string>& files, const Tokeni
       JsonlOptions jo;
       jo.field = spec.text_field;
       jo.skip_bad_lines = spec.skip_bad_lines;
+      jo.bad_line_hint = spec.bad_line_hint;
       JsonlStats js;
       std::vector<std::string> batch;
       size_t batch_bytes = 0;

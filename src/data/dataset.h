@@ -27,6 +27,7 @@ struct DatasetSpec {
   std::string name_or_path = "c4_test";
   std::string text_field = "text";
   bool skip_bad_lines = false;  // skip and count malformed JSON lines instead of failing
+  std::string bad_line_hint;    // the remedy a bad-line error suggests ("": JsonlOptions' default)
   std::string cache_dir;        // "": default_cache_dir(); "none": tokenize in memory every time
   int threads = 0;              // tokenization threads, 0: all
   bool progress = true;         // progress bar for long tokenization jobs

@@ -53,8 +53,8 @@ void read_jsonl(std::istream& in, const std::string& origin, const JsonlOptions&
     st.bytes += line.size() + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (!parse_jsonl_line(line, opt.field, &text, &why)) {
-      TITAN_CHECK(opt.skip_bad_lines, origin, ":", st.lines, ": ", why,
-                  " (pass --data.skip_bad_lines / --skip-bad-lines to skip such lines)");
+      TITAN_CHECK(opt.skip_bad_lines, origin, ":", st.lines, ": ", why, " (",
+                  opt.bad_line_hint.empty() ? kDefaultBadLineHint : opt.bad_line_hint, ")");
       ++st.skipped;
       continue;
     }
