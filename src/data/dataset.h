@@ -4,7 +4,8 @@
 //   .bin             token files written by `titan tokenize` (memory-mapped, no tokenization)
 //   anything else    plain UTF-8 text, the whole file one document
 // Text sources are tokenized once and cached as a token file keyed by the files' path, size and
-// mtime, the tokenizer and the options, so later runs only map the cache.
+// mtime, the tokenizer and the options, so later runs only map the cache (data/token_cache.h: the
+// cache's bound, and the removal of what killed tokenizations left).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -31,6 +32,7 @@ struct DatasetSpec {
   std::string cache_dir;        // "": default_cache_dir(); "none": tokenize in memory every time
   int threads = 0;              // tokenization threads, 0: all
   bool progress = true;         // progress bar for long tokenization jobs
+  uint64_t max_cache_bytes = 0;  // bound of the cache folder; 0: default_cache_max_bytes() (token_cache.h)
 };
 
 struct DatasetInfo {
