@@ -43,7 +43,7 @@ struct TempName {
 
 // <cache name>.tmp.<host>.<pid> (TokenFileWriter), or <cache name>.tmp.<pid> (older versions).
 std::optional<TempName> temp_name(std::string_view n) {
-  const size_t t = n.find(".bin.tmp.");
+  const size_t t = n.rfind(".bin.tmp.");  // the last: a source stem may hold the same text
   if (t == std::string_view::npos || !is_cache_name(n.substr(0, t + 4))) return std::nullopt;
   std::string_view rest = n.substr(t + 9);
   TempName r;

@@ -87,6 +87,10 @@ TEST(TokenCache, TempFilesOfDeadWritersAreRemovedWhenTheCacheIsOpened) {
   const std::string other_fresh = d.write("cache/" + stem + ".tmp.other-host.1", "being written elsewhere");
   const std::string other_old = d.write("cache/" + stem + ".tmp.other-host.2", "abandoned elsewhere");
   age(other_old, 48);
+  // A source whose name holds ".bin.tmp." itself: its cache file stays, its dead writer's temp goes.
+  const std::string odd = "y.bin.tmp.z-0123456789abcdef.bin";
+  const std::string odd_cached = d.write("cache/" + odd, "a finished cache file");
+  const std::string odd_dead = d.write("cache/" + odd + ".tmp." + host() + "." + std::to_string(dead_pid()), "partial");
   const std::string not_ours = d.write("cache/notes.tmp.123", "a user's file");
   const std::string not_ours2 = d.write("cache/keep.bin.tmp.999999999x", "a user's file");
 
@@ -95,6 +99,8 @@ TEST(TokenCache, TempFilesOfDeadWritersAreRemovedWhenTheCacheIsOpened) {
   EXPECT_FALSE(fs::exists(dead_legacy));
   EXPECT_FALSE(fs::exists(dead_here));
   EXPECT_FALSE(fs::exists(other_old));
+  EXPECT_FALSE(fs::exists(odd_dead));
+  EXPECT_TRUE(fs::exists(odd_cached));
   EXPECT_TRUE(fs::exists(live_here));    // a writer that still runs here
   EXPECT_TRUE(fs::exists(other_fresh));  // another machine's writer, recently active
   EXPECT_TRUE(fs::exists(not_ours));
