@@ -1,5 +1,6 @@
 // Subcommand registry for the `titan` executable: each src/cli/<name>.cpp registers itself.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,6 +28,11 @@ class Args {
   bool has(const std::string& key) const;
   std::string get(const std::string& key, const std::string& def = "") const;
   std::string require(const std::string& key) const;  // error names the missing option
+  // Numeric options (util/numbers.h): the whole value must be the number and within [min, max];
+  // an error names --key, the value as given and the range. Absent: def.
+  int64_t get_int(const std::string& key, int64_t def, int64_t min, int64_t max) const;
+  uint64_t get_uint64(const std::string& key, uint64_t def, uint64_t min, uint64_t max) const;
+  double get_double(const std::string& key, double def, double min, double max) const;
   const std::vector<std::string>& positional() const { return positional_; }
   // Errors on any option not in `known` (with the closest suggestion).
   void check_known(const std::vector<std::string>& known) const;

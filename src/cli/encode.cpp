@@ -42,8 +42,7 @@ int cmd_encode(const std::vector<std::string>& argv) {
   bool jsonl = args.has("jsonl");
   bool skip_bad = args.has("skip-bad-lines");
   std::string field = args.get("field", "text");
-  int threads = std::stoi(args.get("threads", "0"));
-  TITAN_CHECK(threads >= 0, "--threads must be >= 0 (0: all)");
+  int threads = int(args.get_int("threads", 0, 0, titan::max_num_threads()));  // 0: all
   if (threads == 0) threads = titan::num_threads();
 
   constexpr size_t kBatchRecords = 4096, kBatchBytes = 8 << 20;

@@ -17,7 +17,7 @@ static int cmd_export(const std::vector<std::string>& argv) {
   HfExportOptions eo;
   TITAN_CHECK(parse_dtype(args.get("dtype", "bf16"), &eo.dtype) && eo.dtype != DType::I32 && eo.dtype != DType::I64,
               "--dtype must be f32, bf16 or f16, got '", args.get("dtype"), "'");
-  if (args.has("max-shard-bytes")) eo.max_shard_bytes = std::stoull(args.get("max-shard-bytes"));
+  eo.max_shard_bytes = args.get_uint64("max-shard-bytes", eo.max_shard_bytes, 1, UINT64_MAX);
   eo.tokenizer_dir = args.get("tokenizer", is_hf_folder(from) ? from : data::Tokenizer::default_dir());
   const FolderWeights w = load_folder_weights(from);
   export_hf_checkpoint(out, w.config, w.tensors, eo);

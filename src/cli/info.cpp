@@ -14,8 +14,12 @@
 #include "model/flops.h"
 #include "train/peak_flops.h"
 #include "train/trainer.h"
+#include "util/numbers.h"
 
 namespace titan::cli {
+
+// Bounds of the numbers info computes with: far beyond any real job, well inside int64 arithmetic.
+constexpr int64_t kMaxRanks = int64_t(1) << 24, kMaxSeqLen = int64_t(1) << 30;
 
 static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t dp, bool json) {
   ModelSize s = model_size(cfg, seq);
@@ -134,8 +138,7 @@ static int cmd_info(const std::vector<std::string>& argv) {
           json = true;
         } else if (argv[i] == "--dp") {
           TITAN_CHECK(i + 1 < argv.size(), "--dp needs a number of ranks");
-          ranks = std::stoll(argv[++i]);
-          TITAN_CHECK(ranks >= 1, "--dp must be >= 1, got ", ranks);
+          ranks = parse_int(argv[++i], "--dp", 1, kMaxRanks);
         } else {
           rest.push_back(argv[i]);
         }
@@ -148,14 +151,9 @@ static int cmd_info(const std::vector<std::string>& argv) {
   struct stat st {};
   ModelConfig cfg = (::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ? load_hf_config(m + "/config.json")
                                                                           : flavor_config(m);
-  const int64_t seq = std::stoll(args.get("seq-len", "2048"));
-  const int64_t dp = std::stoll(args.get("dp", "1"));
-  TITAN_CHECK(dp >= 1, "--dp must be >= 1, got ", dp);
-  if (args.has("n-layers")) {
-    const int64_t nl = std::stoll(args.get("n-layers"));
-    TITAN_CHECK(nl >= 1 && nl <= cfg.num_hidden_layers, "--n-layers must be in [1, ", cfg.num_hidden_layers, "]");
-    cfg.num_hidden_layers = nl;
-  }
+  const int64_t seq = args.get_int("seq-len", 2048, 1, kMaxSeqLen);
+  const int64_t dp = args.get_int("dp", 1, 1, kMaxRanks);
+  cfg.num_hidden_layers = args.get_int("n-layers", cfg.num_hidden_layers, 1, cfg.num_hidden_layers);
   return print_info(m, cfg, seq, dp, args.has("json"));
 }
 

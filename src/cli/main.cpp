@@ -5,6 +5,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/threading.h"
+#include "util/numbers.h"
 #include "util/strings.h"
 
 namespace titan::cli {
@@ -50,6 +51,18 @@ std::string Args::require(const std::string& key) const {
   return get(key);
 }
 
+int64_t Args::get_int(const std::string& key, int64_t def, int64_t min, int64_t max) const {
+  return has(key) ? parse_int(get(key), "--" + key, min, max) : def;
+}
+
+uint64_t Args::get_uint64(const std::string& key, uint64_t def, uint64_t min, uint64_t max) const {
+  return has(key) ? parse_uint64(get(key), "--" + key, min, max) : def;
+}
+
+double Args::get_double(const std::string& key, double def, double min, double max) const {
+  return has(key) ? parse_double(get(key), "--" + key, min, max) : def;
+}
+
 void Args::check_known(const std::vector<std::string>& known) const {
   for (auto& [k, v] : opts_) {
     bool ok = false;
@@ -69,7 +82,6 @@ static void usage() {
 }
 
 int main(int argc, char** argv) {
-  if (const char* t = std::getenv("TITAN_NUM_THREADS")) titan::set_num_threads(std::atoi(t));
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     usage();
     return argc < 2 ? 2 : 0;
@@ -83,6 +95,8 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> args(argv + 2, argv + argc);
   try {
+    if (const char* t = std::getenv("TITAN_NUM_THREADS"); t && *t)
+      titan::set_num_threads(int(titan::parse_int(t, "TITAN_NUM_THREADS", 0, titan::max_num_threads())));
     return it->second.fn(args);
   } catch (const titan::Error& e) {
     std::fprintf(stderr, "titan %s: error: %s\n", argv[1], e.what());

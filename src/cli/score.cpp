@@ -1,5 +1,6 @@
 // titan score: the mean next-token loss of an HF checkpoint on token id sequences, optionally with
 // the full logits and the parameter gradients written as safetensors (for checking against HF).
+#include <cmath>
 #include <cstdio>
 
 #include "cli/command.h"
@@ -9,11 +10,29 @@
 
 namespace titan::cli {
 
+// Index of the first element of an f32 tensor that is NaN or infinite, or -1.
+static int64_t first_non_finite(const Tensor& t) {
+  const float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(p[i])) return i;
+  return -1;
+}
+
+static const char* float_name(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
+
 static int cmd_score(const std::vector<std::string>& argv) {
   Args args(argv, {"json"});
   args.check_known({"model", "tokens", "dump-logits", "dump-grads", "json", "kernels", "compute"});
   const std::string kernels = args.get("kernels", "cpu");
-  auto model = load_hf_model(args.require("model"), kernels);
+  const std::string model_dir = args.require("model");
+  auto model = load_hf_model(model_dir, kernels);
+  // A NaN or infinite weight makes every loss NaN; name it instead (one pass over the weights,
+  // small next to a forward).
+  for (const auto& p : model->params().all()) {
+    const int64_t i = first_non_finite(p.value);
+    TITAN_CHECK(i < 0, model_dir, ": tensor ", p.name, " is not finite (element ", i, " is ",
+                float_name(p.value.data<float>()[i]), ")");
+  }
   if (args.has("compute")) {
     DType c;
     TITAN_CHECK(parse_dtype(args.get("compute"), &c) && (c == DType::F32 || c == DType::BF16),
@@ -44,6 +63,8 @@ static int cmd_score(const std::vector<std::string>& argv) {
     save_safetensors(args.get("dump-grads"), grads);
   }
   const double loss = loss_sum / double(count);
+  TITAN_CHECK(std::isfinite(loss), "the loss is ", float_name(loss), " on ", args.get("tokens"),
+              " although every weight of ", model_dir, " is finite (the forward pass overflowed)");
   if (args.has("json"))
     std::printf("{\"loss\": %.9g, \"tokens\": %lld}\n", loss, static_cast<long long>(count));
   else

@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/threading.h"
 #include "data/dataset.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
@@ -28,7 +29,8 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
   titan::data::DatasetSpec spec;
   spec.text_field = args.get("field", "text");
   spec.skip_bad_lines = args.has("skip-bad-lines");
-  spec.threads = std::stoi(args.get("threads", "0"));
+  spec.bad_line_hint = "pass --skip-bad-lines to skip such lines";
+  spec.threads = int(args.get_int("threads", 0, 0, titan::max_num_threads()));
   spec.progress = !args.has("quiet");
   std::vector<std::string> files;
   for (auto& in : inputs) {

@@ -1,11 +1,17 @@
 // titan verify checkpoint DIR: load (an HF folder or a training checkpoint), export to HF
 // safetensors in f32, reload the export through the HF loader, and compare every key, shape and
 // value with what was loaded. A tied lm_head is checked too: the export must not carry it and the
-// reloaded model must use the embedding for it, as transformers does.
+// reloaded model must use the embedding for it, as transformers does. --workdir D: a new or empty
+// folder for the export (default: a fresh folder under $TMPDIR); what was written there is removed
+// at the end unless --keep.
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "cli/verify.h"
@@ -14,16 +20,65 @@
 
 namespace titan::cli {
 
+namespace fs = std::filesystem;
+
+// The folder the export is written to, and at the end the removal of what this command created
+// there, and of nothing else: a folder that did not exist (--workdir NEW, or the default, a fresh
+// mkdtemp folder under $TMPDIR) goes as a whole; a given empty folder stays and loses only the
+// files written into it. A folder that exists and is not empty is refused: it may be anything,
+// the checkpoint being verified included.
+class Workdir {
+ public:
+  explicit Workdir(const Args& args) : keep_(args.has("keep")) {
+    if (!args.has("workdir")) {
+      std::string tmpl = (fs::temp_directory_path() / "titan-verify-XXXXXX").string();
+      TITAN_CHECK(::mkdtemp(tmpl.data()) != nullptr, tmpl, ": cannot create a temporary folder: ", std::strerror(errno));
+      path_ = tmpl;
+      created_ = true;
+      return;
+    }
+    path_ = args.get("workdir");
+    TITAN_CHECK(!path_.empty(), "--workdir: empty path");
+    struct stat st {};
+    if (::lstat(path_.c_str(), &st) != 0) {
+      TITAN_CHECK(errno == ENOENT, "--workdir ", path_, ": ", std::strerror(errno));
+      TITAN_CHECK(::mkdir(path_.c_str(), 0755) == 0, "--workdir ", path_, ": cannot create: ", std::strerror(errno));
+      created_ = true;
+      return;
+    }
+    TITAN_CHECK(S_ISDIR(st.st_mode), "--workdir ", path_, ": exists and is not a folder");
+    std::error_code ec;
+    TITAN_CHECK(fs::is_empty(path_, ec) && !ec, "--workdir ", path_,
+                ": exists and is not empty; give a new or an empty folder (verify removes what it writes there)");
+  }
+  ~Workdir() {
+    if (keep_) return;
+    std::error_code ec;
+    if (created_) {
+      fs::remove_all(path_, ec);
+    } else {  // empty when given: whatever it holds now, the export wrote
+      for (const auto& e : fs::directory_iterator(path_, ec)) fs::remove_all(e.path(), ec);
+    }
+  }
+  Workdir(const Workdir&) = delete;
+  Workdir& operator=(const Workdir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool created_ = false, keep_;
+};
+
 static int cmd_verify_checkpoint(const std::vector<std::string>& argv) {
   Args args(argv, {"keep", "quiet"});
   args.check_known({"keep", "quiet", "workdir"});
   TITAN_CHECK(args.positional().size() == 1, "usage: titan verify checkpoint DIR [--workdir D] [--keep] [--quiet]");
   const std::string dir = args.positional()[0];
+  const Workdir workdir(args);  // checked before the (long) load; removed on every way out
+  const std::string& work = workdir.path();
   const FolderWeights w = load_folder_weights(dir);
   const ModelConfig& mc = w.config;
   const TensorMap& src = w.tensors;
-  namespace fs = std::filesystem;
-  std::string work = args.get("workdir", (fs::temp_directory_path() / ("titan-verify-" + std::to_string(::getpid()))).string());
   HfExportOptions eo;
   eo.dtype = DType::F32;
   export_hf_checkpoint(work, mc, src, eo);
@@ -57,7 +112,7 @@ static int cmd_verify_checkpoint(const std::vector<std::string>& argv) {
     std::printf("%-60s %-18s %s\n", "lm_head.weight (tied to model.embed_tokens.weight)", "-",
                 ok ? "ok (written once, as HF does)" : "MISMATCH (written twice)");
   }
-  if (!args.has("keep")) fs::remove_all(work);
+  if (args.has("keep")) std::printf("kept the export in %s\n", work.c_str());
   std::printf("verified %lld keys, %lld values: %s\n", (long long)keys, (long long)values,
               bad ? "MISMATCHES FOUND" : "export round trip exact");
   return bad ? 1 : 0;

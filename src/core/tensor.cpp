@@ -16,12 +16,23 @@ std::string shape_str(const Shape& s) {
 }
 
 int64_t shape_numel(const Shape& s) {
-  int64_t n = 1;
+  bool zero = false;
   for (int64_t d : s) {
     TITAN_CHECK(d >= 0, "negative dimension in shape ", shape_str(s));
-    n *= d;
+    zero |= d == 0;
   }
+  if (zero) return 0;
+  int64_t n = 1;
+  for (int64_t d : s)
+    TITAN_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", shape_str(s), " has too many elements (more than 2^63)");
   return n;
+}
+
+uint64_t shape_nbytes(const Shape& s, DType dt) {
+  int64_t bytes = 0;
+  TITAN_CHECK(!__builtin_mul_overflow(shape_numel(s), int64_t(dtype_size(dt)), &bytes), "tensor ", dtype_name(dt),
+              shape_str(s), " has too many elements: its size is more than 2^63 bytes");
+  return uint64_t(bytes);
 }
 
 Storage::Storage(size_t bytes, Device d)
@@ -53,7 +64,7 @@ Tensor Tensor::deferred(const Shape& shape, DType dt, Device d) {
   t.shape_ = shape;
   t.numel_ = shape_numel(shape);
   t.dtype_ = dt;
-  t.storage_ = std::make_shared<Storage>(size_t(t.numel_) * dtype_size(dt), d, Storage::Deferred{});
+  t.storage_ = std::make_shared<Storage>(size_t(shape_nbytes(shape, dt)), d, Storage::Deferred{});
   return t;
 }
 
@@ -62,7 +73,7 @@ Tensor Tensor::empty(const Shape& shape, DType dt, Device d) {
   t.shape_ = shape;
   t.numel_ = shape_numel(shape);
   t.dtype_ = dt;
-  t.storage_ = std::make_shared<Storage>(size_t(t.numel_) * dtype_size(dt), d);
+  t.storage_ = std::make_shared<Storage>(size_t(shape_nbytes(shape, dt)), d);
   return t;
 }
 
@@ -78,23 +89,27 @@ Tensor Tensor::borrow(void* data, const Shape& shape, DType dt, std::shared_ptr<
   t.shape_ = shape;
   t.numel_ = shape_numel(shape);
   t.dtype_ = dt;
-  t.storage_ = std::make_shared<Storage>(data, size_t(t.numel_) * dtype_size(dt), d, std::move(keepalive));
+  t.storage_ = std::make_shared<Storage>(data, size_t(shape_nbytes(shape, dt)), d, std::move(keepalive));
   return t;
 }
 
 Tensor Tensor::view(Shape shape) const {
+  const Shape asked = shape;
   int infer = -1;
-  int64_t known = 1;
+  Shape known;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       TITAN_ASSERT(infer < 0, "view: more than one -1");
       infer = int(i);
     } else {
-      known *= shape[i];
+      known.push_back(shape[i]);
     }
   }
-  if (infer >= 0) shape[size_t(infer)] = known ? numel_ / known : 0;
-  TITAN_ASSERT(shape_numel(shape) == numel_, "view ", shape_str(shape), " of ", str());
+  if (infer >= 0) {
+    const int64_t k = shape_numel(known);
+    shape[size_t(infer)] = k ? numel_ / k : 0;
+  }
+  TITAN_ASSERT(shape_numel(shape) == numel_, "view ", shape_str(asked), " of ", str());
   Tensor t = *this;
   t.shape_ = std::move(shape);
   return t;

@@ -15,7 +15,9 @@ namespace titan {
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);  // "[2, 3]"
+// Element and byte counts; a negative dimension, or a count beyond 2^63, is an error naming the shape.
 int64_t shape_numel(const Shape& s);
+uint64_t shape_nbytes(const Shape& s, DType dt);
 
 class Storage {
  public:

@@ -7,7 +7,10 @@
 namespace titan {
 
 int num_threads();
-void set_num_threads(int n);  // n <= 0: all hardware threads
+// n <= 0: all hardware threads; n above max_num_threads() is an error (nothing changes).
+void set_num_threads(int n);
+// The most threads set_num_threads accepts: 8 per hardware thread, at least 1024.
+int max_num_threads();
 
 // Calls fn(begin, end) over [0, n) in chunks of at least `grain` items, in parallel.
 template <class F>

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/threading.h"
 #include "data/progress.h"
+#include "data/token_cache.h"
 #include "util/strings.h"
 
 namespace titan::data {
@@ -145,6 +146,7 @@ TokenizeStats tokenize_files(const std::vector<std::string>& files, const Tokeni
       JsonlOptions jo;
       jo.field = spec.text_field;
       jo.skip_bad_lines = spec.skip_bad_lines;
+      jo.bad_line_hint = spec.bad_line_hint;
       JsonlStats js;
       std::vector<std::string> batch;
       size_t batch_bytes = 0;
@@ -213,6 +215,27 @@ std::string cache_name(const std::string& file, const Tokenizer& tok, const Data
   return fs::path(file).stem().string() + "-" + hex + ".bin";
 }
 
+// Cache upkeep never stops a run: a folder that cannot be listed or a file that cannot be removed
+// is logged and left.
+void remove_stale_cache_temps(const std::string& dir, const LogFn& log) {
+  try {
+    for (const CacheFile& t : remove_stale_temps(dir))
+      log("data: removed " + t.path + " (" + human_bytes(double(t.bytes)) + "), left by a tokenization that was killed");
+  } catch (const Error& e) {
+    log(std::string("data: token cache upkeep: ") + e.what());
+  }
+}
+
+void evict_over_bound(const std::string& dir, uint64_t max_bytes, const std::vector<std::string>& keep, const LogFn& log) {
+  try {
+    for (const CacheFile& f : evict_cache(dir, max_bytes, keep))
+      log("data: token cache above its bound of " + human_bytes(double(max_bytes)) + " (TITAN_CACHE_MAX_BYTES): evicted " +
+          f.path + " (" + human_bytes(double(f.bytes)) + ", least recently used)");
+  } catch (const Error& e) {
+    log(std::string("data: token cache upkeep: ") + e.what());
+  }
+}
+
 }  // namespace
 
 void TokenDataset::add_segment(const uint32_t* data, uint64_t size) {
@@ -237,6 +260,9 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetSpec& spec, 
   d->name_ = spec.name_or_path;
   std::vector<std::string> files = resolve_dataset_files(spec.name_or_path);
   uint32_t eot = tok.eot_id();
+  bool cache_opened = false;
+  uint64_t max_cache_bytes = 0;  // read (from TITAN_CACHE_MAX_BYTES by default) when the cache is first used
+  std::vector<std::string> cache_used;  // this dataset's cache files: never evicted for each other
   for (const std::string& f : files) {
     if (source_kind(f) == SourceKind::Tokens) {
       auto tf = TokenFile::open(f);
@@ -260,11 +286,18 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetSpec& spec, 
         log("data: cache folder " + cache_dir + " is not writable; tokenizing " + f + " in memory");
       } else {
         cached = (fs::path(cache_dir) / cache_name(f, tok, spec)).string();
+        if (!cache_opened) {
+          cache_opened = true;
+          max_cache_bytes = spec.max_cache_bytes ? spec.max_cache_bytes : default_cache_max_bytes();
+          remove_stale_cache_temps(cache_dir, log);
+        }
+        cache_used.push_back(cached);
       }
     }
     if (!cached.empty() && fs::exists(cached)) {
       try {
         auto tf = TokenFile::open(cached);
+        mark_cache_use(cached);
         d->documents_ += tf->header().document_count;
         d->add_segment(tf->tokens(), tf->size());
         d->files_.push_back(std::move(tf));
@@ -280,7 +313,8 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetSpec& spec, 
                                         "data: tokenizing " + fs::path(f).filename().string());
       w.close();
       if (st.skipped) log("data: " + f + ": skipped " + std::to_string(st.skipped) + " bad lines");
-      auto tf = TokenFile::open(cached);
+      auto tf = TokenFile::open(cached);  // mapped first: another process's eviction cannot take it now
+      evict_over_bound(cache_dir, max_cache_bytes, cache_used, log);
       d->documents_ += tf->header().document_count;
       d->add_segment(tf->tokens(), tf->size());
       d->files_.push_back(std::move(tf));

@@ -4,7 +4,8 @@
 //   .bin             token files written by `titan tokenize` (memory-mapped, no tokenization)
 //   anything else    plain UTF-8 text, the whole file one document
 // Text sources are tokenized once and cached as a token file keyed by the files' path, size and
-// mtime, the tokenizer and the options, so later runs only map the cache.
+// mtime, the tokenizer and the options, so later runs only map the cache (data/token_cache.h: the
+// cache's bound, and the removal of what killed tokenizations left).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -27,9 +28,11 @@ struct DatasetSpec {
   std::string name_or_path = "c4_test";
   std::string text_field = "text";
   bool skip_bad_lines = false;  // skip and count malformed JSON lines instead of failing
+  std::string bad_line_hint;    // the remedy a bad-line error suggests ("": JsonlOptions' default)
   std::string cache_dir;        // "": default_cache_dir(); "none": tokenize in memory every time
   int threads = 0;              // tokenization threads, 0: all
   bool progress = true;         // progress bar for long tokenization jobs
+  uint64_t max_cache_bytes = 0;  // bound of the cache folder; 0: default_cache_max_bytes() (token_cache.h)
 };
 
 struct DatasetInfo {

@@ -1,9 +1,12 @@
 #include "data/jsonl.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "util/strings.h"
 
 namespace titan::data {
 
@@ -50,8 +53,8 @@ void read_jsonl(std::istream& in, const std::string& origin, const JsonlOptions&
     st.bytes += line.size() + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (!parse_jsonl_line(line, opt.field, &text, &why)) {
-      TITAN_CHECK(opt.skip_bad_lines, origin, ":", st.lines, ": ", why,
-                  " (pass --data.skip_bad_lines / --skip-bad-lines to skip such lines)");
+      TITAN_CHECK(opt.skip_bad_lines, origin, ":", st.lines, ": ", why, " (",
+                  opt.bad_line_hint.empty() ? kDefaultBadLineHint : opt.bad_line_hint, ")");
       ++st.skipped;
       continue;
     }
@@ -63,6 +66,10 @@ void read_jsonl(std::istream& in, const std::string& origin, const JsonlOptions&
 
 void read_jsonl_file(const std::string& path, const JsonlOptions& opt,
                      const std::function<void(std::string&& text)>& fn, JsonlStats* stats) {
+  // A folder opens as a stream that reads nothing: say what it is instead of "no documents".
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0)
+    if (const char* why = not_a_file_reason(st.st_mode)) fail(path, ": ", why);
   std::ifstream in(path, std::ios::binary);
   TITAN_CHECK(in.is_open(), path, ": cannot open for reading");
   read_jsonl(in, path, opt, fn, stats);

@@ -10,9 +10,15 @@
 
 namespace titan::data {
 
+// What the error on a bad line suggests, unless the caller knows better (titan tokenize has
+// --skip-bad-lines; a training job has no such option, so the remedy is the line or tokenize).
+inline constexpr const char* kDefaultBadLineHint =
+    "fix or remove the line, or skip bad lines with `titan tokenize --skip-bad-lines` and train on its .bin";
+
 struct JsonlOptions {
   std::string field = "text";
   bool skip_bad_lines = false;
+  std::string bad_line_hint;  // "": kDefaultBadLineHint
 };
 
 struct JsonlStats {

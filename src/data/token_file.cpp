@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "data/token_cache.h"
+#include "util/strings.h"
 
 namespace titan::data {
 
@@ -29,7 +31,7 @@ void encode_header(const TokenFileHeader& h, unsigned char* out) {
 }  // namespace
 
 TokenFileWriter::TokenFileWriter(const std::string& path, uint32_t vocab_size, uint32_t eot_id, uint64_t fp)
-    : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
+    : path_(path), tmp_(path + ".tmp." + host_name() + "." + std::to_string(::getpid())), tmp_guard_(tmp_) {
   TITAN_CHECK(vocab_size > 0, path, ": vocab size must be positive");
   TITAN_CHECK(eot_id == 0xFFFFFFFFu || eot_id < vocab_size, path, ": separator id ", eot_id, " >= vocab size");
   header_.vocab_size = vocab_size;
@@ -99,6 +101,11 @@ std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path) {
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
     fail(path, ": cannot stat: ", std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {  // mmap needs a regular file; a folder would fail there as "No such device"
+    ::close(fd);
+    const char* why = not_a_file_reason(st.st_mode);
+    fail(path, ": ", why ? why : "is not a regular file (a pipe)");
   }
   size_t bytes = size_t(st.st_size);
   if (bytes < kTokenFileHeaderBytes) {

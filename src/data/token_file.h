@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "util/temp_files.h"
+
 namespace titan::data {
 
 struct TokenFileHeader {
@@ -30,7 +32,8 @@ constexpr size_t kTokenFileHeaderBytes = 64;
 
 // Streams ids to `path` through a temporary file in the same folder; close() fills in the header,
 // fsyncs and renames it into place, so a reader never sees a partial file. Destroying an unclosed
-// writer removes the temporary file.
+// writer removes the temporary file, and so does SIGINT or SIGTERM ending the process (see
+// util/temp_files.h); a writer killed otherwise leaves it for the token cache to remove.
 class TokenFileWriter {
  public:
   TokenFileWriter(const std::string& path, uint32_t vocab_size, uint32_t eot_id, uint64_t tokenizer_fingerprint);
@@ -47,7 +50,8 @@ class TokenFileWriter {
 
  private:
   void write_bytes(const void* p, size_t n);
-  std::string path_, tmp_;
+  std::string path_, tmp_;  // tmp_: <path>.tmp.<host>.<pid>, so that a cache can tell whose it is
+  TempFileGuard tmp_guard_;  // removes tmp_ if SIGINT/SIGTERM ends the process meanwhile
   int fd_ = -1;
   TokenFileHeader header_;
   std::vector<uint32_t> buf_;

@@ -12,6 +12,7 @@
 
 #include "io/file_writer.h"
 #include "io/json_util.h"
+#include "util/strings.h"
 
 namespace titan {
 
@@ -86,7 +87,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail(path, ": not a regular file");
+    const char* why = not_a_file_reason(st.st_mode);
+    fail(path, ": ", why ? why : "is not a regular file");
   }
   auto map = std::make_shared<Mapping>();
   map->size = size_t(st.st_size);
@@ -290,12 +292,15 @@ SafetensorsStreamWriter::SafetensorsStreamWriter(const std::string& path, const 
     const SafetensorsSpec& t = *order[i];
     TITAN_CHECK(!t.name.empty() && t.name != "__metadata__", path, ": invalid tensor name ", quote(t.name));
     TITAN_CHECK(i == 0 || order[i - 1]->name != t.name, path, ": tensor name ", quote(t.name), " given twice");
-    int64_t numel = 1;
-    for (int64_t d : t.shape) {
+    for (int64_t d : t.shape)
       TITAN_CHECK(d >= 0, path, ": tensor ", quote(t.name), " has a negative dimension in ", shape_str(t.shape));
-      numel *= d;
+    uint64_t bytes = 0;
+    try {
+      bytes = shape_nbytes(t.shape, t.dtype);
+    } catch (const Error& e) {
+      fail(path, ": tensor ", quote(t.name), ": ", e.what());
     }
-    const uint64_t bytes = uint64_t(numel) * dtype_size(t.dtype);
+    TITAN_CHECK(bytes <= uint64_t(INT64_MAX) - offset, path, ": the tensors need more than 2^63 bytes");
     header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + bytes}}};

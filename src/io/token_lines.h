@@ -1,5 +1,6 @@
 // Token id batches as text: one sequence per line, ids separated by spaces, all lines of equal
-// length (the input of `titan score`). Blank lines are skipped.
+// length (the input of `titan score`). Blank lines are skipped; any other byte than a digit, a space
+// or a tab (a NUL, say) is an error naming the file, the line and the byte.
 #pragma once
 #include <string>
 

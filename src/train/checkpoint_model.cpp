@@ -4,6 +4,7 @@
 
 #include "model/hf_model.h"
 #include "train/checkpoint.h"
+#include "util/numbers.h"
 
 namespace titan {
 
@@ -35,7 +36,10 @@ std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir_in, int
   int64_t step = -1;
   if (exists(dir + "/state.json") && base.rfind("step-", 0) == 0) {
     folder = dir.find('/') == std::string::npos ? "." : dir.substr(0, dir.rfind('/'));
-    step = std::stoll(base.substr(5));
+    const auto n = to_int64(base.substr(5));  // the name as CheckpointManager writes it: step-N
+    TITAN_CHECK(n && *n >= 0 && base == "step-" + std::to_string(*n), dir,
+                ": not a step folder name (step-N, N a step number without leading zeros)");
+    step = *n;
   } else {
     folder = dir;
     auto latest = CheckpointManager(folder, 0).latest_step();

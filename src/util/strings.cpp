@@ -1,14 +1,13 @@
 #include "util/strings.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 
@@ -54,13 +53,40 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
+const char* not_a_file_reason(unsigned mode) {
+  if (S_ISREG(mode) || S_ISFIFO(mode)) return nullptr;
+  if (S_ISDIR(mode)) return "is a directory";
+  if (S_ISCHR(mode)) return "is not a regular file (a character device)";
+  if (S_ISBLK(mode)) return "is not a regular file (a block device)";
+  if (S_ISSOCK(mode)) return "is not a regular file (a socket)";
+  return "is not a regular file";
+}
+
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  TITAN_CHECK(f.good(), path, ": cannot open: ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  TITAN_CHECK(!f.bad(), path, ": read error");
-  return ss.str();
+  // open(2) succeeds on a folder and its read fails only later, which a stream turned into an
+  // empty file: a job file that is a folder ran the default job. Check what the path is first.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  TITAN_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
+  std::string out;
+  try {
+    struct stat st {};
+    TITAN_CHECK(::fstat(fd, &st) == 0, path, ": cannot stat: ", std::strerror(errno));
+    if (const char* why = not_a_file_reason(st.st_mode)) fail(path, ": ", why);
+    if (S_ISREG(st.st_mode)) out.reserve(size_t(st.st_size));
+    char buf[1 << 16];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      TITAN_CHECK(n >= 0, path, ": read error: ", std::strerror(errno));
+      if (n == 0) break;
+      out.append(buf, size_t(n));
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return out;
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {

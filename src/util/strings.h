@@ -11,8 +11,11 @@ size_t edit_distance(std::string_view a, std::string_view b);
 std::string closest_match(std::string_view s, const std::vector<std::string>& candidates);
 std::vector<std::string> split(std::string_view s, char sep);
 std::string trim(std::string_view s);
-// Bytes of a whole file; the error names the file and the reason.
+// Bytes of a whole file; the error names the file and the reason. A folder, a device or a socket
+// is refused ("<path>: is a directory"); a named pipe is read to its end.
 std::string read_file(const std::string& path);
+// Why a file of this st_mode cannot be read as a file ("is a directory", ...), or nullptr.
+const char* not_a_file_reason(unsigned mode);
 // Atomic write: temporary file in the same folder, fsync, rename over `path`, fsync the folder.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 

@@ -26,6 +26,8 @@ grep -q "wrote $tmp/out.bin (3 documents" "$tmp/log" || fail "summary line missi
 printf '{"text": "a"}\n{"text": "b"\n' > "$tmp/bad.jsonl"
 err=$("$titan" tokenize --input "$tmp/bad.jsonl" --output "$tmp/x.bin" --quiet 2>&1) && fail "malformed accepted"
 echo "$err" | grep -q "bad.jsonl:2: malformed JSON" || fail "malformed error: $err"
+echo "$err" | grep -q "(pass --skip-bad-lines to skip such lines)" || fail "hint does not name tokenize's option: $err"
+echo "$err" | grep -q -- "--data\." && fail "hint names a job option that does not exist: $err"
 [ ! -e "$tmp/x.bin" ] || fail "output written despite the error"
 "$titan" tokenize --input "$tmp/bad.jsonl" --output "$tmp/x.bin" --skip-bad-lines --quiet 2>&1 | grep -q "skipped 1 bad lines" || fail "skip"
 printf '{"body": "a"}\n' > "$tmp/nt.jsonl"
