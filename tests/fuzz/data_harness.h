@@ -14,6 +14,7 @@
 #include "data/jsonl.h"
 #include "data/tokenizer.h"
 #include "data/utf8.h"
+#include "io/token_lines.h"
 
 namespace titan::fuzz {
 
@@ -72,6 +73,24 @@ inline void jsonl(std::string_view input) {
     } catch (const Error&) {
       check(!skip, "skip mode never fails on content");
     }
+  }
+}
+
+// Token-id lines (`titan score --tokens`) from arbitrary bytes: either a clear error or a
+// rectangular i64 batch of non-negative ids whose labels are the ids shifted by one.
+inline void token_lines(std::string_view input) {
+  try {
+    Tensor ids = parse_token_lines(std::string(input), "fuzz.txt");
+    check(ids.ndim() == 2 && ids.numel() > 0, "a [B, S] batch");
+    const int64_t* p = ids.data<int64_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) check(p[i] >= 0, "ids are non-negative");
+    Tensor labels = next_token_labels(ids);
+    const int64_t S = ids.dim(1);
+    const int64_t* l = labels.data<int64_t>();
+    for (int64_t b = 0; b < ids.dim(0); ++b)
+      for (int64_t t = 0; t < S; ++t)
+        check(l[b * S + t] == (t + 1 < S ? p[b * S + t + 1] : -100), "labels are the next ids");
+  } catch (const Error&) {
   }
 }
 
