@@ -1,5 +1,6 @@
-// titan cache info|clear [--dir D]: where the token cache is (src/data/token_cache.h), what it
-// holds, and emptying it. Only the cache's own files are listed or removed.
+// titan cache info|clear [--dir D]: where the cache is (token files, src/data/token_cache.h, and
+// the measured MFU peaks, src/train/peak_flops.h), what it holds, and emptying it. Only the
+// cache's own files are listed or removed.
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -10,6 +11,7 @@
 #include "data/dataset.h"
 #include "data/progress.h"
 #include "data/token_cache.h"
+#include "train/peak_flops.h"
 
 namespace titan::cli {
 
@@ -48,8 +50,12 @@ int cmd_cache(const std::vector<std::string>& argv) {
   const std::string dir = args.get("dir", data::default_cache_dir());
   if (pos[0] == "clear") {
     const data::CacheContents r = data::clear_cache(dir);
-    std::printf("removed %zu token files (%s) and %zu temporary files from %s\n", r.files.size(),
-                data::human_bytes(double(r.bytes)).c_str(), r.temps.size(), dir.c_str());
+    std::error_code ec;
+    const bool peaks = std::filesystem::remove(peak_cache_path(dir), ec);
+    TITAN_CHECK(!ec, peak_cache_path(dir), ": cannot remove: ", ec.message());
+    std::printf("removed %zu token files (%s)%s and %zu temporary files from %s\n", r.files.size(),
+                data::human_bytes(double(r.bytes)).c_str(), peaks ? ", the measured MFU peaks" : "", r.temps.size(),
+                dir.c_str());
     return 0;
   }
   const data::CacheContents c = data::list_cache(dir);
@@ -61,6 +67,9 @@ int cmd_cache(const std::vector<std::string>& argv) {
   for (auto it = c.files.rbegin(); it != c.files.rend(); ++it)  // most recently used first
     std::printf("         %-60s %10s  used %s\n", std::filesystem::path(it->path).filename().c_str(),
                 data::human_bytes(double(it->bytes)).c_str(), date(it->mtime_ns).c_str());
+  if (std::filesystem::exists(peak_cache_path(dir)))
+    std::printf("peaks    %s: the measured MFU peaks (titan info --peak)\n",
+                std::filesystem::path(peak_cache_path(dir)).filename().c_str());
   if (!c.temps.empty())
     std::printf("temps    %zu temporary files of tokenizations at work or killed (those of killed ones go on "
                 "the next use of the cache, or with titan cache clear)\n",

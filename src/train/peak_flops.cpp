@@ -169,6 +169,8 @@ double cached_gflops(const nlohmann::json& entries, const std::string& key) {
 
 }  // namespace
 
+std::string peak_cache_path(const std::string& cache_dir) { return (fs::path(cache_dir) / kCacheFile).string(); }
+
 std::string cpu_identity() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   char brand[49] = {};
@@ -352,7 +354,7 @@ PeakFlops mfu_peak(const PeakOptions& opt) {
   const std::string key = cache_key(p.cpu, p.kernel, p.threads, p.cpus);
   const std::string dir = opt.cache_dir.empty() ? data::default_cache_dir() : opt.cache_dir;
   const bool use_cache = dir != "none";
-  const std::string path = use_cache ? (fs::path(dir) / kCacheFile).string() : "";
+  const std::string path = use_cache ? peak_cache_path(dir) : "";
   nlohmann::json entries = use_cache ? read_cache(path, &p.cache_note) : nlohmann::json::object();
   if (!opt.remeasure) {
     if (double g = cached_gflops(entries, key); g > 0) {

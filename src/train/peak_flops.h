@@ -28,7 +28,7 @@
 // ~/.cache/titan, as for token caches), written atomically. An unsteady measurement (a very busy
 // machine) is used for the run but not cached; an unreadable or corrupt file is ignored and
 // rewritten; an unwritable cache dir only means the next run measures again. Deleting the file
-// (or `titan info --peak --remeasure`) re-measures. [metrics] peak_tflops > 0 overrides all of
+// (`titan cache clear`, or `titan info --peak --remeasure`) re-measures. [metrics] peak_tflops > 0 overrides all of
 // this (nothing is measured).
 #pragma once
 #include <functional>
@@ -38,6 +38,9 @@ namespace titan {
 
 // This CPU as a cache key: "<brand string> (family F model M stepping S)".
 std::string cpu_identity();
+
+// The file in a cache folder that holds the measured peaks (`titan cache clear` removes it too).
+std::string peak_cache_path(const std::string& cache_dir);
 
 // The kernel that measures `bf16`'s peak on this CPU: "avx512 fma", "avx512_bf16 vdpbf16ps",
 // "avx2 fma" (bf16 on a CPU without AVX512_BF16 gives the f32 kernel's name).
