@@ -9,12 +9,17 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "train/job_config_fields.h"
 #include "util/strings.h"
 
 namespace titan {
 namespace {
 
-enum class Kind { Int, Double, OptDouble, Bool, String, StringList };
+using job_fields::Check;
+using job_fields::Field;
+using job_fields::fields_of;
+using job_fields::Kind;
+using job_fields::section_names;
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -24,90 +29,9 @@ const char* kind_name(Kind k) {
     case Kind::Bool: return "a boolean (true/false)";
     case Kind::String: return "a string";
     case Kind::StringList: return "an array of strings";
+    case Kind::Enum: return "a string";
   }
   return "?";
-}
-
-// One configurable key: where it lives in JobConfig and how its text is typed.
-struct Field {
-  const char* section;
-  const char* key;
-  Kind kind;
-  void* ptr;
-  std::vector<std::string> choices;  // allowed values of a String key (empty: any)
-};
-
-// The table of every key, bound to one JobConfig instance. Its order is the render order.
-std::vector<Field> fields_of(JobConfig& c) {
-  return {
-      {"job", "dump_folder", Kind::String, &c.job.dump_folder, {}},
-      {"job", "description", Kind::String, &c.job.description, {}},
-      {"model", "name", Kind::String, &c.model.name, {"qwen3", "qwen3_moe"}},
-      {"model", "flavor", Kind::String, &c.model.flavor, {}},
-      {"model", "hf_assets_path", Kind::String, &c.model.hf_assets_path, {}},
-      {"model", "n_layers", Kind::Int, &c.model.n_layers, {}},
-      {"model", "num_experts", Kind::Int, &c.model.num_experts, {}},
-      {"model", "top_k", Kind::Int, &c.model.top_k, {}},
-      {"model", "load_balance_coeff", Kind::Double, &c.model.load_balance_coeff, {}},
-      {"optimizer", "name", Kind::String, &c.optimizer.name, {"AdamW"}},
-      {"optimizer", "lr", Kind::Double, &c.optimizer.lr, {}},
-      {"optimizer", "beta1", Kind::Double, &c.optimizer.beta1, {}},
-      {"optimizer", "beta2", Kind::Double, &c.optimizer.beta2, {}},
-      {"optimizer", "eps", Kind::Double, &c.optimizer.eps, {}},
-      {"optimizer", "weight_decay", Kind::Double, &c.optimizer.weight_decay, {}},
-      {"lr_scheduler", "warmup_steps", Kind::Int, &c.lr_scheduler.warmup_steps, {}},
-      {"lr_scheduler", "decay_ratio", Kind::OptDouble, &c.lr_scheduler.decay_ratio, {}},
-      {"lr_scheduler", "decay_type", Kind::String, &c.lr_scheduler.decay_type, {"linear", "sqrt", "cosine"}},
-      {"lr_scheduler", "min_lr_factor", Kind::Double, &c.lr_scheduler.min_lr_factor, {}},
-      {"training", "local_batch_size", Kind::Int, &c.training.local_batch_size, {}},
-      {"training", "global_batch_size", Kind::Int, &c.training.global_batch_size, {}},
-      {"training", "seq_len", Kind::Int, &c.training.seq_len, {}},
-      {"training", "max_norm", Kind::Double, &c.training.max_norm, {}},
-      {"training", "steps", Kind::Int, &c.training.steps, {}},
-      {"training", "dataset", Kind::String, &c.training.dataset, {}},
-      {"training", "dataset_path", Kind::String, &c.training.dataset_path, {}},
-      {"training", "seed", Kind::Int, &c.training.seed, {}},
-      {"training", "deterministic", Kind::Bool, &c.training.deterministic, {}},
-      {"training", "mixed_precision_param", Kind::String, &c.training.mixed_precision_param,
-       {"float32", "bfloat16"}},
-      {"parallelism", "data_parallel_shard_degree", Kind::Int, &c.parallelism.data_parallel_shard_degree, {}},
-      {"parallelism", "data_parallel_replicate_degree", Kind::Int, &c.parallelism.data_parallel_replicate_degree, {}},
-      {"parallelism", "tensor_parallel_degree", Kind::Int, &c.parallelism.tensor_parallel_degree, {}},
-      {"parallelism", "fsdp_reshard_after_forward", Kind::String, &c.parallelism.fsdp_reshard_after_forward,
-       {"default", "always", "never"}},
-      {"parallelism", "fsdp_prefetch", Kind::Bool, &c.parallelism.fsdp_prefetch, {}},
-      {"parallelism", "pipeline_parallel_degree", Kind::Int, &c.parallelism.pipeline_parallel_degree, {}},
-      {"parallelism", "context_parallel_degree", Kind::Int, &c.parallelism.context_parallel_degree, {}},
-      {"parallelism", "expert_parallel_degree", Kind::Int, &c.parallelism.expert_parallel_degree, {}},
-      {"checkpoint", "enable", Kind::Bool, &c.checkpoint.enable, {}},
-      {"checkpoint", "folder", Kind::String, &c.checkpoint.folder, {}},
-      {"checkpoint", "interval", Kind::Int, &c.checkpoint.interval, {}},
-      {"checkpoint", "initial_load_path", Kind::String, &c.checkpoint.initial_load_path, {}},
-      {"checkpoint", "initial_load_in_hf", Kind::Bool, &c.checkpoint.initial_load_in_hf, {}},
-      {"checkpoint", "last_save_in_hf", Kind::Bool, &c.checkpoint.last_save_in_hf, {}},
-      {"checkpoint", "export_dtype", Kind::String, &c.checkpoint.export_dtype, {"float32", "bfloat16", "float16"}},
-      {"checkpoint", "keep_latest_k", Kind::Int, &c.checkpoint.keep_latest_k, {}},
-      {"checkpoint", "load_step", Kind::Int, &c.checkpoint.load_step, {}},
-      {"activation_checkpoint", "mode", Kind::String, &c.activation_checkpoint.mode, {"none", "selective", "full"}},
-      {"metrics", "log_freq", Kind::Int, &c.metrics.log_freq, {}},
-      {"metrics", "enable_tensorboard", Kind::Bool, &c.metrics.enable_tensorboard, {}},
-      {"metrics", "save_tb_folder", Kind::String, &c.metrics.save_tb_folder, {}},
-      {"metrics", "disable_color_printing", Kind::Bool, &c.metrics.disable_color_printing, {}},
-      {"metrics", "peak_tflops", Kind::Double, &c.metrics.peak_tflops, {}},
-      {"metrics", "perf_warmup_steps", Kind::Int, &c.metrics.perf_warmup_steps, {}},
-      {"kernels", "replace", Kind::StringList, &c.kernels.replace, {}},
-      {"compute", "threads", Kind::Int, &c.compute.threads, {}},
-      {"comm", "init_timeout_seconds", Kind::Int, &c.comm.init_timeout_seconds, {}},
-      {"comm", "train_timeout_seconds", Kind::Int, &c.comm.train_timeout_seconds, {}},
-  };
-}
-
-const std::vector<std::string>& section_names() {
-  static const std::vector<std::string> names = {"job",      "model",      "optimizer",
-                                                 "lr_scheduler", "training", "parallelism",
-                                                 "checkpoint", "activation_checkpoint", "metrics",
-                                                 "kernels",  "compute",    "comm"};
-  return names;
 }
 
 std::vector<std::string> keys_in(std::vector<Field>& fs, const std::string& section) {
@@ -135,13 +59,27 @@ std::string all_dotted_keys_hint(std::vector<Field>& fs, const std::string& dott
   return hint(dotted, all, pre);
 }
 
-void check_choice(const Field& f, const std::string& v, const std::string& where) {
-  if (f.choices.empty()) return;
-  for (auto& c : f.choices)
-    if (c == v) return;
+// Sets an enum key from its spelling; anything else is an error listing the allowed values.
+void set_choice(const Field& f, const std::string& v, const std::string& where) {
+  for (auto& [value, name] : f.choices)
+    if (v == name) {
+      f.set_enum(f.ptr, value);
+      return;
+    }
+  std::vector<std::string> names;
   std::string list;
-  for (auto& c : f.choices) list += (list.empty() ? "" : ", ") + c;
-  fail(where, ": [", f.section, "] ", f.key, " = \"", v, "\" is not one of: ", list, hint(v, f.choices));
+  for (auto& c : f.choices) {
+    names.push_back(c.second);
+    list += (list.empty() ? "" : ", ") + names.back();
+  }
+  fail(where, ": [", f.section, "] ", f.key, " = \"", v, "\" is not one of: ", list, hint(v, names));
+}
+
+const char* choice_name(const Field& f) {
+  const int v = f.get_enum(f.ptr);
+  for (auto& [value, name] : f.choices)
+    if (value == v) return name;
+  return "?";  // a value the key does not allow (set in code, not parsed): validate() names it
 }
 
 // ---- TOML file values ----
@@ -183,8 +121,11 @@ void set_from_toml(const Field& f, const toml::node& n, const std::string& where
       break;
     case Kind::String:
       if (!n.is_string()) bad();
-      check_choice(f, n.as_string()->get(), where);
       *static_cast<std::string*>(f.ptr) = n.as_string()->get();
+      break;
+    case Kind::Enum:
+      if (!n.is_string()) bad();
+      set_choice(f, n.as_string()->get(), where);
       break;
     case Kind::StringList: {
       if (!n.is_array()) bad();
@@ -237,8 +178,10 @@ void set_from_text(const Field& f, const std::string& v, const std::string& opt)
       else bad();
       break;
     case Kind::String:
-      check_choice(f, v, "option --" + opt);
       *static_cast<std::string*>(f.ptr) = v;
+      break;
+    case Kind::Enum:
+      set_choice(f, v, "option --" + opt);
       break;
     case Kind::StringList: {
       // Comma-separated (a=b,c=d), or a TOML array as in a job file (["a=b", "c=d"]); an empty
@@ -306,6 +249,7 @@ std::string value_text(const Field& f) {
     case Kind::OptDouble: return float_text(**static_cast<std::optional<double>*>(f.ptr));
     case Kind::Bool: return *static_cast<bool*>(f.ptr) ? "true" : "false";
     case Kind::String: return quote(*static_cast<std::string*>(f.ptr));
+    case Kind::Enum: return quote(choice_name(f));
     case Kind::StringList: {
       std::string o = "[";
       auto& v = *static_cast<std::vector<std::string>*>(f.ptr);
@@ -340,7 +284,34 @@ void require(bool ok, const std::string& origin, const char* section, const char
   if (!ok) fail(origin, ": [", section, "] ", key, " ", what);
 }
 
+// The checks next to one field's definition (job_config_fields.cpp).
+void check_field(const Field& f, const std::string& o) {
+  for (const Check& c : f.checks) {
+    bool ok = true;
+    switch (f.kind) {
+      case Kind::Int: ok = c.on_int(*static_cast<const int64_t*>(f.ptr)); break;
+      case Kind::Double: ok = c.on_double(*static_cast<const double*>(f.ptr)); break;
+      case Kind::OptDouble: {
+        const auto& v = *static_cast<const std::optional<double>*>(f.ptr);
+        ok = !v || c.on_double(*v);
+        break;
+      }
+      case Kind::String: ok = c.on_text(*static_cast<const std::string*>(f.ptr)); break;
+      default: break;
+    }
+    if (ok) continue;
+    if (c.names_value) fail(o, ": [", f.section, "] ", f.key, " = ", value_text(f), " ", c.what);
+    fail(o, ": [", f.section, "] ", f.key, " ", c.what);
+  }
+  if (f.kind == Kind::Enum && std::string(choice_name(f)) == "?") {  // set in code, never parsed
+    std::string list;
+    for (auto& c : f.choices) list += (list.empty() ? "" : ", ") + std::string(c.second);
+    fail(o, ": [", f.section, "] ", f.key, " = \"", f.enum_name(f.get_enum(f.ptr)), "\" is not one of: ", list);
+  }
+}
+
 }  // namespace
+
 
 void apply_toml(JobConfig& cfg, const std::string& text, const std::string& origin) {
   toml::table root;
@@ -427,43 +398,13 @@ JobConfig parse_job_command_line(const std::vector<std::string>& args) {
 }
 
 void JobConfig::validate(const std::string& o) const {
-  JobConfig copy = *this;
-  for (auto& f : fields_of(copy))
-    if (f.kind == Kind::String) check_choice(f, *static_cast<std::string*>(f.ptr), o);
+  JobConfig copy = *this;  // fields_of binds mutable pointers; nothing is written through them
+  for (const Field& f : fields_of(copy)) check_field(f, o);
 
-  require(model.n_layers == -1 || model.n_layers >= 1, o, "model", "n_layers", "must be -1 (flavor's) or >= 1");
-  require(model.num_experts == -1 || model.num_experts >= 1, o, "model", "num_experts", "must be -1 or >= 1");
-  require(model.top_k == -1 || model.top_k >= 1, o, "model", "top_k", "must be -1 or >= 1");
-  require(model.load_balance_coeff >= 0 && std::isfinite(model.load_balance_coeff), o, "model", "load_balance_coeff",
-          "must be >= 0 (0 = off)");
+  // Checks across keys.
+  using namespace job_limits;
   require(!model.flavor.empty() || !model.hf_assets_path.empty(), o, "model", "flavor",
           "is empty and no [model] hf_assets_path is given");
-
-  require(optimizer.lr > 0 && std::isfinite(optimizer.lr), o, "optimizer", "lr", "must be a positive number");
-  require(optimizer.beta1 >= 0 && optimizer.beta1 < 1, o, "optimizer", "beta1", "must be in [0, 1)");
-  require(optimizer.beta2 >= 0 && optimizer.beta2 < 1, o, "optimizer", "beta2", "must be in [0, 1)");
-  require(optimizer.eps > 0, o, "optimizer", "eps", "must be > 0");
-  require(optimizer.weight_decay >= 0, o, "optimizer", "weight_decay", "must be >= 0");
-
-  require(lr_scheduler.warmup_steps >= 0, o, "lr_scheduler", "warmup_steps", "must be >= 0");
-  require(lr_scheduler.warmup_steps <= job_limits::kMaxSteps, o, "lr_scheduler", "warmup_steps",
-          "must be <= " + std::to_string(job_limits::kMaxSteps) + " (2^40, as [training] steps)");
-  require(!lr_scheduler.decay_ratio || (*lr_scheduler.decay_ratio >= 0 && *lr_scheduler.decay_ratio <= 1), o,
-          "lr_scheduler", "decay_ratio", "must be in [0, 1]");
-  require(lr_scheduler.min_lr_factor >= 0 && lr_scheduler.min_lr_factor <= 1, o, "lr_scheduler", "min_lr_factor",
-          "must be in [0, 1]");
-
-  using namespace job_limits;
-  require(training.local_batch_size >= 1, o, "training", "local_batch_size", "must be >= 1");
-  require(training.local_batch_size <= kMaxLocalBatch, o, "training", "local_batch_size",
-          "must be <= " + std::to_string(kMaxLocalBatch) + " (sequences per rank and micro-batch)");
-  require(training.global_batch_size == -1 || training.global_batch_size >= 1, o, "training", "global_batch_size",
-          "must be -1 or >= 1");
-  require(training.global_batch_size <= kMaxGlobalBatch, o, "training", "global_batch_size",
-          "must be <= " + std::to_string(kMaxGlobalBatch) + " (sequences per optimizer step)");
-  require(training.seq_len >= 1, o, "training", "seq_len", "must be >= 1");
-  require(training.seq_len <= kMaxSeqLen, o, "training", "seq_len",
-          "must be <= " + std::to_string(kMaxSeqLen) + " (longer than any model's context)");
   // Both factors are bounded above, so these products cannot overflow.
   TITAN_CHECK(training.local_batch_size * training.seq_len <= kMaxMicroTokens, o,
               ": [training] local_batch_size x seq_len = ", training.local_batch_size * training.seq_len,
@@ -471,64 +412,23 @@ void JobConfig::validate(const std::string& o) const {
   TITAN_CHECK(training.global_batch_size * training.seq_len <= kMaxStepTokens, o,
               ": [training] global_batch_size x seq_len = ", training.global_batch_size * training.seq_len,
               " tokens per step exceeds ", kMaxStepTokens);
-  require(training.max_norm > 0, o, "training", "max_norm", "must be > 0");
-  require(training.steps >= 1, o, "training", "steps", "must be >= 1");
-  require(training.steps <= kMaxSteps, o, "training", "steps",
-          "must be <= " + std::to_string(kMaxSteps) + " (2^40: step counters stay exact in the lr schedule)");
-  require(!training.dataset.empty(), o, "training", "dataset", "must not be empty");
-
-  // Parallelism: data parallelism over MPI ranks (src/dist); the other degrees are not built yet.
-  require(parallelism.data_parallel_shard_degree == -1 || parallelism.data_parallel_shard_degree >= 1, o,
-          "parallelism", "data_parallel_shard_degree", "must be -1 (all remaining ranks) or >= 1");
-  require(parallelism.data_parallel_shard_degree <= kMaxRanks, o, "parallelism", "data_parallel_shard_degree",
-          "must be <= " + std::to_string(kMaxRanks) + " ranks");
-  require(parallelism.data_parallel_replicate_degree >= 1, o, "parallelism", "data_parallel_replicate_degree",
-          "must be >= 1");
-  require(parallelism.data_parallel_replicate_degree <= kMaxRanks, o, "parallelism",
-          "data_parallel_replicate_degree", "must be <= " + std::to_string(kMaxRanks) + " ranks");
   TITAN_CHECK(parallelism.data_parallel_shard_degree * parallelism.data_parallel_replicate_degree <= kMaxRanks, o,
               ": [parallelism] data_parallel_shard_degree x data_parallel_replicate_degree = ",
               parallelism.data_parallel_shard_degree * parallelism.data_parallel_replicate_degree, " exceeds ",
               kMaxRanks, " ranks");
-  auto not_impl = [&](const char* key, int64_t v, bool allow_minus1) {
-    bool ok = v == 1 || (allow_minus1 && v == -1);
-    if (!ok)
-      fail(o, ": [parallelism] ", key, " = ", v, " is not implemented yet (only 1", allow_minus1 ? " or -1" : "",
-           " is supported in this build)");
-  };
-  not_impl("tensor_parallel_degree", parallelism.tensor_parallel_degree, false);
-  not_impl("pipeline_parallel_degree", parallelism.pipeline_parallel_degree, false);
-  not_impl("context_parallel_degree", parallelism.context_parallel_degree, false);
-  not_impl("expert_parallel_degree", parallelism.expert_parallel_degree, false);
   // The global batch must split into local batches; the data-parallel degree may depend on the
   // world size (-1), so the trainer checks divisibility by local x dp once the world is known.
   TITAN_CHECK(training.global_batch_size == -1 || training.global_batch_size % training.local_batch_size == 0, o,
               ": [training] global_batch_size = ", training.global_batch_size,
               " is not a multiple of local_batch_size = ", training.local_batch_size);
   if (parallelism.data_parallel_shard_degree != -1) grad_accumulation_steps(1);
-
-  require(checkpoint.interval >= 1, o, "checkpoint", "interval", "must be >= 1");
-  require(checkpoint.keep_latest_k >= 0, o, "checkpoint", "keep_latest_k", "must be >= 0 (0 keeps all)");
-  require(checkpoint.load_step >= -1, o, "checkpoint", "load_step", "must be -1 (latest) or a step >= 0");
   require(!checkpoint.initial_load_in_hf || !checkpoint.initial_load_path.empty(), o, "checkpoint",
           "initial_load_in_hf", "is true but [checkpoint] initial_load_path is empty");
-
-  require(metrics.log_freq >= 1, o, "metrics", "log_freq", "must be >= 1");
-  require(metrics.peak_tflops >= 0, o, "metrics", "peak_tflops", "must be >= 0 (0 = measured on this machine)");
-  require(metrics.perf_warmup_steps >= 0, o, "metrics", "perf_warmup_steps", "must be >= 0");
-
   for (auto& r : kernels.replace) {
     size_t eq = r.find('=');
     require(eq != std::string::npos && eq > 0 && eq + 1 < r.size(), o, "kernels", "replace",
             "entry \"" + r + "\" is not of the form \"pattern=kernel\"");
   }
-  require(compute.threads >= 0, o, "compute", "threads", "must be >= 0 (0 = leave as is)");
-  require(compute.threads <= kMaxThreads, o, "compute", "threads",
-          "must be <= " + std::to_string(kMaxThreads) +
-              " (0 = leave as is; more threads than the machine has only slow a run down, and far more crash the "
-              "OpenMP runtime)");
-  require(comm.init_timeout_seconds > 0, o, "comm", "init_timeout_seconds", "must be > 0 (seconds)");
-  require(comm.train_timeout_seconds > 0, o, "comm", "train_timeout_seconds", "must be > 0 (seconds)");
 }
 
 int64_t JobConfig::data_parallel_degree(int64_t world_size) const {
@@ -604,6 +504,57 @@ std::vector<std::string> job_config_keys() {
   std::vector<std::string> out;
   for (auto& f : fields_of(c)) out.push_back(std::string(f.section) + "." + f.key);
   return out;
+}
+
+std::vector<JobConfigKeyInfo> job_config_key_info() {
+  JobConfig defaults;
+  std::vector<JobConfigKeyInfo> out;
+  for (const Field& f : fields_of(defaults)) {
+    JobConfigKeyInfo k;
+    k.section = f.section;
+    k.key = f.key;
+    switch (f.kind) {
+      case Kind::Int: k.type = "integer"; break;
+      case Kind::Double: k.type = "number"; break;
+      case Kind::OptDouble: k.type = "number, optional"; break;
+      case Kind::Bool: k.type = "boolean"; break;
+      case Kind::String: k.type = "string"; break;
+      case Kind::StringList: k.type = "array of strings"; break;
+      case Kind::Enum: k.type = "string"; break;
+    }
+    const bool unset = f.kind == Kind::OptDouble && !static_cast<std::optional<double>*>(f.ptr)->has_value();
+    k.default_value = unset ? "unset" : value_text(f);
+    for (auto& c : f.choices) k.allowed.push_back(c.second);
+    if (f.known_values) k.known = f.known_values();
+    k.doc = f.doc ? f.doc : "";
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+std::string job_config_help() {
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  std::ostringstream os;
+  os << "titan train job config: TOML sections and keys (torchtitan's). Every key is also an override,\n"
+        "--section.key VALUE or --section.key=VALUE, applied after --config FILE in the order given.\n"
+        "Per key: its default, its type and allowed values, then what it sets.\n";
+  const auto keys = job_config_key_info();
+  for (const auto& sec : section_names()) {
+    os << "\n[" << sec << "]\n";
+    for (const auto& k : keys) {
+      if (k.section != sec) continue;
+      os << "  " << k.key << " = " << k.default_value << "  (";
+      if (!k.allowed.empty()) os << "one of: " << join(k.allowed);
+      else os << k.type;
+      if (!k.known.empty()) os << "; known: " << join(k.known);
+      os << ")\n      " << k.doc << "\n";
+    }
+  }
+  return os.str();
 }
 
 }  // namespace titan

@@ -4,6 +4,11 @@
 // file (or option), the key and the expected type. render_toml() writes the effective config back
 // (the copy kept in the dump folder).
 //
+// Every key is one row of the field table (job_config_fields.cpp): its member here, its type (from
+// the member's type; keys with a fixed set of values are enums), its allowed values, a one-line
+// doc and the checks of its value on its own. Parsing, rendering, validate() and
+// `titan train --help-config` all read that table; defaults are the member initializers below.
+//
 // Defaults follow torchtitan except where this CPU-first system differs on purpose (each noted
 // next to the field).
 #pragma once
@@ -11,9 +16,72 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace titan {
+
+// Keys with a fixed set of values are enums. Job files and overrides spell the values as
+// torchtitan does (OptionNames<E>); this table is the only place those spellings are parsed.
+enum class ModelName { Qwen3, Qwen3Moe };
+enum class OptimizerName { AdamW };
+enum class DecayType { Linear, Sqrt, Cosine };
+enum class ReshardAfterForward { Default, Always, Never };
+enum class ActivationCheckpointMode { None, Selective, Full };
+
+template <class E>
+struct OptionNames;  // static constexpr std::pair<E, const char*> values[]: every value, in order
+template <>
+struct OptionNames<ModelName> {
+  static constexpr std::pair<ModelName, const char*> values[] = {{ModelName::Qwen3, "qwen3"},
+                                                                 {ModelName::Qwen3Moe, "qwen3_moe"}};
+};
+template <>
+struct OptionNames<OptimizerName> {
+  static constexpr std::pair<OptimizerName, const char*> values[] = {{OptimizerName::AdamW, "AdamW"}};
+};
+template <>
+struct OptionNames<DecayType> {
+  static constexpr std::pair<DecayType, const char*> values[] = {
+      {DecayType::Linear, "linear"}, {DecayType::Sqrt, "sqrt"}, {DecayType::Cosine, "cosine"}};
+};
+template <>
+struct OptionNames<ReshardAfterForward> {
+  static constexpr std::pair<ReshardAfterForward, const char*> values[] = {{ReshardAfterForward::Default, "default"},
+                                                                           {ReshardAfterForward::Always, "always"},
+                                                                           {ReshardAfterForward::Never, "never"}};
+};
+template <>
+struct OptionNames<ActivationCheckpointMode> {
+  static constexpr std::pair<ActivationCheckpointMode, const char*> values[] = {
+      {ActivationCheckpointMode::None, "none"},
+      {ActivationCheckpointMode::Selective, "selective"},
+      {ActivationCheckpointMode::Full, "full"}};
+};
+// Floating dtypes by torch's names; a key may allow a subset (its field's allowed values).
+template <>
+struct OptionNames<DType> {
+  static constexpr std::pair<DType, const char*> values[] = {
+      {DType::F32, "float32"}, {DType::BF16, "bfloat16"}, {DType::F16, "float16"}};
+};
+
+// The spelling of `v` ("?" for a value without one).
+template <class E>
+const char* option_name(E v) {
+  for (const auto& [e, name] : OptionNames<E>::values)
+    if (e == v) return name;
+  return "?";
+}
+// The value spelled `s`, if any (exact, case-sensitive).
+template <class E>
+std::optional<E> parse_option(std::string_view s) {
+  for (const auto& [e, name] : OptionNames<E>::values)
+    if (s == name) return e;
+  return std::nullopt;
+}
 
 struct JobSection {
   std::string dump_folder = "./outputs";
@@ -21,7 +89,7 @@ struct JobSection {
 };
 
 struct ModelSection {
-  std::string name = "qwen3";  // qwen3 | qwen3_moe
+  ModelName name = ModelName::Qwen3;
   std::string flavor = "debugmodel";
   std::string hf_assets_path;  // HF folder: config.json + tokenizer (+ weights); "" = none
   // Flavor-field overrides for experiments; -1 keeps the flavor's value. num_experts / top_k are
@@ -35,7 +103,7 @@ struct ModelSection {
 };
 
 struct OptimizerSection {
-  std::string name = "AdamW";
+  OptimizerName name = OptimizerName::AdamW;
   double lr = 8e-4;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -46,7 +114,7 @@ struct OptimizerSection {
 struct LrSchedulerSection {
   int64_t warmup_steps = 200;
   std::optional<double> decay_ratio;  // unset: decay over all steps after warm-up
-  std::string decay_type = "linear";  // linear | sqrt | cosine
+  DecayType decay_type = DecayType::Linear;
   double min_lr_factor = 0.0;
 };
 
@@ -61,7 +129,7 @@ struct TrainingSection {
   int64_t seed = 0;  // torchtitan: unset (random); a fixed default keeps runs reproducible
   bool deterministic = false;
   // torchtitan: bfloat16. Here f32 stays the default until bf16 mixed precision measures better.
-  std::string mixed_precision_param = "float32";  // float32 | bfloat16
+  DType mixed_precision_param = DType::F32;  // float32 | bfloat16
 };
 
 struct ParallelismSection {
@@ -74,7 +142,7 @@ struct ParallelismSection {
   // Sharded data parallelism (dist/fsdp.h): free a layer's gathered parameters after its forward
   // and gather them again for backward ("default" = "always", as torchtitan without pipeline
   // parallelism), or keep them until the backward ("never": less communication, more memory).
-  std::string fsdp_reshard_after_forward = "default";  // default | always | never
+  ReshardAfterForward fsdp_reshard_after_forward = ReshardAfterForward::Default;
   bool fsdp_prefetch = true;  // gather the next layer on a communication thread during compute
 };
 
@@ -85,7 +153,7 @@ struct CheckpointSection {
   std::string initial_load_path;
   bool initial_load_in_hf = false;
   bool last_save_in_hf = false;
-  std::string export_dtype = "float32";  // float32 | bfloat16 | float16
+  DType export_dtype = DType::F32;  // float32 | bfloat16 | float16
   int64_t keep_latest_k = 10;            // 0 keeps all
   int64_t load_step = -1;                // -1: resume from the latest checkpoint
 };
@@ -93,7 +161,7 @@ struct CheckpointSection {
 struct ActivationCheckpointSection {
   // torchtitan: selective. Here none: recomputation trades compute for memory, and on the CPU
   // memory is rarely the limit for the default model.
-  std::string mode = "none";  // none | selective | full
+  ActivationCheckpointMode mode = ActivationCheckpointMode::None;
 };
 
 struct MetricsSection {
@@ -157,8 +225,9 @@ struct JobConfig {
   ComputeSection compute;
   CommSection comm;
 
-  // Range and consistency checks (enum values, positive sizes, parallel degrees that are not
-  // implemented yet). `origin` names the source in the error (a file or "command line").
+  // Each key's own checks (the field table: ranges, allowed values, parallel degrees that are not
+  // implemented yet), then the checks across keys. `origin` names the source in the error (a file
+  // or "command line").
   void validate(const std::string& origin) const;
 
   // Data-parallel degree implied by the config for a world of `world_size` ranks.
@@ -206,5 +275,18 @@ std::map<std::string, std::string> trajectory_config(const JobConfig& cfg, int64
 
 // All known "section.key" names (for help text and suggestions).
 std::vector<std::string> job_config_keys();
+
+// One key as the field table describes it (train/job_config_fields.cpp).
+struct JobConfigKeyInfo {
+  std::string section, key;
+  std::string type;           // integer, number, "number, optional", boolean, string, array of strings
+  std::string default_value;  // as render_toml writes it; "unset" for an unset optional
+  std::vector<std::string> allowed;  // a key with a fixed set of values: all of them
+  std::vector<std::string> known;    // values checked where they are used (model flavors, datasets)
+  std::string doc;                   // one line
+};
+std::vector<JobConfigKeyInfo> job_config_key_info();
+// `titan train --help-config`: every section and key with default, type, allowed values and doc.
+std::string job_config_help();
 
 }  // namespace titan

@@ -8,10 +8,10 @@
 namespace titan {
 
 DecayType parse_decay_type(const std::string& s) {
-  if (s == "linear") return DecayType::Linear;
-  if (s == "sqrt") return DecayType::Sqrt;
-  if (s == "cosine") return DecayType::Cosine;
-  fail("[lr_scheduler] decay_type \"", s, "\" is not one of: linear, sqrt, cosine");
+  if (auto d = parse_option<DecayType>(s)) return *d;
+  std::string list;
+  for (const auto& [d, name] : OptionNames<DecayType>::values) list += (list.empty() ? "" : ", ") + std::string(name);
+  fail("[lr_scheduler] decay_type \"", s, "\" is not one of: ", list);
 }
 
 LrSchedule::LrSchedule(double base_lr, int64_t steps, int64_t warmup, std::optional<double> decay_ratio,
@@ -48,7 +48,7 @@ double LrSchedule::factor(int64_t i) const {
 
 LrSchedule make_lr_schedule(const JobConfig& c) {
   return LrSchedule(c.optimizer.lr, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_ratio,
-                    parse_decay_type(c.lr_scheduler.decay_type), c.lr_scheduler.min_lr_factor);
+                    c.lr_scheduler.decay_type, c.lr_scheduler.min_lr_factor);
 }
 
 }  // namespace titan

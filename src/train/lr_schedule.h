@@ -15,12 +15,12 @@
 #include <optional>
 #include <string>
 
+#include "train/job_config.h"  // DecayType
+
 namespace titan {
 
-struct JobConfig;
-
-enum class DecayType { Linear, Sqrt, Cosine };
-DecayType parse_decay_type(const std::string& s);  // linear | sqrt | cosine, error otherwise
+// linear | sqrt | cosine ([lr_scheduler] decay_type's spellings), error otherwise.
+DecayType parse_decay_type(const std::string& s);
 
 class LrSchedule {
  public:

@@ -12,7 +12,7 @@ namespace {
 
 dist::Fsdp::Options fsdp_options(const JobConfig& cfg) {
   dist::Fsdp::Options o;
-  o.reshard_after_forward = cfg.parallelism.fsdp_reshard_after_forward != "never";
+  o.reshard_after_forward = cfg.parallelism.fsdp_reshard_after_forward != ReshardAfterForward::Never;
   o.prefetch = cfg.parallelism.fsdp_prefetch;
   return o;
 }

@@ -41,11 +41,13 @@ std::string dp_mode_text(int64_t replicate, int64_t world) {
          " replicas";
 }
 
-DType export_dtype(const std::string& s) {
-  DType d;
-  TITAN_CHECK(parse_dtype(s, &d) && d != DType::I32 && d != DType::I64, "[checkpoint] export_dtype must be float32, ",
-              "bfloat16 or float16, got '", s, "'");
-  return d;
+Checkpointing model_checkpointing(ActivationCheckpointMode m) {
+  switch (m) {
+    case ActivationCheckpointMode::None: return Checkpointing::None;
+    case ActivationCheckpointMode::Selective: return Checkpointing::Selective;
+    case ActivationCheckpointMode::Full: return Checkpointing::Full;
+  }
+  return Checkpointing::None;
 }
 
 }  // namespace
@@ -63,9 +65,7 @@ ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>
   }
   // [model] name: "qwen3" runs whatever the flavor / config.json is (torchtitan's qwen3 family has
   // the MoE flavors too); "qwen3_moe" additionally insists on a mixture-of-experts model.
-  TITAN_CHECK(cfg.model.name == "qwen3" || cfg.model.name == "qwen3_moe", "[model] name '", cfg.model.name,
-              "' is not supported (qwen3 or qwen3_moe)");
-  TITAN_CHECK(cfg.model.name != "qwen3_moe" || mc.is_moe(), "[model] name is qwen3_moe but the model (",
+  TITAN_CHECK(cfg.model.name != ModelName::Qwen3Moe || mc.is_moe(), "[model] name is qwen3_moe but the model (",
               mc.flavor.empty() ? std::string("config.json") : "flavor " + mc.flavor, ") is a dense qwen3");
   TITAN_CHECK(mc.is_moe() || (cfg.model.num_experts < 0 && cfg.model.top_k < 0),
               "[model] num_experts / top_k apply to qwen3_moe models only");
@@ -111,9 +111,9 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
   Qwen3Model& model = state->model();
   const ModelConfig& mc = model.config();
   const bool loaded = state->loaded_weights();
-  const bool bf16 = cfg.training.mixed_precision_param == "bfloat16";
-  model.set_compute_dtype(bf16 ? DType::BF16 : DType::F32);
-  model.set_checkpointing(parse_checkpointing(cfg.activation_checkpoint.mode));
+  const bool bf16 = cfg.training.mixed_precision_param == DType::BF16;
+  model.set_compute_dtype(cfg.training.mixed_precision_param);
+  model.set_checkpointing(model_checkpointing(cfg.activation_checkpoint.mode));
 
   if (!cfg.kernels.replace.empty()) {
     // The kernel path: swap module kernels by name pattern, one log line per replaced module.
@@ -141,8 +141,7 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
                bf16 ? "bf16 matmuls, f32 master weights" : "f32");
 
   TrainData data(cfg, mc);
-  LrSchedule sched(cfg.optimizer.lr, cfg.training.steps, cfg.lr_scheduler.warmup_steps, cfg.lr_scheduler.decay_ratio,
-                   parse_decay_type(cfg.lr_scheduler.decay_type), cfg.lr_scheduler.min_lr_factor);
+  const LrSchedule sched = make_lr_schedule(cfg);
 
   // The model's own config.json travels with each checkpoint, so export and verification need
   // nothing but the checkpoint folder (and a resume checks it).
@@ -307,7 +306,7 @@ TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
   // Collective (a sharded state gathers one unit at a time); rank 0 writes.
   if (cfg.checkpoint.last_save_in_hf && !result.stopped_by_signal) {
     HfExportOptions eo;
-    eo.dtype = export_dtype(cfg.checkpoint.export_dtype);
+    eo.dtype = cfg.checkpoint.export_dtype;
     eo.tokenizer_dir = data.tokenizer_dir();
     result.hf_export = cfg.checkpoint_folder() + "/step-" + std::to_string(result.last_step) + "-hf";
     dist::ScopedTimeout none(comm, 0);  // ranks wait while rank 0 writes each unit

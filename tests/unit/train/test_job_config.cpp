@@ -23,7 +23,7 @@ std::string write_temp(const std::string& name, const std::string& text) {
 
 TEST(JobConfig, DefaultsAreTorchtitansAndValid) {
   JobConfig c;
-  EXPECT_EQ(c.optimizer.name, "AdamW");
+  EXPECT_EQ(c.optimizer.name, OptimizerName::AdamW);
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 8e-4);
   EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.95);
   EXPECT_EQ(c.lr_scheduler.warmup_steps, 200);
@@ -79,10 +79,10 @@ threads = 2
   EXPECT_EQ(c.lr_scheduler.warmup_steps, 7);
   ASSERT_TRUE(c.lr_scheduler.decay_ratio.has_value());
   EXPECT_DOUBLE_EQ(*c.lr_scheduler.decay_ratio, 0.25);
-  EXPECT_EQ(c.lr_scheduler.decay_type, "cosine");
+  EXPECT_EQ(c.lr_scheduler.decay_type, DecayType::Cosine);
   EXPECT_TRUE(c.training.deterministic);
-  EXPECT_EQ(c.training.mixed_precision_param, "bfloat16");
-  EXPECT_EQ(c.activation_checkpoint.mode, "full");
+  EXPECT_EQ(c.training.mixed_precision_param, DType::BF16);
+  EXPECT_EQ(c.activation_checkpoint.mode, ActivationCheckpointMode::Full);
   ASSERT_EQ(c.kernels.replace.size(), 2u);
   EXPECT_EQ(c.kernels.replace[1], "*.self_attn=flash");
   EXPECT_EQ(c.compute.threads, 2);
@@ -275,7 +275,7 @@ TEST(JobConfig, RecipesParse) {
   EXPECT_EQ(h1.parallelism.data_parallel_shard_degree, 1);
   JobConfig m = load_job_config_file(dir + "qwen3_30b_a3b_4layer_moe.toml");
   EXPECT_NO_THROW(m.validate("qwen3_30b_a3b_4layer_moe.toml"));
-  EXPECT_EQ(m.model.name, "qwen3_moe");
+  EXPECT_EQ(m.model.name, ModelName::Qwen3Moe);
   EXPECT_EQ(m.model.flavor, "30B-A3B");
   EXPECT_EQ(m.model.n_layers, 4);
   EXPECT_EQ(m.model.num_experts, 64);

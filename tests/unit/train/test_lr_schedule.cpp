@@ -76,7 +76,7 @@ TEST(LrSchedule, FromJobConfig) {
   c.optimizer.lr = 2.0;
   c.training.steps = 10;
   c.lr_scheduler.warmup_steps = 2;
-  c.lr_scheduler.decay_type = "cosine";
+  c.lr_scheduler.decay_type = DecayType::Cosine;
   c.lr_scheduler.min_lr_factor = 0.5;
   LrSchedule s = make_lr_schedule(c);
   EXPECT_DOUBLE_EQ(s.lr_at_step(1), 1.0);

@@ -100,7 +100,7 @@ TEST(Trainer, HfExportReloadsAndStartsFarBelowRandom) {
   JobConfig pre = small_job(a, 30);
   pre.checkpoint.interval = 1000;
   pre.checkpoint.last_save_in_hf = true;
-  pre.checkpoint.export_dtype = "float32";
+  pre.checkpoint.export_dtype = DType::F32;
   TrainResult r = run_training(pre);
   ASSERT_FALSE(r.hf_export.empty());
   ASSERT_TRUE(fs::exists(r.hf_export + "/model.safetensors"));
@@ -189,7 +189,7 @@ TEST(Trainer, RaisingStepsExtendsARunAndOtherChangesAreNamedKeyByKey) {
   bad.training.steps = 6;
   bad.optimizer.lr = 1e-4;
   bad.training.seq_len = 64;
-  bad.lr_scheduler.decay_type = "cosine";
+  bad.lr_scheduler.decay_type = DecayType::Cosine;
   bad.metrics.log_freq = 5;  // not a trajectory key: not named
   std::string e = error_of_run(bad);
   EXPECT_NE(e.find(d + "/checkpoint/step-3: "), std::string::npos) << e;
@@ -210,7 +210,7 @@ TEST(Trainer, RaisingStepsExtendsARunAndOtherChangesAreNamedKeyByKey) {
   c6.checkpoint.keep_latest_k = 2;
   c6.comm.train_timeout_seconds = 7;
   c6.comm.init_timeout_seconds = 9;
-  c6.activation_checkpoint.mode = "selective";  // identical gradients, less memory
+  c6.activation_checkpoint.mode = ActivationCheckpointMode::Selective;  // identical gradients, less memory
   c6.compute.threads = 1;
   c6.training.local_batch_size = 1;  // the same global batch of 2 as 2 micro-batches of 1
   c6.training.global_batch_size = 2;
