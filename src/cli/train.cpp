@@ -1,5 +1,6 @@
 // titan train: the training entry point. `--config FILE` (or --job.config_file) plus
-// `--section.key value` overrides; see recipes/ and src/train/job_config.h.
+// `--section.key value` overrides; see recipes/ and src/train/job_config.h. `--help-config` lists
+// every section and key (type, default, allowed values, doc) and exits.
 #include <cstdio>
 
 #include "cli/command.h"
@@ -10,6 +11,11 @@
 namespace titan::cli {
 
 static int cmd_train(const std::vector<std::string>& args) {
+  for (const std::string& a : args)
+    if (a == "--help-config") {
+      std::fputs(job_config_help().c_str(), stdout);
+      return 0;
+    }
   // Under mpirun (or TITAN_COMM=mpi) every rank runs this; alone, one process (LocalComm).
   std::unique_ptr<dist::Comm> comm = dist::make_comm();
   try {
