@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "dist/flat_params.h"
+#include "dist/grad_clip.h"
 
 namespace titan::dist {
 
@@ -361,21 +362,15 @@ double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& 
     replicate_->all_reduce(g_.data<float>(), shard_, ReduceOp::Sum);
     comm_seconds_ += now_seconds() - t0;
   }
-  // Sum of squares of my shard in double, in element order; the ranks' sums in rank order.
-  float* g = g_.data<float>();
-  double ss = 0;
-  for (int64_t i = 0; i < shard_; ++i) ss += double(g[i]) * double(g[i]);
-  const double t0 = now_seconds();
-  const double norm = std::sqrt(comm_.all_reduce_sum(ss));
-  comm_seconds_ += now_seconds() - t0;
+  // The clipping of the whole-tensor path (dist/grad_clip.h) on my shard; the global sum of
+  // squares is the ranks' sums added in rank order.
+  const double norm = clip_grad_norm({{g_.data<float>(), shard_}}, max_norm, [this](double ss) {
+    const double t0 = now_seconds();
+    const double total = comm_.all_reduce_sum(ss);
+    comm_seconds_ += now_seconds() - t0;
+    return total;
+  });
   if (!std::isfinite(norm)) return norm;
-  if (max_norm > 0) {
-    const double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0) {
-      const float c = float(coef);
-      for (int64_t i = 0; i < shard_; ++i) g[i] *= c;
-    }
-  }
   // Padding elements have 0 parameter, 0 gradient and 0 moments, and stay so.
   adamw.step(p_, g_, m_, v_, hp);
   return norm;

@@ -1,43 +1,17 @@
 #include "train/grad_utils.h"
 
-#include <immintrin.h>
-
 #include <atomic>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/threading.h"
+#include "dist/grad_clip.h"
 
 namespace titan {
 namespace {
 
-constexpr int64_t kChunk = 1 << 16;
-
-// Sum of squares of p[0..n) in double; fixed lane assignment and reduction order.
-double sum_squares(const float* p, int64_t n) {
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 x = _mm256_loadu_ps(p + i);
-    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
-    __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-    a0 = _mm256_fmadd_pd(lo, lo, a0);
-    a1 = _mm256_fmadd_pd(hi, hi, a1);
-  }
-  double lanes[4];
-  _mm256_storeu_pd(lanes, _mm256_add_pd(a0, a1));
-  double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-  for (; i < n; ++i) s += double(p[i]) * double(p[i]);
-  return s;
-}
-
-void scale_inplace(float* p, int64_t n, float c) {
-  __m256 vc = _mm256_set1_ps(c);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), vc));
-  for (; i < n; ++i) p[i] *= c;
-}
+constexpr int64_t kChunk = 1 << 16;  // elements per task of the non-finite scan
 
 // Any element with all exponent bits set (Inf or NaN)? Integer ops only, so it vectorizes.
 bool has_non_finite_f32(const uint32_t* p, int64_t n) {
@@ -51,50 +25,26 @@ bool has_non_finite_16(const uint16_t* p, int64_t n, uint16_t exp_mask) {
   return any != 0;
 }
 
-struct Chunk {
-  const NamedTensor* t;
-  int64_t begin, end;
-};
-
-std::vector<Chunk> f32_chunks(const std::vector<NamedTensor>& ts, const char* what) {
-  std::vector<Chunk> cs;
+// The f32 elements of every tensor; an undefined or non-f32 tensor is an error naming it.
+std::vector<dist::GradRange> f32_ranges(const std::vector<NamedTensor>& ts, const char* what) {
+  std::vector<dist::GradRange> rs;
   for (auto& t : ts) {
     TITAN_CHECK(t.tensor.defined(), what, ": tensor '", t.name, "' is undefined");
     TITAN_CHECK(t.tensor.dtype() == DType::F32, what, ": tensor '", t.name, "' is ", dtype_name(t.tensor.dtype()),
                 ", expected f32");
-    for (int64_t b = 0; b < t.tensor.numel(); b += kChunk)
-      cs.push_back({&t, b, std::min(b + kChunk, t.tensor.numel())});
+    rs.push_back({t.tensor.data<float>(), t.tensor.numel()});  // a Tensor is a view: const only the handle
   }
-  return cs;
+  return rs;
 }
 
 }  // namespace
 
 double global_l2_norm(const std::vector<NamedTensor>& grads) {
-  std::vector<Chunk> cs = f32_chunks(grads, "gradient norm");
-  std::vector<double> part(cs.size());
-  parallel_for(int64_t(cs.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c) {
-      const float* p = cs[c].t->tensor.data<float>();
-      part[c] = sum_squares(p + cs[c].begin, cs[c].end - cs[c].begin);
-    }
-  });
-  double s = 0;
-  for (double v : part) s += v;  // in chunk order: the same result for any thread count
-  return std::sqrt(s);
+  return std::sqrt(dist::sum_of_squares(f32_ranges(grads, "gradient norm")));
 }
 
 double clip_grad_norm_(const std::vector<NamedTensor>& grads, double max_norm) {
-  double total = global_l2_norm(grads);
-  if (!std::isfinite(total)) return total;
-  double coef = max_norm / (total + 1e-6);
-  if (coef >= 1.0) return total;
-  float c = float(coef);
-  std::vector<Chunk> cs = f32_chunks(grads, "gradient clipping");
-  parallel_for(int64_t(cs.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) scale_inplace(cs[k].t->tensor.data<float>() + cs[k].begin, cs[k].end - cs[k].begin, c);
-  });
-  return total;
+  return dist::clip_grad_norm(f32_ranges(grads, "gradient norm"), max_norm);
 }
 
 std::optional<std::string> first_non_finite(const std::vector<NamedTensor>& tensors) {

@@ -1,9 +1,7 @@
-// Gradient helpers of the training step: global L2 norm, clipping as torch.nn.utils.clip_grad_norm_
-// does, and locating the first non-finite tensor (the run stops naming it).
-//
-// The norm is deterministic for any thread count: each tensor is cut into fixed 64Ki-element
-// chunks, each chunk's sum of squares is accumulated in double (AVX2, 8 lanes), and the chunk
-// sums are added in order.
+// Gradient helpers of the training step over whole tensors: global L2 norm, clipping as
+// torch.nn.utils.clip_grad_norm_ does, and locating the first non-finite tensor (the run stops
+// naming it). Norm and clipping are dist/grad_clip.h's, the routine the sharded step (dist/fsdp.h)
+// uses too: deterministic for any thread count.
 #pragma once
 #include <optional>
 #include <string>
@@ -17,9 +15,9 @@ namespace titan {
 double global_l2_norm(const std::vector<NamedTensor>& grads);
 
 // torch.nn.utils.clip_grad_norm_(max_norm, norm_type=2): total = global_l2_norm(grads);
-// coef = max_norm / (total + 1e-6); when coef < 1 every gradient is multiplied by (float)coef.
-// Returns total (before clipping). A non-finite total leaves the gradients untouched (torch would
-// multiply them by NaN); the caller stops the run, naming first_non_finite(grads).
+// coef = max_norm / (total + 1e-6); when max_norm > 0 and coef < 1 every gradient is multiplied by
+// (float)coef. Returns total (before clipping). A non-finite total leaves the gradients untouched
+// (torch would multiply them by NaN); the caller stops the run, naming first_non_finite(grads).
 double clip_grad_norm_(const std::vector<NamedTensor>& grads, double max_norm);
 
 // Name of the first tensor, in the given order, holding a NaN or Inf (f32, bf16 or f16).

@@ -55,7 +55,7 @@ class FullState final : public ModelState {
 
   double step(int64_t step, double max_norm, const AdamWParams& hp) override {
     if (dp_) dp_->all_reduce_grads();
-    const double norm = max_norm > 0 ? clip_grad_norm_(grads_, max_norm) : global_l2_norm(grads_);
+    const double norm = clip_grad_norm_(grads_, max_norm);  // max_norm <= 0: the norm only
     if (!std::isfinite(norm)) {
       auto bad = first_non_finite(grads_);
       fail("step ", step, ": gradient norm is ", norm, "; first non-finite gradient: ", bad ? *bad : "(none found)");
