@@ -1,14 +1,57 @@
 #include "train/model_state.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 
 #include "dist/data_parallel.h"
 #include "model/hf_model.h"
 #include "ops/registry.h"
 #include "train/grad_utils.h"
-#include "train/trainer.h"
 
 namespace titan {
+
+namespace {
+
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>* ckpt_out) {
+  std::unique_ptr<HfCheckpoint> ckpt;
+  ModelConfig mc;
+  if (cfg.checkpoint.initial_load_in_hf && !cfg.checkpoint.initial_load_path.empty()) {
+    ckpt = std::make_unique<HfCheckpoint>(HfCheckpoint::open(cfg.checkpoint.initial_load_path));
+    mc = ckpt->config();
+  } else if (!cfg.model.hf_assets_path.empty() && is_file(cfg.model.hf_assets_path + "/config.json")) {
+    mc = load_hf_config(cfg.model.hf_assets_path + "/config.json");
+  } else {
+    mc = flavor_config(cfg.model.flavor);
+  }
+  // [model] name: "qwen3" runs whatever the flavor / config.json is (torchtitan's qwen3 family has
+  // the MoE flavors too); "qwen3_moe" additionally insists on a mixture-of-experts model.
+  TITAN_CHECK(cfg.model.name != ModelName::Qwen3Moe || mc.is_moe(), "[model] name is qwen3_moe but the model (",
+              mc.flavor.empty() ? std::string("config.json") : "flavor " + mc.flavor, ") is a dense qwen3");
+  TITAN_CHECK(mc.is_moe() || (cfg.model.num_experts < 0 && cfg.model.top_k < 0),
+              "[model] num_experts / top_k apply to qwen3_moe models only");
+  if (cfg.model.n_layers > 0) {
+    TITAN_CHECK(cfg.model.n_layers <= mc.num_hidden_layers, "[model] n_layers ", cfg.model.n_layers,
+                " exceeds the model's ", mc.num_hidden_layers, " layers");
+    mc.num_hidden_layers = cfg.model.n_layers;
+  }
+  if (cfg.model.num_experts > 0) {
+    TITAN_CHECK(!ckpt || cfg.model.num_experts == mc.num_experts, "[model] num_experts ", cfg.model.num_experts,
+                " differs from the loaded checkpoint's ", mc.num_experts, " experts (the router shape would not match)");
+    mc.num_experts = cfg.model.num_experts;
+  }
+  if (cfg.model.top_k > 0) mc.num_experts_per_tok = cfg.model.top_k;
+  mc.validate("[model] overrides");
+  if (ckpt_out) *ckpt_out = std::move(ckpt);
+  return mc;
+}
 
 void JobModel::fill(int64_t unit, uint64_t seed) {
   if (hf) load_weights(*model, *hf, unit);

@@ -62,6 +62,12 @@ class ModelState {
   bool loaded_ = false;
 };
 
+// The model configuration a job describes ([checkpoint] initial_load_path with initial_load_in_hf:
+// the HF folder's; else [model] hf_assets_path's config.json; else [model] flavor), overrides
+// applied ([model] n_layers, and for qwen3_moe num_experts / top_k); ckpt_out receives the opened
+// initial HF checkpoint when the job loads one.
+ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>* ckpt_out = nullptr);
+
 // The job's model before any state exists: built (deferred: without parameter memory), with the
 // means to fill one parameter unit (or all, unit -1) from the initial HF checkpoint or
 // torchtitan's init with [training] seed.

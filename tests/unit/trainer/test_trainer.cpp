@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/comm.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/run_folder.h"
@@ -270,5 +271,39 @@ TEST(Trainer, ASecondRunOnTheSameDumpFolderIsRefusedAtOnce) {
   std::string e = error_of_run(small_job(d, 3));
   EXPECT_EQ(e.rfind(d + " is in use by pid " + std::to_string(::getpid()), 0), 0u) << e;
   EXPECT_FALSE(fs::exists(d + "/metrics.jsonl"));
+  fs::remove_all(d);
+}
+
+// A feature joins the loop as a TrainerHook: it sees every step in order, after the built-in hooks
+// (the step's metrics line and checkpoint are written), and the end of the run.
+TEST(Trainer, AnAddedHookSeesEveryStepAfterTheBuiltInOnes) {
+  std::string d = fast_temp_dir("hooks");
+  JobConfig c = small_job(d, 4);  // checkpoints at steps 3 and 4
+  struct Recorder : TrainerHook {
+    std::string dump;
+    std::vector<std::string> events;
+    void on_train_begin(Trainer& t) override { events.push_back("begin at " + std::to_string(t.step())); }
+    void on_step_end(Trainer& t, const StepRecord& r) override {
+      std::string e = "step " + std::to_string(r.step);
+      if (t.last_step()) e += " last";
+      if (fs::exists(dump + "/checkpoint/step-" + std::to_string(r.step))) e += " checkpointed";
+      if (metric_lines(dump).size() == size_t(r.step)) e += " logged";
+      events.push_back(e);
+    }
+    void on_train_end(Trainer& t, TrainResult& res) override {
+      events.push_back("end at " + std::to_string(res.last_step) + " " + fs::path(res.last_checkpoint).filename().string());
+    }
+  };
+  dist::LocalComm local;
+  Trainer trainer(c, local);
+  auto hook = std::make_unique<Recorder>();
+  hook->dump = d;
+  Recorder* rec = hook.get();
+  trainer.add_hook(std::move(hook));
+  const TrainResult r = trainer.train();
+  EXPECT_EQ(rec->events, (std::vector<std::string>{"begin at 0", "step 1 logged", "step 2 logged",
+                                                   "step 3 checkpointed logged", "step 4 last checkpointed logged",
+                                                   "end at 4 step-4"}));
+  EXPECT_EQ(r.last_step, 4);
   fs::remove_all(d);
 }
