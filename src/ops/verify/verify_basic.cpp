@@ -1,5 +1,6 @@
 // Verification of the element-wise and matmul op families (see verify.h): embedding, gemm, linear,
 // rmsnorm, rope, residual.
+#include <algorithm>
 #include <string>
 #include <tuple>
 
@@ -44,25 +45,29 @@ void verify_gemm(std::vector<VerifyRow>& rows) {
   struct S {
     int64_t m, n, k;
     bool ta, tb;
-  } shapes[] = {{1, 1, 1, false, false}, {7, 5, 13, false, true}, {33, 17, 64, true, false}, {65, 31, 9, true, true}};
+    int64_t ldadd;  // > 0: with an addend R whose rows are ldadd apart (a residual input)
+  } shapes[] = {{1, 1, 1, false, false, 0}, {7, 5, 13, false, true, 0}, {33, 17, 64, true, false, 0},
+                {65, 31, 9, true, true, 0},  {7, 5, 13, false, true, 5}, {33, 17, 64, true, false, 20}};
   for (const auto& var : variants_to_check<GemmKernel>())
     for (bool bf : {false, true})
       for (const auto& s : shapes) {
         const Tensor A = randn({s.ta ? s.k : s.m, s.ta ? s.m : s.k}, 4), B = randn({s.tb ? s.n : s.k, s.tb ? s.k : s.n}, 5);
         const Tensor Ab = bf ? to_bf16(A) : A, Bb = bf ? to_bf16(B) : B;
-        const Tensor C0 = randn({s.m, s.n}, 6);
+        const Tensor C0 = randn({s.m, s.n}, 6), R = randn({s.m, std::max<int64_t>(s.ldadd, 1)}, 30);
         Tensor c1 = C0.clone(), c2 = C0.clone();
         auto run = [&](const GemmKernel& k, Tensor& c) {
           GemmArgs g;
           g.trans_a = s.ta, g.trans_b = s.tb, g.m = s.m, g.n = s.n, g.k = s.k, g.alpha = 0.75f, g.beta = 0.5f;
           g.a = Ab.raw(), g.b = Bb.raw(), g.c = c.data<float>(), g.in_dtype = bf ? DType::BF16 : DType::F32;
+          if (s.ldadd > 0) g.add = R.data<float>(), g.ldadd = s.ldadd;
           gemm(k, g);
         };
         run(kernel<GemmKernel>(var), c1);
         run(ref, c2);
         Diff d;
         d.add(c1, c2);
-        emit(rows, "gemm", var, bf, dims({{"M", s.m}, {"N", s.n}, {"K", s.k}, {"ta", s.ta}, {"tb", s.tb}}), "forward", d,
+        emit(rows, "gemm", var, bf,
+             dims({{"M", s.m}, {"N", s.n}, {"K", s.k}, {"ta", s.ta}, {"tb", s.tb}, {"ldadd", s.ldadd}}), "forward", d,
              bf ? kTolBf16Compute : kTolF32);
       }
 }
@@ -84,6 +89,12 @@ void verify_linear(std::vector<VerifyRow>& rows) {
         Diff f;
         f.add(y1, y2);
         emit(rows, "linear", var, bf, sh, "forward", f, tol);
+        const Tensor r = randn({M, N}, 31);  // y = x W^T + r (the residual input form)
+        kernel<LinearKernel>(var).forward_residual(x, w, &r, y1, c);
+        ref.forward_residual(x, w, &r, y2, c);
+        Diff fr;
+        fr.add(y1, y2);
+        emit(rows, "linear", var, bf, sh + ",residual", "forward", fr, tol);
         Tensor dx1 = Tensor::empty({M, K}, DType::F32), dx2 = dx1.clone();
         Tensor dw1 = randn({N, K}, 10), dw2 = dw1.clone();
         kernel<LinearKernel>(var).backward(x, w, dy, &dx1, &dw1, c);
