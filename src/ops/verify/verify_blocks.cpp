@@ -98,6 +98,20 @@ void verify_swiglu(std::vector<VerifyRow>& rows) {
         Diff d;
         d.add(d1, d2);
         emit(rows, "swiglu", var, bf, sh, "backward", d, kTolF32);
+        if (!bf) continue;
+        // BF16 outputs (the inputs of the bf16 GEMMs after it): within one bf16 rounding.
+        Tensor b1 = Tensor::empty({N, I}, DType::BF16), b2 = b1.clone();
+        kernel<SwiGLUKernel>(var).forward(gu, b1);
+        ref.forward(gu, b2);
+        Diff fb;
+        fb.add(b1.to(DType::F32), b2.to(DType::F32));
+        emit(rows, "swiglu", var, bf, sh + ",out=bf16", "forward", fb, kTolBf16Compute);
+        Tensor db1 = Tensor::empty(gu.shape(), DType::BF16), db2 = db1.clone();
+        kernel<SwiGLUKernel>(var).backward(gu, dout, db1);
+        ref.backward(gu, dout, db2);
+        Diff dbd;
+        dbd.add(db1.to(DType::F32), db2.to(DType::F32));
+        emit(rows, "swiglu", var, bf, sh + ",dgu=bf16", "backward", dbd, kTolBf16Compute);
       }
 }
 

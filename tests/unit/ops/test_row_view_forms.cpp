@@ -1,5 +1,6 @@
 // The in-place forms of the elementwise ops (ops/row_view.h): strided row views into a wider
-// buffer, RMSNorm's dx += backward and BF16 output, RoPE from a start position. Each form against the contiguous form of the same variant (bitwise: a view only
+// buffer, RMSNorm's dx += backward, BF16 outputs of RMSNorm and SwiGLU, RoPE from a start
+// position. Each form against the contiguous form of the same variant (bitwise: a view only
 // changes where rows are found, not the arithmetic) and cpu against reference, odd sizes included;
 // columns outside a view are never touched.
 #include <tuple>
@@ -7,6 +8,7 @@
 #include "ops/matmul/bf16_convert.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/rope/rope.h"
+#include "ops/swiglu/swiglu.h"
 #include "op_test_util.h"
 
 using namespace titan;
@@ -162,4 +164,23 @@ TEST(RopeRows, StridedViewsFromAStartPositionMatchTheReference) {
   const RopeCache small = make_rope_cache(1e6, 8, 5);
   EXPECT_THROW(ref.forward_rows(RowView::of(x, 1, 8), 4, 2, small), Error);  // positions 2..5 of 5
   EXPECT_THROW(ref.forward_rows(RowView::of(x, 1, 8), 3, 0, small), Error);  // 4 rows, sequences of 3
+}
+
+TEST(SwiGLUBf16Output, IsTheRoundingOfTheF32Output) {
+  for (const char* variant : {"reference", "cpu"}) {
+    const auto& k = kernel<SwiGLUKernel>(variant);
+    for (const auto& [N, I] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {17, 33}, {5, 1000}}) {
+      const Tensor gu = randn({N, 2 * I}, uint64_t(N + I), 3.0), dy = randn({N, I}, uint64_t(N * I));
+      Tensor y = Tensor::empty({N, I}, DType::F32), yb = Tensor::empty({N, I}, DType::BF16);
+      k.forward(gu, y);
+      k.forward(gu, yb);
+      EXPECT_TRUE(bitwise_equal(as_f32(yb), as_f32(to_bf16(y)))) << variant << " " << N << "x" << I;
+      Tensor d = Tensor::empty({N, 2 * I}, DType::F32), db = Tensor::empty({N, 2 * I}, DType::BF16);
+      k.backward(gu, dy, d);
+      k.backward(gu, dy, db);
+      EXPECT_TRUE(bitwise_equal(as_f32(db), as_f32(to_bf16(d)))) << variant << " " << N << "x" << I;
+    }
+    Tensor gu = randn({2, 8}, 1), dy = randn({2, 4}, 2), i32 = Tensor::zeros({2, 8}, DType::I32);
+    EXPECT_THROW(k.backward(gu, dy, i32), Error);
+  }
 }
