@@ -1,41 +1,22 @@
 // One decoder layer, forward and backward side by side (shapes in qwen3.h; T = B * S tokens,
 // W = Q + 2K the fused q/k/v width).
+//
+// The layer reads and writes its fused buffers in place rather than copying parts out and back:
+//   - the q/k norm reads q and k as strided row views of the qkv projection output [T, W], and
+//     attention reads v from it the same way;
+//   - in the backward, attention writes dq, dk and dv straight into the fused gradient dqkv
+//     [T, W]; RoPE's and the q/k norm's backward then run in place on those views;
+//   - the residual adds are inside other ops: o_proj and down_proj are linears with a residual
+//     input (h = x + attn @ Wo^T in the GEMM's epilogue), and each RMSNorm backward adds its input
+//     gradient into the residual stream's gradient (dx +=).
+// With bf16 compute, the ops that produce a bf16 GEMM's input write it in bf16 directly (the
+// input norms, SwiGLU and its backward), so no separate rounding pass runs over them.
 #include <cmath>
-#include <cstring>
 
-#include "core/threading.h"
 #include "model/qwen3_layer.h"
 
 namespace titan {
 namespace {
-
-// qkv [T, Q+2K] -> q [T, Q], k [T, K], v [T, K] (contiguous copies).
-void split_qkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v, int64_t Q, int64_t K) {
-  const int64_t T = qkv.dim(0), W = Q + 2 * K;
-  const float* s = qkv.data<float>();
-  float *qd = q.data<float>(), *kd = k.data<float>(), *vd = v.data<float>();
-  parallel_for(T, 64, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      std::memcpy(qd + t * Q, s + t * W, size_t(Q) * 4);
-      std::memcpy(kd + t * K, s + t * W + Q, size_t(K) * 4);
-      std::memcpy(vd + t * K, s + t * W + Q + K, size_t(K) * 4);
-    }
-  });
-}
-
-// The inverse: dq [T, Q], dk [T, K], dv [T, K] -> dqkv [T, Q+2K].
-void pack_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& qkv, int64_t Q, int64_t K) {
-  const int64_t T = qkv.dim(0), W = Q + 2 * K;
-  float* d = qkv.data<float>();
-  const float *qs = q.data<float>(), *ks = k.data<float>(), *vs = v.data<float>();
-  parallel_for(T, 64, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      std::memcpy(d + t * W, qs + t * Q, size_t(Q) * 4);
-      std::memcpy(d + t * W + Q, ks + t * K, size_t(K) * 4);
-      std::memcpy(d + t * W + Q + K, vs + t * K, size_t(K) * 4);
-    }
-  });
-}
 
 Tensor f32(const Shape& s) { return Tensor::empty(s, DType::F32); }
 
@@ -53,35 +34,35 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs
   const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
   const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
   const float eps = float(cfg_.rms_norm_eps);
+  const DType gemm_in = compute_ == DType::BF16 ? DType::BF16 : DType::F32;  // dtype of inputs only a GEMM reads
   if (!a.have_attn) {
-    a.xn1 = f32({T, H});
+    a.xn1 = Tensor::empty({T, H}, gemm_in);
     a.rstd1 = f32({T});
     k.rmsnorm->forward(x, L.w_in, eps, a.xn1, a.rstd1);
     a.qkv = f32({T, Q + 2 * K});
     k.linear->forward(a.xn1, Wqkv, a.qkv, compute_);
-    Tensor qr = f32({T * nh, D}), kr = f32({T * nkv, D});
-    a.v = f32({B, S, nkv, D});
-    split_qkv(a.qkv, qr, kr, a.v, Q, K);
-    a.q = f32({T * nh, D});
-    a.k = f32({T * nkv, D});
+    // Per-head norm of q and k read in place from qkv, written to their own buffers (the backward
+    // needs qkv as it was), then RoPE in place there.
+    a.q = f32({B, S, nh, D});
+    a.k = f32({B, S, nkv, D});
     a.rstd_q = f32({T * nh});
     a.rstd_k = f32({T * nkv});
-    k.rmsnorm->forward(qr, L.w_qn, eps, a.q, a.rstd_q);
-    k.rmsnorm->forward(kr, L.w_kn, eps, a.k, a.rstd_k);
-    a.q = a.q.view({B, S, nh, D});
-    a.k = a.k.view({B, S, nkv, D});
-    k.rope->forward_rows(RowView::of(a.q, nh, D), S, pos.start, rope_);
-    k.rope->forward_rows(RowView::of(a.k, nkv, D), S, pos.start, rope_);
+    const RowView q = RowView::of(a.q, nh, D), kk = RowView::of(a.k, nkv, D);
+    k.rmsnorm->forward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, eps, q, a.rstd_q);
+    k.rmsnorm->forward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, eps, kk, a.rstd_k);
+    k.rope->forward_rows(q, S, pos.start, rope_);
+    k.rope->forward_rows(kk, S, pos.start, rope_);
     a.attn = f32({B, S, nh, D});
     a.lse = f32({B, nh, S});
-    k.attention->forward(a.q, a.k, a.v, float(1.0 / std::sqrt(double(D))), a.attn, a.lse);
+    k.attention->forward_rows(q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, float(1.0 / std::sqrt(double(D))),
+                              a.attn, a.lse);
     a.attn = a.attn.view({T, Q});
     a.h = f32({T, H});
-    k.linear->forward(a.attn, Wo, a.h, compute_);
-    k.residual->forward(a.h, x, a.h);
+    k.linear->forward_residual(a.attn, Wo, &x, a.h, compute_);  // h = x + attn @ Wo^T
     a.have_attn = true;
   }
-  a.xn2 = f32({T, H});
+  // A sparse layer's xn2 also feeds the router (f32), so only a dense one is kept in bf16.
+  a.xn2 = Tensor::empty({T, H}, layers_[l].sparse ? DType::F32 : gemm_in);
   a.rstd2 = f32({T});
   k.rmsnorm->forward(a.h, L.w_post, eps, a.xn2, a.rstd2);
   mlp_forward(l, a, a.h, out, T);
@@ -114,11 +95,9 @@ void Qwen3Model::mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Ten
   const int64_t I = cfg_.intermediate_size;
   a.gu = f32({T, 2 * I});
   k.linear->forward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, a.gu, compute_);
-  a.act = f32({T, I});
+  a.act = Tensor::empty({T, I}, compute_ == DType::BF16 ? DType::BF16 : DType::F32);
   k.swiglu->forward(a.gu, a.act);
-  if (!out) return;
-  k.linear->forward(a.act, wbf_ ? wbf_->down[l] : L.w_down, *out, compute_);
-  k.residual->forward(*out, residual, *out);
+  if (out) k.linear->forward_residual(a.act, wbf_ ? wbf_->down[l] : L.w_down, &residual, *out, compute_);
 }
 
 // dy [T, H] = d(mlp output) -> dxn2 [T, H] = d(xn2) (overwritten); parameter grads accumulate.
@@ -138,7 +117,8 @@ void Qwen3Model::mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& 
   Tensor dact = f32({T, I});
   k.linear->backward(a.act, wbf_ ? wbf_->down[l] : L.w_down, dy, &dact, &L.g_down, compute_);
   a.act = Tensor();
-  Tensor dgu = f32({T, 2 * I});
+  // d(gate/up): in bf16 straight from SwiGLU's backward for the bf16 GEMMs; in f32 in place of gu.
+  Tensor dgu = compute_ == DType::BF16 ? Tensor::empty({T, 2 * I}, DType::BF16) : a.gu;
   k.swiglu->backward(a.gu, dact, dgu);
   a.gu = Tensor();
   dact = Tensor();
@@ -156,36 +136,31 @@ void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor&
   const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
   const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
   TITAN_ASSERT(a.have_attn && a.have_mlp, "layer ", l, ": backward without its forward's activations");
-  // MLP block: out = h + mlp(rmsnorm(h))
+  // MLP block: out = h + mlp(rmsnorm(h)); d(h) = d(out) + rmsnorm'(d(xn2)), added into dx.
   {
     Tensor dxn2 = f32({T, H});
     mlp_backward(l, a, dx, dxn2, T, dlogits_extra);
-    Tensor dh = f32({T, H});
-    k.rmsnorm->backward(a.h, L.w_post, a.rstd2, dxn2, dh, L.g_post);
-    k.residual->accumulate(dx, dh);  // dx is now d(h)
+    k.rmsnorm->backward_add(a.h, L.w_post, a.rstd2, dxn2, dx, L.g_post);  // dx is now d(h)
   }
   // Attention block: h = x + o(attention(rope(norm(q)), rope(norm(k)), v))
   {
     Tensor dattn = f32({T, Q});
     k.linear->backward(a.attn, Wo, dx, &dattn, &L.g_o, compute_);
-    Tensor dq = f32({B, S, nh, D}), dk = f32({B, S, nkv, D}), dv = f32({B, S, nkv, D});
-    k.attention->backward(a.q, a.k, a.v, a.attn.view({B, S, nh, D}), a.lse, dattn.view({B, S, nh, D}),
-                          float(1.0 / std::sqrt(double(D))), dq, dk, dv);
-    dattn = Tensor();
-    k.rope->backward_rows(RowView::of(dq, nh, D), S, pos.start, rope_);
-    k.rope->backward_rows(RowView::of(dk, nkv, D), S, pos.start, rope_);
-    Tensor qr = f32({T * nh, D}), kr = f32({T * nkv, D}), vtmp = f32({T, K});
-    split_qkv(a.qkv, qr, kr, vtmp, Q, K);
-    Tensor dqr = f32({T * nh, D}), dkr = f32({T * nkv, D});
-    k.rmsnorm->backward(qr, L.w_qn, a.rstd_q, dq.view({T * nh, D}), dqr, L.g_qn);
-    k.rmsnorm->backward(kr, L.w_kn, a.rstd_k, dk.view({T * nkv, D}), dkr, L.g_kn);
+    // dq, dk, dv land in their columns of the fused gradient; RoPE and the q/k norm go back in place.
     Tensor dqkv = f32({T, Q + 2 * K});
-    pack_qkv(dqr, dkr, dv, dqkv, Q, K);
+    const RowView dq = RowView::columns(dqkv, 0, nh, D), dk = RowView::columns(dqkv, Q, nkv, D);
+    k.attention->backward_rows(RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
+                               RowView::columns(a.qkv, Q + K, nkv, D), a.attn.view({B, S, nh, D}), a.lse,
+                               dattn.view({B, S, nh, D}), S, float(1.0 / std::sqrt(double(D))), dq, dk,
+                               RowView::columns(dqkv, Q + K, nkv, D));
+    dattn = Tensor();
+    k.rope->backward_rows(dq, S, pos.start, rope_);
+    k.rope->backward_rows(dk, S, pos.start, rope_);
+    k.rmsnorm->backward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, L.g_qn, false);
+    k.rmsnorm->backward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, L.g_kn, false);
     Tensor dxn1 = f32({T, H});
     k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, &L.g_qkv, compute_);
-    Tensor dxin = f32({T, H});
-    k.rmsnorm->backward(x, L.w_in, a.rstd1, dxn1, dxin, L.g_in);
-    k.residual->accumulate(dx, dxin);
+    k.rmsnorm->backward_add(x, L.w_in, a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
   }
   a = LayerActs();
 }

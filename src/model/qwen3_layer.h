@@ -9,13 +9,14 @@ namespace titan {
 
 // Saved activations of one decoder layer. Which are kept depends on the checkpointing mode; the
 // rest are recomputed from the layer input (Full) or from the attention block output (Selective).
-// Shapes as in qwen3.h (T tokens, W = Q + 2K).
+// Shapes as in qwen3.h (T tokens, W = Q + 2K). With bf16 compute the inputs that only a bf16 GEMM
+// reads (xn1, a dense layer's xn2 and act) are kept in bf16, written so by the op that makes them.
 struct LayerActs {
   // attention block
   Tensor xn1, rstd1;      // [T, H], [T]
-  Tensor qkv;             // [T, W] projections before the q/k norm
+  Tensor qkv;             // [T, W] projections before the q/k norm; attention reads v from it
   Tensor rstd_q, rstd_k;  // [T * heads], [T * kv_heads]
-  Tensor q, k, v;         // [B, S, heads, D], [B, S, kv_heads, D] after norm + RoPE (v: plain)
+  Tensor q, k;            // [B, S, heads, D], [B, S, kv_heads, D] after norm + RoPE
   Tensor attn, lse;       // [T, Q], [B, heads, S]
   Tensor h;               // [T, H] residual after attention
   // MLP block
