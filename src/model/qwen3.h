@@ -7,6 +7,11 @@
 //   gu = xn2 @ Wgu^T [T, 2I]; x' = h + swiglu(gu) @ Wdown^T
 //   final: xf = rmsnorm(x_L); loss = CE(xf @ Wlm^T, labels) in vocab-sized chunks.
 //
+// Passes: forward (scoring) and forward_backward (training) both run forward_layers, the one
+// embedding + decoder-layer loop, and both follow the unit schedule of model/unit_schedule.h
+// (the hook calls, checked against it at every compute step). One layer's forward and backward
+// are in qwen3_layer.cpp.
+//
 // Qwen3-MoE (config.is_moe()): a sparse layer's MLP is the MoE op instead (ops/moe/moe.h):
 //   x' = h + moe(xn2; router [E, H], gate_up [E, 2I, H], down [E, H, I]), experts stacked in one
 //   buffer each; the per-expert HF parameters are row-slice views of them (gate_proj of expert e =
