@@ -11,10 +11,10 @@ struct RowOps {
   float (*max)(const float* z, int64_t V);
   // sum_v e^(z[v] - m)
   float (*sum_exp)(const float* z, int64_t V, float m);
-  // z[v] <- e^(z[v] - m) in place; returns their sum
-  float (*exp_store)(float* z, int64_t V, float m);
-  // z[v] <- c * z[v] in place; when bf16 is not null it also receives the bf16 (RNE) of the result
-  void (*scale)(float* z, int64_t V, float c, uint16_t* bf16);
+  // y[v] = c * e^(z[v] - m), the same f32 values sum_exp adds up, scaled, written to `out` (f32,
+  // may be z itself) or, when out is null, to `bf16` (RNE): the softmax gradient in one pass that
+  // writes only what the GEMMs after it read (no f32 write-back of e^(z - m) first)
+  void (*scaled_exp)(const float* z, int64_t V, float m, float c, float* out, uint16_t* bf16);
 };
 
 const RowOps& row_ops();  // the best for this CPU
