@@ -306,7 +306,7 @@ void Fsdp::wait_values(Unit& u) {
   }
 }
 
-void Fsdp::gather_early(Unit& u) {
+void Fsdp::issue_gather(Unit& u) {
   if (u.state != Unit::State::Sharded) return;
   for (auto& s : u.values) s->allocate();
   u.gather_ticket = worker_->submit([this, &u] { gather(u); });
@@ -317,13 +317,13 @@ void Fsdp::prefetch(int64_t unit) {
   // Without a communication thread a gather would run right here, holding the unit's memory from
   // now on for no overlap: the announcement is ignored.
   if (!opt_.prefetch || unit < 0 || unit >= int64_t(units_.size())) return;
-  gather_early(*units_[size_t(unit)]);
+  issue_gather(*units_[size_t(unit)]);
 }
 
 void Fsdp::need(int64_t unit, UnitUse use) {
   Unit& u = *units_.at(size_t(unit));
   if (uses(use, UnitUse::Values)) {
-    gather_early(u);
+    issue_gather(u);
     wait_values(u);
   }
   if (uses(use, UnitUse::Grads) && !u.grads_resident) {

@@ -129,7 +129,7 @@ class Fsdp final : public UnitHooks {
   void gather(Unit& u);         // collective: full values of u from the ranks' chunks
   void reduce_grads(Unit& u);   // collective: sum u's full grads over ranks into g_
   void wait_values(Unit& u);
-  void gather_early(Unit& u);  // issues u's gather unless it is pending or done
+  void issue_gather(Unit& u);  // issues u's gather unless it is pending or done
   Qwen3Model& model_;
   ParamStore& ps_;
   Comm& comm_;

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "core/rng.h"
-#include "core/threading.h"
 #include "model/qwen3_layer.h"
 #include "ops/matmul/bf16_convert.h"
 
