@@ -1,9 +1,9 @@
 // Fused lm_head + cross-entropy, cpu variant. Rows are processed in chunks so that at most
 // [rows, V] f32 logits exist at once (never [N, V]); per chunk:
 //   logits = h_c @ W^T                       (GEMM; bf16 inputs when compute = bf16)
-//   per row (in parallel): m = max, s = sum exp(z - m) (read-only passes, the row is L2-resident),
-//     loss_n = log s + m - z[label],  dlogits = exp(z - m) * (grad_scale / s) - grad_scale [v == label]
-//     in one more pass that writes dlogits once: over z (f32), or only as bf16 (bf16 compute)
+//   per row (in parallel): m = max, e = exp(z - m) in place, s = sum e,
+//     loss_n = log s + m - z[label],  dlogits = e * (grad_scale / s) - grad_scale [v == label]
+//     written once: over e in f32, or with bf16 compute only as the bf16 copy the GEMMs read
 //   dh_c = dlogits @ W                        (GEMM, overwrite)
 //   dW  += dlogits^T @ h_c                    (GEMM, beta = 1)
 // Ignored rows (label -100) get zero dlogits, so no gradient; a chunk with no counted row skips its
@@ -183,18 +183,16 @@ double cpu_forward_backward(const GemmKernel& gemm, const Tensor& h, const Tenso
         }
         const float m = ops.max(zr, d.v);
         const float zl = zr[label];
-        const float s = ops.sum_exp(zr, d.v, m);
+        const float s = ops.exp_store(zr, d.v, m);
         row_loss[size_t(r0 + i)] = std::log(double(s)) + double(m) - double(zl);
-        // dlogits = softmax * grad_scale - grad_scale [v == label], written once: in f32 over
-        // the logits, or (bf16 GEMMs) only as bf16, the label's value recomputed in f32 first
+        // dlogits written once: over the logits in f32, or (bf16 GEMMs) only as bf16, the label's
+        // element from the same single product, corrected before its rounding
         const float c = float(double(grad_scale) / double(s));
+        ops.scale(zr, d.v, c, br);
         if (br) {
-          float yl;
-          ops.scaled_exp(zr + label, 1, m, c, &yl, nullptr);
-          ops.scaled_exp(zr, d.v, m, c, nullptr, br);
+          const float yl = zr[label] * c;
           br[label] = f32_to_bf16(yl - grad_scale);
         } else {
-          ops.scaled_exp(zr, d.v, m, c, zr, nullptr);
           zr[label] -= grad_scale;
         }
       }

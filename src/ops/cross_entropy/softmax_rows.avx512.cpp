@@ -27,7 +27,8 @@ float row_max(const float* z, int64_t V) {
   return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(a0, a1), _mm512_max_ps(a2, a3)));
 }
 
-float sum_exp(const float* z, int64_t V, float max) {
+template <bool kStore>
+float exp_pass(float* z, int64_t V, float max) {
   const __m512 m = _mm512_set1_ps(max);
   __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
   int64_t v = 0;
@@ -36,6 +37,12 @@ float sum_exp(const float* z, int64_t V, float max) {
     const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v + 16), m));
     const __m512 e2 = exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v + 32), m));
     const __m512 e3 = exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v + 48), m));
+    if constexpr (kStore) {
+      _mm512_storeu_ps(z + v, e0);
+      _mm512_storeu_ps(z + v + 16, e1);
+      _mm512_storeu_ps(z + v + 32, e2);
+      _mm512_storeu_ps(z + v + 48, e3);
+    }
     s0 = _mm512_add_ps(s0, e0);
     s1 = _mm512_add_ps(s1, e1);
     s2 = _mm512_add_ps(s2, e2);
@@ -44,6 +51,7 @@ float sum_exp(const float* z, int64_t V, float max) {
   for (; v < V; v += 16) {
     const __mmask16 k = V - v >= 16 ? __mmask16(0xffff) : tail_mask(V - v);
     const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, z + v), m)));
+    if constexpr (kStore) _mm512_mask_storeu_ps(z + v, k, e);
     s0 = _mm512_add_ps(s0, e);
   }
   // fixed-order reduction: the four accumulators pairwise, then the 16 lanes by halving
@@ -55,19 +63,22 @@ float sum_exp(const float* z, int64_t V, float max) {
   return _mm_cvtss_f32(q);
 }
 
-void scaled_exp(const float* z, int64_t V, float max, float c, float* out, uint16_t* bf16) {
-  const __m512 m = _mm512_set1_ps(max), cv = _mm512_set1_ps(c);
+float sum_exp(const float* z, int64_t V, float m) { return exp_pass<false>(const_cast<float*>(z), V, m); }
+float exp_store(float* z, int64_t V, float m) { return exp_pass<true>(z, V, m); }
+
+void scale(float* z, int64_t V, float c, uint16_t* bf16) {
+  const __m512 cv = _mm512_set1_ps(c);
   for (int64_t v = 0; v < V; v += 16) {
     const __mmask16 k = V - v >= 16 ? __mmask16(0xffff) : tail_mask(V - v);
-    const __m512 y = _mm512_mul_ps(exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, z + v), m)), cv);
-    if (out)
-      _mm512_mask_storeu_ps(out + v, k, y);
-    else
+    const __m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, z + v), cv);
+    if (bf16)
       _mm256_mask_storeu_epi16(bf16 + v, k, bf16x16(y));
+    else
+      _mm512_mask_storeu_ps(z + v, k, y);
   }
 }
 
-const RowOps kAvx512{row_max, sum_exp, scaled_exp};
+const RowOps kAvx512{row_max, sum_exp, exp_store, scale};
 
 }  // namespace
 

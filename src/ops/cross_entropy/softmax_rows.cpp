@@ -33,7 +33,8 @@ inline __m256 exp_lanes(const float* z, __m256 m, __m256i mask) {
   return _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(z, mask), m)), _mm256_castsi256_ps(mask));
 }
 
-float sum_exp(const float* z, int64_t V, float max) {
+template <bool kStore>
+float exp_pass(float* z, int64_t V, float max) {
   const __m256 m = _mm256_set1_ps(max);
   __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
   int64_t v = 0;
@@ -42,6 +43,12 @@ float sum_exp(const float* z, int64_t V, float max) {
     const __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v + 8), m));
     const __m256 e2 = exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v + 16), m));
     const __m256 e3 = exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v + 24), m));
+    if constexpr (kStore) {
+      _mm256_storeu_ps(z + v, e0);
+      _mm256_storeu_ps(z + v + 8, e1);
+      _mm256_storeu_ps(z + v + 16, e2);
+      _mm256_storeu_ps(z + v + 24, e3);
+    }
     s0 = _mm256_add_ps(s0, e0);
     s1 = _mm256_add_ps(s1, e1);
     s2 = _mm256_add_ps(s2, e2);
@@ -50,35 +57,34 @@ float sum_exp(const float* z, int64_t V, float max) {
   for (; v < V; v += 8) {
     const __m256i mask = first_lanes(V - v);
     const __m256 e = exp_lanes(z + v, m, mask);
+    if constexpr (kStore) _mm256_maskstore_ps(z + v, mask, e);
     s0 = _mm256_add_ps(s0, e);
   }
   return vmath::hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
 }
 
-void scaled_exp(const float* z, int64_t V, float max, float c, float* out, uint16_t* bf16) {
-  const __m256 m = _mm256_set1_ps(max), cv = _mm256_set1_ps(c);
+float sum_exp(const float* z, int64_t V, float m) { return exp_pass<false>(const_cast<float*>(z), V, m); }
+float exp_store(float* z, int64_t V, float m) { return exp_pass<true>(z, V, m); }
+
+void scale(float* z, int64_t V, float c, uint16_t* bf16) {
+  const __m256 cv = _mm256_set1_ps(c);
   int64_t v = 0;
   for (; v + 8 <= V; v += 8) {
-    const __m256 y = _mm256_mul_ps(exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v), m)), cv);
-    if (out)
-      _mm256_storeu_ps(out + v, y);
-    else
+    const __m256 y = _mm256_mul_ps(_mm256_loadu_ps(z + v), cv);
+    if (bf16)
       _mm_storeu_si128(reinterpret_cast<__m128i*>(bf16 + v), vmath::bf16x8(y));
+    else
+      _mm256_storeu_ps(z + v, y);
   }
-  if (v < V) {  // tail: the same lane arithmetic through a masked load, core's scalar bf16 rounding
-    const __m256i mask = first_lanes(V - v);
-    alignas(32) float y[8];
-    _mm256_store_ps(y, _mm256_mul_ps(exp_lanes(z + v, m, mask), cv));
-    for (int64_t i = 0; v + i < V; ++i) {
-      if (out)
-        out[v + i] = y[i];
-      else
-        bf16[v + i] = f32_to_bf16(y[i]);
-    }
+  for (; v < V; ++v) {  // tail: the same single multiply, and core's scalar bf16 rounding
+    if (bf16)
+      bf16[v] = f32_to_bf16(z[v] * c);
+    else
+      z[v] *= c;
   }
 }
 
-const RowOps kAvx2{row_max, sum_exp, scaled_exp};
+const RowOps kAvx2{row_max, sum_exp, exp_store, scale};
 
 }  // namespace
 

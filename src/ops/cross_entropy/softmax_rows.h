@@ -11,10 +11,11 @@ struct RowOps {
   float (*max)(const float* z, int64_t V);
   // sum_v e^(z[v] - m)
   float (*sum_exp)(const float* z, int64_t V, float m);
-  // y[v] = c * e^(z[v] - m), the same f32 values sum_exp adds up, scaled, written to `out` (f32,
-  // may be z itself) or, when out is null, to `bf16` (RNE): the softmax gradient in one pass that
-  // writes only what the GEMMs after it read (no f32 write-back of e^(z - m) first)
-  void (*scaled_exp)(const float* z, int64_t V, float m, float c, float* out, uint16_t* bf16);
+  // z[v] <- e^(z[v] - m) in place; returns their sum
+  float (*exp_store)(float* z, int64_t V, float m);
+  // c * z[v]: in place (bf16 null), or only into bf16 (RNE) with z left as it is: the bf16 GEMMs
+  // after it read only the bf16 copy, so the f32 row is not written a second time
+  void (*scale)(float* z, int64_t V, float c, uint16_t* bf16);
 };
 
 const RowOps& row_ops();  // the best for this CPU
