@@ -41,37 +41,53 @@ FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world) {
     p.total += n;
   }
   p.staging_elems = (world + 1) * bucket_for(max_chunk, world);
+  p.schedule = unit_schedule(c, Pass::Train);
   return p;
 }
 
 int64_t FsdpPlan::transient_elems(bool reshard_after_forward, bool prefetch) const {
-  const auto& s = unit_elems;
-  const int64_t n = int64_t(s.size()), head = n - 1, emb = s[0];
-  auto at = [&](int64_t u) { return u >= 1 && u < n ? s[size_t(u)] : 0; };
-  // Sum of the values of units [0, last] (what stays gathered without resharding).
-  auto upto = [&](int64_t last) {
-    int64_t k = 0;
-    for (int64_t u = 0; u <= last && u < head; ++u) k += s[size_t(u)];
-    return k;
+  // Replays the schedule with the rules of Fsdp::need / done / prefetch below.
+  const size_t n = unit_elems.size();
+  std::vector<char> values(n, 0), grads(n, 0);
+  std::vector<int64_t> reducing;  // units whose gradients the communication thread still reduces
+  int64_t live = 0, peak = 0;
+  auto take = [&](std::vector<char>& held, int64_t u) {
+    if (!held[size_t(u)]) held[size_t(u)] = 1, live += unit_elems[size_t(u)];
   };
-  const int64_t pf = prefetch ? 1 : 0;
-  const bool keep = !reshard_after_forward;
-  int64_t peak = 0;
-  // Forward of the embedding and each layer: its values (keep: all so far; a tied embedding is
-  // kept until the head reads it), the next prefetched.
-  for (int64_t u = 0; u < head; ++u)
-    peak = std::max(peak, (keep ? upto(u) : s[size_t(u)] + (tied && u > 0 ? emb : 0)) +
-                              pf * (u + 1 < n ? s[size_t(u) + 1] : 0));
-  // Head: its values and gradients, the embedding's when tied, the last layer prefetched.
-  const int64_t tied_head = tied ? (keep ? emb : 2 * emb) : 0;
-  peak = std::max(peak, (keep ? upto(head - 1) : pf * at(head - 1)) + 2 * s[size_t(head)] + tied_head);
-  // Layer u's backward: values and gradients, the previous layer prefetched, the next unit's
-  // gradients still in reduction, a tied embedding's gradient waiting for the embedding backward.
-  for (int64_t u = head - 1; u >= 1; --u)
-    peak = std::max(peak, (keep ? upto(u) : s[size_t(u)] + pf * at(u - 1)) + s[size_t(u)] + pf * s[size_t(u) + 1] +
-                              (tied ? emb : 0));
-  // Embedding backward: its gradient (keep: and values), the first layer's in reduction.
-  peak = std::max(peak, emb + (keep ? emb : 0) + pf * at(1));
+  auto drop = [&](std::vector<char>& held, int64_t u) {
+    if (held[size_t(u)]) held[size_t(u)] = 0, live -= unit_elems[size_t(u)];
+  };
+  for (const UnitStep& s : schedule) {
+    const int64_t u = s.unit;
+    switch (s.kind) {
+      case UnitStep::Kind::Prefetch:
+        if (prefetch) take(values, u);
+        break;
+      case UnitStep::Kind::Need:
+        if (uses(s.use, UnitUse::Values)) take(values, u);
+        if (uses(s.use, UnitUse::Grads)) take(grads, u);
+        break;
+      case UnitStep::Kind::Done: {
+        if (uses(s.use, UnitUse::Grads)) {
+          grads[size_t(u)] = 0;
+          if (prefetch)
+            reducing.push_back(u);  // freed by the communication thread once reduced
+          else
+            live -= unit_elems[size_t(u)];
+        }
+        const bool keep = !reshard_after_forward || (u == 0 && tied && !grads[0]);
+        if (uses(s.use, UnitUse::Values) && (uses(s.use, UnitUse::Grads) || !keep)) drop(values, u);
+        break;
+      }
+      case UnitStep::Kind::Run:
+        peak = std::max(peak, live);
+        // A reduction issued before this step overlaps it and is taken as done after it.
+        for (int64_t r : reducing) live -= unit_elems[size_t(r)];
+        reducing.clear();
+        break;
+    }
+    peak = std::max(peak, live);
+  }
   return peak;
 }
 
@@ -291,22 +307,27 @@ void Fsdp::wait_values(Unit& u) {
   }
 }
 
-void Fsdp::prefetch(int64_t unit) {
-  if (unit < 0 || unit >= int64_t(units_.size())) return;
-  Unit& u = *units_[size_t(unit)];
+void Fsdp::issue_gather(Unit& u) {
   if (u.state != Unit::State::Sharded) return;
   for (auto& s : u.values) s->allocate();
   u.gather_ticket = worker_->submit([this, &u] { gather(u); });
   u.state = Unit::State::Pending;
 }
 
-void Fsdp::need(int64_t unit, bool values, bool grads) {
+void Fsdp::prefetch(int64_t unit) {
+  // Without a communication thread a gather would run right here, holding the unit's memory from
+  // now on for no overlap: the announcement is ignored.
+  if (!opt_.prefetch || unit < 0 || unit >= int64_t(units_.size())) return;
+  issue_gather(*units_[size_t(unit)]);
+}
+
+void Fsdp::need(int64_t unit, UnitUse use) {
   Unit& u = *units_.at(size_t(unit));
-  if (values) {
-    prefetch(unit);  // issues the gather unless it is pending or done
+  if (uses(use, UnitUse::Values)) {
+    issue_gather(u);
     wait_values(u);
   }
-  if (grads && !u.grads_resident) {
+  if (uses(use, UnitUse::Grads) && !u.grads_resident) {
     worker_->wait(u.reduce_ticket);  // the previous micro-batch's reduction still reads them
     for (auto& s : u.grads) s->allocate();
     for (size_t i = u.p0; i < u.p1; ++i) ps_.all()[i].grad.zero_();
@@ -314,8 +335,9 @@ void Fsdp::need(int64_t unit, bool values, bool grads) {
   }
 }
 
-void Fsdp::done(int64_t unit, bool values, bool grads) {
+void Fsdp::done(int64_t unit, UnitUse use) {
   Unit& u = *units_.at(size_t(unit));
+  const bool values = uses(use, UnitUse::Values), grads = uses(use, UnitUse::Grads);
   if (grads) {
     TITAN_ASSERT(u.grads_resident, "done(grads) without need(grads) for unit ", unit);
     u.grads_resident = false;
@@ -378,7 +400,7 @@ double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& 
 
 void Fsdp::for_each_unit_gathered(const std::function<void(int64_t unit)>& f) {
   for (size_t ui = 0; ui < units_.size(); ++ui) {
-    need(int64_t(ui), true, false);
+    need(int64_t(ui), UnitUse::Values);
     f(int64_t(ui));
     Unit& u = *units_[ui];
     for (auto& s : u.values) s->release();

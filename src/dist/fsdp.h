@@ -10,12 +10,13 @@
 // accumulator and of both AdamW moments (4 x sum_u c_u floats, about 4P/N). The model is built
 // `deferred` (no parameter memory); its storages get memory only while a unit is gathered.
 //
-// A step (through the UnitHooks the model calls, model/qwen3.h):
-//   need(u, values)  : all-gather the unit's chunks into its full parameters;
-//   done(u, values)  : free them again (after forward only when reshard_after_forward, and not
+// A step (through the UnitHooks the model calls, in the order of its schedule,
+// model/unit_schedule.h):
+//   need(u, Values)  : all-gather the unit's chunks into its full parameters;
+//   done(u, Values)  : free them again (after forward only when reshard_after_forward, and not
 //                      a tied embedding, which the head reads again; after backward always);
-//   need(u, grads)   : zeroed full gradients for the unit;
-//   done(u, grads)   : reduce-scatter them (sum over ranks, in rank order) and add this rank's
+//   need(u, Grads)   : zeroed full gradients for the unit;
+//   done(u, Grads)   : reduce-scatter them (sum over ranks, in rank order) and add this rank's
 //                      chunk to the sharded accumulator, then free them. Gradient accumulation
 //                      therefore adds one reduced micro-batch at a time into the shard.
 //   step()           : global L2 norm from the ranks' sums of squares (double, rank order), clip
@@ -30,7 +31,8 @@
 // Prefetch: with Options::prefetch, need(u) for the unit the model announces next
 // (UnitHooks::prefetch) is issued on a communication thread while the current unit computes;
 // every collective of this object runs on that thread in program order, and the calling thread
-// waits for a unit's gather only when it needs it. Results do not depend on it.
+// waits for a unit's gather only when it needs it. Without it the announcements are ignored (a
+// unit is gathered when it is needed, not earlier). Results do not depend on it.
 //
 // Every rank ends each step with bitwise identical shards of the replicated quantities (each
 // reduction's result is the same on every rank, comm.h); versus one process the parameters
@@ -59,11 +61,13 @@ struct FsdpPlan {
   int64_t largest_unit = 0;   // elements of the largest unit
   int64_t total = 0;          // P
   int64_t staging_elems = 0;  // collective staging (N + 1) x bucket
+  std::vector<UnitStep> schedule;  // the model's training pass (model/unit_schedule.h)
   // Most gathered parameters plus full gradients alive at once during forward_backward, beyond
-  // the shards, following the hook sequence of model/qwen3.h: the computing unit's values and
-  // gradients, the prefetched unit's values, the previous unit's gradients still being reduced
-  // (with prefetch), and the embedding with the head when tied; without resharding after
-  // forward, every unit's values stay until its backward.
+  // the shards: the model's schedule replayed with Fsdp's rules of what need / done / prefetch
+  // gather and free. With prefetch, a unit's gradients stay alive (being reduced on the
+  // communication thread) until the next compute step ends, and announced units are gathered
+  // early; a tied embedding keeps its values from its lookup to the head; without resharding
+  // after forward, every unit's values stay until its backward.
   int64_t transient_elems(bool reshard_after_forward, bool prefetch) const;
 };
 FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world);
@@ -82,8 +86,8 @@ class Fsdp final : public UnitHooks {
   ~Fsdp() override;
 
   // UnitHooks
-  void need(int64_t unit, bool values, bool grads) override;
-  void done(int64_t unit, bool values, bool grads) override;
+  void need(int64_t unit, UnitUse use) override;
+  void done(int64_t unit, UnitUse use) override;
   void prefetch(int64_t unit) override;
   void end_pass() override;
 
@@ -125,6 +129,7 @@ class Fsdp final : public UnitHooks {
   void gather(Unit& u);         // collective: full values of u from the ranks' chunks
   void reduce_grads(Unit& u);   // collective: sum u's full grads over ranks into g_
   void wait_values(Unit& u);
+  void issue_gather(Unit& u);  // issues u's gather unless it is pending or done
   Qwen3Model& model_;
   ParamStore& ps_;
   Comm& comm_;

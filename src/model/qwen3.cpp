@@ -4,39 +4,10 @@
 #include <cstring>
 
 #include "core/rng.h"
-#include "core/threading.h"
+#include "model/qwen3_layer.h"
 #include "ops/matmul/bf16_convert.h"
 
 namespace titan {
-
-// Saved activations of one decoder layer. Which are kept depends on the checkpointing mode; the
-// rest are recomputed from the layer input (Full) or from the attention block output (Selective).
-struct LayerActs {
-  // attention block
-  Tensor xn1, rstd1;   // [T, H], [T]
-  Tensor qkv;          // [T, Q+2K] projections before q/k norm
-  Tensor rstd_q, rstd_k;  // [T*heads], [T*kv_heads]
-  Tensor q, k, v;      // [B, S, heads, D] after norm + RoPE (v: plain)
-  Tensor attn, lse;    // [T, Q], [B, heads, S]
-  Tensor h;            // [T, H] residual after attention
-  // MLP block
-  Tensor xn2, rstd2;   // [T, H], [T]
-  Tensor gu, act;      // [T, 2I], [T, I]  (dense MLP)
-  MoESaved moe;        // sparse MLP: routing and the variant's saved activations
-  bool have_attn = false, have_mlp = false;
-};
-
-struct Qwen3Model::Layer {
-  Tensor w_in, w_qkv, w_qn, w_kn, w_o, w_post, w_gu, w_down;        // fused storage
-  Tensor g_in, g_qkv, g_qn, g_kn, g_o, g_post, g_gu, g_down;        // their grads
-  // Sparse layers (w_gu / w_down unused): router [E, H], stacked experts [E, 2I, H], [E, H, I].
-  bool sparse = false;
-  Tensor w_router, w_egu, w_edown, g_router, g_egu, g_edown;
-};
-
-struct Qwen3Model::Bf16Weights {
-  std::vector<Tensor> qkv, o, gu, down;  // per layer, BF16
-};
 
 void Qwen3Model::round_weights_for_compute() {
   wbf_.reset();
@@ -59,31 +30,60 @@ void Qwen3Model::round_layer(size_t l) {
   wbf_->down[l] = to_bf16(L.sparse ? L.w_edown : L.w_down);
 }
 
-void Qwen3Model::need(int64_t unit, bool values, bool grads) {
-  if (hooks_) hooks_->need(unit, values, grads);
-  const int64_t l = unit - 1;
-  if (values && l >= 0 && l < int64_t(layers_.size())) round_layer(size_t(l));
+void Qwen3Model::apply(const UnitStep& s) {
+  const int64_t l = s.unit - 1;
+  const bool layer = l >= 0 && l < int64_t(layers_.size());
+  switch (s.kind) {
+    case UnitStep::Kind::Need:
+      if (hooks_) hooks_->need(s.unit, s.use);
+      if (layer && uses(s.use, UnitUse::Values)) round_layer(size_t(l));
+      break;
+    case UnitStep::Kind::Prefetch:
+      if (hooks_) hooks_->prefetch(s.unit);
+      break;
+    case UnitStep::Kind::Done:
+      if (!hooks_) break;
+      if (layer && wbf_ && uses(s.use, UnitUse::Values))
+        wbf_->qkv[size_t(l)] = wbf_->o[size_t(l)] = wbf_->gu[size_t(l)] = wbf_->down[size_t(l)] = Tensor();
+      hooks_->done(s.unit, s.use);
+      break;
+    case UnitStep::Kind::Run:
+      break;
+  }
 }
 
-void Qwen3Model::done(int64_t unit, bool values, bool grads) {
-  if (!hooks_) return;
-  const int64_t l = unit - 1;
-  if (values && wbf_ && l >= 0 && l < int64_t(layers_.size()))
-    wbf_->qkv[size_t(l)] = wbf_->o[size_t(l)] = wbf_->gu[size_t(l)] = wbf_->down[size_t(l)] = Tensor();
-  hooks_->done(unit, values, grads);
-}
+// Walks a pass's schedule (model/unit_schedule.h): the hook steps are applied in order, and each
+// compute step announces itself with at(unit, phase), which applies the hook steps before it and
+// checks that this Run is the schedule's next one, so the schedule and the code cannot drift.
+class Qwen3Model::Steps {
+ public:
+  Steps(Qwen3Model& m, Pass pass) : m_(m), s_(unit_schedule(m.cfg_, pass, m.ckpt_)) {}
+  void at(int64_t unit, Phase phase) {
+    for (; i_ < s_.size() && s_[i_].kind != UnitStep::Kind::Run; ++i_) m_.apply(s_[i_]);
+    const UnitStep want{UnitStep::Kind::Run, unit, UnitUse::None, phase};
+    TITAN_ASSERT(i_ < s_.size() && s_[i_] == want, "the model computes '", step_str(want), "' where its schedule has '",
+                 i_ < s_.size() ? step_str(s_[i_]) : std::string("its end"), "'");
+    ++i_;
+  }
+  // The steps after the last Run, then the end of the pass.
+  void finish() {
+    for (; i_ < s_.size(); ++i_) {
+      TITAN_ASSERT(s_[i_].kind != UnitStep::Kind::Run, "the pass ended before its schedule's '", step_str(s_[i_]), "'");
+      m_.apply(s_[i_]);
+    }
+    if (m_.hooks_) m_.hooks_->end_pass();
+  }
+
+ private:
+  Qwen3Model& m_;
+  std::vector<UnitStep> s_;
+  size_t i_ = 0;
+};
 
 InitScheme parse_init_scheme(const std::string& s) {
   if (s == "torchtitan") return InitScheme::Torchtitan;
   if (s == "hf") return InitScheme::HF;
   fail("unknown init scheme '", s, "' (expected torchtitan or hf)");
-}
-
-Checkpointing parse_checkpointing(const std::string& s) {
-  if (s == "none") return Checkpointing::None;
-  if (s == "selective") return Checkpointing::Selective;
-  if (s == "full") return Checkpointing::Full;
-  fail("unknown activation checkpointing mode '", s, "' (expected none, selective or full)");
 }
 
 Qwen3Model::Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred)
@@ -256,228 +256,93 @@ void Qwen3Model::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) {
 
 namespace {
 
-// qkv [T, Q+2K] -> q [T, Q], k [T, K], v [T, K] (contiguous copies).
-void split_qkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v, int64_t Q, int64_t K) {
-  const int64_t T = qkv.dim(0), W = Q + 2 * K;
-  const float* s = qkv.data<float>();
-  float *qd = q.data<float>(), *kd = k.data<float>(), *vd = v.data<float>();
-  parallel_for(T, 64, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      std::memcpy(qd + t * Q, s + t * W, size_t(Q) * 4);
-      std::memcpy(kd + t * K, s + t * W + Q, size_t(K) * 4);
-      std::memcpy(vd + t * K, s + t * W + Q + K, size_t(K) * 4);
-    }
-  });
-}
-
-// The inverse: dq [T, Q], dk [T, K], dv [T, K] -> dqkv [T, Q+2K].
-void pack_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& qkv, int64_t Q, int64_t K) {
-  const int64_t T = qkv.dim(0), W = Q + 2 * K;
-  float* d = qkv.data<float>();
-  const float *qs = q.data<float>(), *ks = k.data<float>(), *vs = v.data<float>();
-  parallel_for(T, 64, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      std::memcpy(d + t * W, qs + t * Q, size_t(Q) * 4);
-      std::memcpy(d + t * W + Q, ks + t * K, size_t(K) * 4);
-      std::memcpy(d + t * W + Q + K, vs + t * K, size_t(K) * 4);
-    }
-  });
-}
-
 Tensor f32(const Shape& s) { return Tensor::empty(s, DType::F32); }
 
-}  // namespace
-
-// x [T, H] -> out [T, H]. Fills `a` with what backward needs (all of it; the caller drops parts
-// according to the checkpointing mode).
-void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs& a, int64_t B, int64_t S) {
-  const Layer& L = layers_[l];
-  const KernelSet& k = kernels_[l];
-  const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
-  const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
-  const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
-  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
-  const float eps = float(cfg_.rms_norm_eps);
-  if (!a.have_attn) {
-    a.xn1 = f32({T, H});
-    a.rstd1 = f32({T});
-    k.rmsnorm->forward(x, L.w_in, eps, a.xn1, a.rstd1);
-    a.qkv = f32({T, Q + 2 * K});
-    k.linear->forward(a.xn1, Wqkv, a.qkv, compute_);
-    Tensor qr = f32({T * nh, D}), kr = f32({T * nkv, D});
-    a.v = f32({B, S, nkv, D});
-    split_qkv(a.qkv, qr, kr, a.v, Q, K);
-    a.q = f32({T * nh, D});
-    a.k = f32({T * nkv, D});
-    a.rstd_q = f32({T * nh});
-    a.rstd_k = f32({T * nkv});
-    k.rmsnorm->forward(qr, L.w_qn, eps, a.q, a.rstd_q);
-    k.rmsnorm->forward(kr, L.w_kn, eps, a.k, a.rstd_k);
-    a.q = a.q.view({B, S, nh, D});
-    a.k = a.k.view({B, S, nkv, D});
-    k.rope->forward(a.q, rope_);
-    k.rope->forward(a.k, rope_);
-    a.attn = f32({B, S, nh, D});
-    a.lse = f32({B, nh, S});
-    k.attention->forward(a.q, a.k, a.v, float(1.0 / std::sqrt(double(D))), a.attn, a.lse);
-    a.attn = a.attn.view({T, Q});
-    a.h = f32({T, H});
-    k.linear->forward(a.attn, Wo, a.h, compute_);
-    k.residual->forward(a.h, x, a.h);
-    a.have_attn = true;
-  }
-  a.xn2 = f32({T, H});
-  a.rstd2 = f32({T});
-  k.rmsnorm->forward(a.h, L.w_post, eps, a.xn2, a.rstd2);
-  mlp_forward(l, a, out, T);
-  k.residual->forward(out, a.h, out);
-  a.have_mlp = true;
-}
-
-// The MoE op's inputs for sparse layer l (the same for forward and backward).
-MoEArgs Qwen3Model::moe_args(size_t l, const LayerActs& a) const {
-  const Layer& L = layers_[l];
-  MoEArgs m;
-  m.x = &a.xn2, m.router = &L.w_router;
-  m.gate_up = wbf_ ? &wbf_->gu[l] : &L.w_egu, m.down = wbf_ ? &wbf_->down[l] : &L.w_edown;
-  m.bias = bias_.empty() ? nullptr : &bias_[l];
-  m.top_k = cfg_.num_experts_per_tok, m.norm_topk_prob = cfg_.norm_topk_prob, m.compute = compute_;
-  return m;
-}
-
-// out [T, H] = mlp(xn2): the dense SwiGLU MLP or the sparse MoE block.
-void Qwen3Model::mlp_forward(size_t l, LayerActs& a, Tensor& out, int64_t T) {
-  const Layer& L = layers_[l];
-  const KernelSet& k = kernels_[l];
-  if (L.sparse) {
-    const MoEArgs m = moe_args(l, a);
-    k.moe->forward(m, out, a.moe);
-    return;
-  }
-  const int64_t I = cfg_.intermediate_size;
-  a.gu = f32({T, 2 * I});
-  k.linear->forward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, a.gu, compute_);
-  a.act = f32({T, I});
-  k.swiglu->forward(a.gu, a.act);
-  k.linear->forward(a.act, wbf_ ? wbf_->down[l] : L.w_down, out, compute_);
-}
-
-// dy [T, H] = d(mlp output) -> returns d(xn2) in dxn2; parameter grads accumulate.
-void Qwen3Model::mlp_backward(size_t l, LayerActs& a, Tensor& dxn2, int64_t T, const Tensor* dlogits_extra) {
-  Layer& L = layers_[l];
-  const KernelSet& k = kernels_[l];
-  Tensor& dy = dxn2;  // on entry d(out); overwritten with d(xn2) below
-  if (L.sparse) {
-    const MoEArgs m = moe_args(l, a);
-    Tensor dx = f32({T, cfg_.hidden_size});
-    MoEGrads g;
-    g.dx = &dx, g.drouter = &L.g_router, g.dgate_up = &L.g_egu, g.ddown = &L.g_edown, g.dlogits_extra = dlogits_extra;
-    k.moe->backward(m, a.moe, dy, g);
-    a.moe = MoESaved();
-    dxn2 = dx;
-    return;
-  }
-  const int64_t I = cfg_.intermediate_size, H = cfg_.hidden_size;
-  Tensor dact = f32({T, I});
-  k.linear->backward(a.act, wbf_ ? wbf_->down[l] : L.w_down, dy, &dact, &L.g_down, compute_);
-  a.act = Tensor();
-  Tensor dgu = f32({T, 2 * I});
-  k.swiglu->backward(a.gu, dact, dgu);
-  a.gu = Tensor();
-  dact = Tensor();
-  Tensor dx = f32({T, H});
-  k.linear->backward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, dgu, &dx, &L.g_gu, compute_);
-  dxn2 = dx;
-}
-
-// dx: on entry d(layer output) [T, H]; on exit d(layer input). Parameter grads accumulate.
-void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S,
-                                const Tensor* dlogits_extra) {
-  Layer& L = layers_[l];
-  const KernelSet& k = kernels_[l];
-  const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
-  const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
-  const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
-  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
-  if (!a.have_attn || !a.have_mlp) {  // recompute what checkpointing dropped
-    Tensor out = f32({T, H});
-    layer_forward(l, x, out, a, B, S);
-  }
-  // MLP block: out = h + mlp(rmsnorm(h))  (dense: down(swiglu(gu(.))); sparse: the MoE block)
-  {
-    Tensor dxn2 = dx;  // d(out) shared; mlp_backward rebinds dxn2 to a fresh tensor
-    mlp_backward(l, a, dxn2, T, dlogits_extra);
-    Tensor dh = f32({T, H});
-    k.rmsnorm->backward(a.h, L.w_post, a.rstd2, dxn2, dh, L.g_post);
-    k.residual->accumulate(dx, dh);  // dx is now d(h)
-  }
-  // Attention block: h = x + o(attention(rope(norm(q)), rope(norm(k)), v))
-  {
-    Tensor dattn = f32({T, Q});
-    k.linear->backward(a.attn, Wo, dx, &dattn, &L.g_o, compute_);
-    Tensor dq = f32({B, S, nh, D}), dk = f32({B, S, nkv, D}), dv = f32({B, S, nkv, D});
-    k.attention->backward(a.q, a.k, a.v, a.attn.view({B, S, nh, D}), a.lse, dattn.view({B, S, nh, D}),
-                          float(1.0 / std::sqrt(double(D))), dq, dk, dv);
-    dattn = Tensor();
-    k.rope->backward(dq, rope_);
-    k.rope->backward(dk, rope_);
-    Tensor qr = f32({T * nh, D}), kr = f32({T * nkv, D}), vtmp = f32({T, K});
-    split_qkv(a.qkv, qr, kr, vtmp, Q, K);
-    Tensor dqr = f32({T * nh, D}), dkr = f32({T * nkv, D});
-    k.rmsnorm->backward(qr, L.w_qn, a.rstd_q, dq.view({T * nh, D}), dqr, L.g_qn);
-    k.rmsnorm->backward(kr, L.w_kn, a.rstd_k, dk.view({T * nkv, D}), dkr, L.g_kn);
-    Tensor dqkv = f32({T, Q + 2 * K});
-    pack_qkv(dqr, dkr, dv, dqkv, Q, K);
-    Tensor dxn1 = f32({T, H});
-    k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, &L.g_qkv, compute_);
-    Tensor dxin = f32({T, H});
-    k.rmsnorm->backward(x, L.w_in, a.rstd1, dxn1, dxin, L.g_in);
-    k.residual->accumulate(dx, dxin);
-  }
-  a = LayerActs();
-}
-
-static void check_batch(const Tensor& ids, const Tensor& labels, int64_t max_pos) {
+void check_batch(const Tensor& ids, const Tensor& labels, int64_t max_pos) {
   TITAN_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64, "token ids must be i64 [batch, seq], got ", ids.str());
   TITAN_CHECK(labels.shape() == ids.shape() && labels.dtype() == DType::I64, "labels must be i64 ", shape_str(ids.shape()),
               ", got ", labels.str());
   TITAN_CHECK(ids.dim(1) <= max_pos, "sequence length ", ids.dim(1), " exceeds max_position_embeddings ", max_pos);
 }
 
+}  // namespace
+
+Qwen3Model::Hidden Qwen3Model::forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps) {
+  const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
+  const size_t n = layers_.size();
+  if (pos.start + S > rope_.max_pos()) rope_ = make_rope_cache(cfg_.rope_theta, cfg_.head_dim, pos.start + S);
+  Hidden out;
+  Tensor x = f32({T, H});  // the residual stream: the embedding, then each layer's output
+  steps.at(0, Phase::Forward);
+  kernels_.back().embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, x);
+  if (store) {
+    store->x.assign(n + 1, Tensor());
+    store->layers.assign(n, LayerActs());
+  }
+  for (size_t l = 0; l < n; ++l) {
+    LayerActs dropped;  // pure inference: the layer's activations end with it
+    LayerActs& a = store ? store->layers[l] : dropped;
+    Tensor y = f32({T, H});
+    steps.at(unit_of_layer(int64_t(l)), Phase::Forward);
+    layer_forward(l, x, &y, a, B, S, pos);
+    if (layers_[l].sparse) {
+      if (aux_loss_on()) out.router_logits.push_back(a.moe.logits);
+      if (store && !counts_.empty()) {  // counted once per training forward (recomputation does not count)
+        const int64_t* c = a.moe.tokens_per_expert.data<int64_t>();
+        float* dst = counts_[l].data<float>();
+        for (int64_t e = 0; e < cfg_.num_experts; ++e) dst[e] += float(c[e]);
+      }
+    }
+    if (store) {
+      store->x[l] = x;
+      if (ckpt_ == Checkpointing::Full) {
+        a = LayerActs();
+      } else if (ckpt_ == Checkpointing::Selective) {  // keep the attention block, recompute the MLP
+        a.xn2 = a.rstd2 = a.gu = a.act = Tensor();
+        a.moe = MoESaved();
+        a.have_mlp = false;
+      }
+    }
+    x = y;
+  }
+  if (store) store->x[n] = x;
+  out.x = x;
+  return out;
+}
+
+void Qwen3Model::backward_layers(ActivationStore& store, Tensor& dx, std::vector<Tensor>& dlogits, int64_t B,
+                                 int64_t S, Positions pos, Steps& steps) {
+  for (size_t l = layers_.size(); l-- > 0;) {
+    store.x[l + 1] = Tensor();
+    const int64_t u = unit_of_layer(int64_t(l));
+    LayerActs& a = store.layers[l];
+    if (ckpt_ != Checkpointing::None) {  // refill what checkpointing dropped
+      steps.at(u, Phase::Recompute);
+      layer_forward(l, store.x[l], nullptr, a, B, S, pos);
+    }
+    steps.at(u, Phase::Backward);
+    layer_backward(l, store.x[l], a, dx, B, S, pos, dlogits[l].defined() ? &dlogits[l] : nullptr);
+    dlogits[l] = Tensor();
+  }
+}
+
 double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out) {
   check_batch(ids, labels, cfg_.max_position_embeddings);
-  const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
-  if (S > rope_.max_pos()) rope_ = make_rope_cache(cfg_.rope_theta, cfg_.head_dim, S);
-  const KernelSet& hk = kernels_.back();
+  const int64_t T = ids.numel(), H = cfg_.hidden_size;
   round_weights_for_compute();
-  const int64_t head = num_units() - 1;
-  Tensor x = f32({T, H}), y = f32({T, H});
-  need(0, true, false);
-  hk.embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, x);
-  done(0, true, false);
-  std::vector<Tensor> router_logits;  // [T, E] per sparse layer (for the auxiliary loss)
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    LayerActs a;
-    need(unit_of_layer(int64_t(l)), true, false);
-    if (hooks_) hooks_->prefetch(l + 1 < layers_.size() ? unit_of_layer(int64_t(l) + 1) : head);
-    layer_forward(l, x, y, a, B, S);
-    done(unit_of_layer(int64_t(l)), true, false);
-    if (layers_[l].sparse) router_logits.push_back(a.moe.logits);
-    std::swap(x, y);
-  }
+  Steps steps(*this, Pass::Score);
+  Hidden hid = forward_layers(ids, Positions{}, nullptr, steps);
+  steps.at(num_units() - 1, Phase::Forward);
+  const KernelSet& hk = kernels_.back();
   Tensor xf = f32({T, H}), rstd = f32({T});
-  need(head, true, false);
-  if (cfg_.tie_word_embeddings) need(0, true, false);
-  hk.rmsnorm->forward(x, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
+  hk.rmsnorm->forward(hid.x, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
   double loss = hk.cross_entropy->forward(xf, lm_head_weight(), labels.view({T}), logits_out, compute_);
-  if (cfg_.tie_word_embeddings) done(0, true, false);
-  done(head, true, false);
-  if (hooks_) hooks_->end_pass();
+  steps.finish();
   wbf_.reset();
   last_aux_ = 0;
   if (aux_loss_on()) {
     std::vector<const Tensor*> lp;
-    for (const auto& t : router_logits) lp.push_back(&t);
+    for (const auto& t : hid.router_logits) lp.push_back(&t);
     last_aux_ = moe_aux_loss(lp, cfg_.num_experts_per_tok);
     loss += double(count_labels(labels)) * cfg_.router_aux_loss_coef * last_aux_;
   }
@@ -487,42 +352,11 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
 double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale) {
   check_batch(ids, labels, cfg_.max_position_embeddings);
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
-  if (S > rope_.max_pos()) rope_ = make_rope_cache(cfg_.rope_theta, cfg_.head_dim, S);
-  const KernelSet& hk = kernels_.back();
-  round_weights_for_compute();
   const size_t n = layers_.size();
-  std::vector<Tensor> xs(n + 1);  // layer inputs (and the final hidden state)
-  std::vector<LayerActs> acts(n);
-  std::vector<Tensor> router_logits(n);
-  const int64_t head = num_units() - 1;
-  xs[0] = f32({T, H});
-  need(0, true, false);
-  if (hooks_) hooks_->prefetch(n > 0 ? unit_of_layer(0) : head);
-  hk.embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, xs[0]);
-  done(0, true, false);
-  for (size_t l = 0; l < n; ++l) {
-    xs[l + 1] = f32({T, H});
-    need(unit_of_layer(int64_t(l)), true, false);
-    if (hooks_) hooks_->prefetch(l + 1 < n ? unit_of_layer(int64_t(l) + 1) : head);
-    layer_forward(l, xs[l], xs[l + 1], acts[l], B, S);
-    done(unit_of_layer(int64_t(l)), true, false);
-    if (layers_[l].sparse) {
-      router_logits[l] = acts[l].moe.logits;
-      if (!counts_.empty()) {  // counted once per step's forward (recomputation does not count)
-        const int64_t* c = acts[l].moe.tokens_per_expert.data<int64_t>();
-        float* dst = counts_[l].data<float>();
-        for (int64_t e = 0; e < cfg_.num_experts; ++e) dst[e] += float(c[e]);
-      }
-    }
-    if (ckpt_ == Checkpointing::Full) {
-      acts[l] = LayerActs();
-    } else if (ckpt_ == Checkpointing::Selective) {  // keep the attention block, recompute the MLP
-      LayerActs& a = acts[l];
-      a.xn2 = a.rstd2 = a.gu = a.act = Tensor();
-      a.moe = MoESaved();
-      a.have_mlp = false;
-    }
-  }
+  round_weights_for_compute();
+  Steps steps(*this, Pass::Train);
+  ActivationStore store;
+  Hidden hid = forward_layers(ids, Positions{}, &store, steps);
   // Auxiliary loss: its value joins the loss sum as n * coef * aux (n counted tokens), so its
   // gradient, fed to each sparse layer's router logits, is grad_scale * n * coef * d(aux).
   // Recomputation under checkpointing reproduces the same logits, so the counts stay valid.
@@ -533,43 +367,35 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
     const double count = double(count_labels(labels));
     std::vector<const Tensor*> lp;
     std::vector<Tensor*> dp;
-    for (size_t l = 0; l < n; ++l) {
+    for (size_t l = 0, i = 0; l < n; ++l) {
       if (!layers_[l].sparse) continue;
-      dlogits[l] = f32(router_logits[l].shape());
-      lp.push_back(&router_logits[l]);
+      const Tensor& logits = hid.router_logits.at(i++);
+      dlogits[l] = f32(logits.shape());
+      lp.push_back(&logits);
       dp.push_back(&dlogits[l]);
     }
     last_aux_ = moe_aux_loss(lp, cfg_.num_experts_per_tok, &dp,
                              float(double(grad_scale) * count * cfg_.router_aux_loss_coef));
     aux_term = count * cfg_.router_aux_loss_coef * last_aux_;
   }
-  router_logits.clear();
-  Tensor xf = f32({T, H}), rstd = f32({T});
-  need(head, true, true);
-  if (cfg_.tie_word_embeddings) need(0, true, true);
-  if (hooks_) hooks_->prefetch(n > 0 ? unit_of_layer(int64_t(n) - 1) : 0);
+  hid = Hidden();
+  // Head: final norm, fused lm_head + cross-entropy forward and backward, norm backward.
+  steps.at(num_units() - 1, Phase::Backward);
+  const KernelSet& hk = kernels_.back();
   const Param& norm = params_.at("model.norm.weight");
-  hk.rmsnorm->forward(xs[n], norm.value, float(cfg_.rms_norm_eps), xf, rstd);
-  Tensor dxf = f32({T, H});
-  double loss = hk.cross_entropy->forward_backward(xf, lm_head_weight(), labels.view({T}), grad_scale, dxf,
-                                                   lm_head_grad(), compute_);
-  if (cfg_.tie_word_embeddings) done(0, true, false);
-  Tensor dx = f32({T, H});
-  hk.rmsnorm->backward(xs[n], norm.value, rstd, dxf, dx, params_.at("model.norm.weight").grad);
-  done(head, true, true);
-  xf = dxf = Tensor();
-  for (size_t l = n; l-- > 0;) {
-    xs[l + 1] = Tensor();
-    need(unit_of_layer(int64_t(l)), true, true);
-    if (hooks_ && l > 0) hooks_->prefetch(unit_of_layer(int64_t(l) - 1));
-    layer_backward(l, xs[l], acts[l], dx, B, S, dlogits[l].defined() ? &dlogits[l] : nullptr);
-    done(unit_of_layer(int64_t(l)), true, true);
-    dlogits[l] = Tensor();
+  Tensor dx = f32({T, H});  // d(residual stream), from the head down to the embedding
+  double loss;
+  {
+    Tensor xf = f32({T, H}), rstd = f32({T}), dxf = f32({T, H});
+    hk.rmsnorm->forward(store.x[n], norm.value, float(cfg_.rms_norm_eps), xf, rstd);
+    loss = hk.cross_entropy->forward_backward(xf, lm_head_weight(), labels.view({T}), grad_scale, dxf, lm_head_grad(),
+                                              compute_);
+    hk.rmsnorm->backward(store.x[n], norm.value, rstd, dxf, dx, params_.at("model.norm.weight").grad);
   }
-  need(0, false, true);
+  backward_layers(store, dx, dlogits, B, S, Positions{}, steps);
+  steps.at(0, Phase::Backward);
   hk.embedding->backward(ids.view({T}), dx, params_.at("model.embed_tokens.weight").grad);
-  done(0, false, true);
-  if (hooks_) hooks_->end_pass();
+  steps.finish();
   wbf_.reset();
   return loss + aux_term;
 }

@@ -7,6 +7,11 @@
 //   gu = xn2 @ Wgu^T [T, 2I]; x' = h + swiglu(gu) @ Wdown^T
 //   final: xf = rmsnorm(x_L); loss = CE(xf @ Wlm^T, labels) in vocab-sized chunks.
 //
+// Passes: forward (scoring) and forward_backward (training) both run forward_layers, the one
+// embedding + decoder-layer loop, and both follow the unit schedule of model/unit_schedule.h
+// (the hook calls, checked against it at every compute step). One layer's forward and backward
+// are in qwen3_layer.cpp.
+//
 // Qwen3-MoE (config.is_moe()): a sparse layer's MLP is the MoE op instead (ops/moe/moe.h):
 //   x' = h + moe(xn2; router [E, H], gate_up [E, 2I, H], down [E, H, I]), experts stacked in one
 //   buffer each; the per-expert HF parameters are row-slice views of them (gate_proj of expert e =
@@ -22,41 +27,34 @@
 #include "model/config.h"
 #include "model/kernels.h"
 #include "model/params.h"
+#include "model/unit_schedule.h"
 
 namespace titan {
 
 enum class InitScheme { Torchtitan, HF };
 InitScheme parse_init_scheme(const std::string& s);
 
-// What to keep between forward and backward. Full recomputes each layer from its input during
-// backward; Selective keeps the attention outputs (the expensive part) and recomputes the rest.
-enum class Checkpointing { None, Selective, Full };
-Checkpointing parse_checkpointing(const std::string& s);
+struct LayerActs;        // saved activations of one decoder layer (model/qwen3_layer.h)
+struct ActivationStore;  // what a training forward keeps for the backward (model/qwen3_layer.h)
 
-struct LayerActs;  // saved activations of one decoder layer (model/qwen3_layer.h)
-
-// Parameter units, the granularity of fully sharded data parallelism (dist/fsdp.h): unit 0 is the
-// embedding, unit 1 + l decoder layer l, the last unit (n_layers + 1) the final norm and, when
-// untied, lm_head. A unit's parameters are contiguous in ParamStore order.
-//
-// With hooks installed the model asks for a unit's memory right before it reads it and says when
-// it is done, so the hooks can keep parameters and gradients sharded in between:
-//   need(u, values, grads): the unit's parameter values (and/or its gradients, zeroed when they
-//     are made resident) must be resident from now on;
-//   done(u, values, grads): values not needed again in this pass until the next need(); grads:
-//     this pass's gradient contributions to the unit are complete;
-//   prefetch(u): the values of unit u will be needed next (a hint);
-//   end_pass(): the forward(_backward) call ends.
-// forward_backward: need(0,V) done(0,V), then per layer need(1+l,V) done(1+l,V), then the head
-// need(last,V+G) [tied: need(0,V+G), done(0,V)] done(last,V+G), then per layer in reverse
-// need(1+l,V+G) done(1+l,V+G), then need(0,G) done(0,G), end_pass().
+// Memory hooks around the parameter units (model/unit_schedule.h has the units, the steps of a
+// pass and their order). With hooks installed the model asks for a unit's memory right before it
+// reads it and says when it is done, so the hooks can keep parameters and gradients sharded in
+// between (dist/fsdp.h): need / done / prefetch are the schedule's Need / Done / Prefetch steps,
+// end_pass() ends every forward(_backward) call.
 class UnitHooks {
  public:
   virtual ~UnitHooks() = default;
-  virtual void need(int64_t unit, bool values, bool grads) = 0;
-  virtual void done(int64_t unit, bool values, bool grads) = 0;
+  virtual void need(int64_t unit, UnitUse use) = 0;
+  virtual void done(int64_t unit, UnitUse use) = 0;
   virtual void prefetch(int64_t) {}
   virtual void end_pass() {}
+};
+
+// Positions of the tokens of a call: each sequence's S tokens are at positions start..start+S-1
+// (start > 0: a continuation after cached positions, for generation with a KV cache).
+struct Positions {
+  int64_t start = 0;
 };
 
 class Qwen3Model {
@@ -117,17 +115,34 @@ class Qwen3Model {
 
  private:
   struct Layer;
+  class Steps;
+  // The last hidden state [B*S, H] (before the final norm) and, when the auxiliary loss is on,
+  // every sparse layer's router logits [B*S, E].
+  struct Hidden {
+    Tensor x;
+    std::vector<Tensor> router_logits;
+  };
+  // The one forward through the embedding and the decoder layers, for scoring, training and
+  // (next) generation. store: null for pure inference (each layer's activations are dropped when
+  // it ends); else it receives the layer inputs and what each layer's backward needs (by the
+  // checkpointing mode). A KV cache joins as one more argument of this loop.
+  Hidden forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps);
+  // The decoder layers' backward from d(last hidden state) (dx, [B*S, H], becomes d(embedding
+  // output)); dlogits: per layer, the auxiliary loss's gradient on its router logits (or undefined).
+  void backward_layers(ActivationStore& store, Tensor& dx, std::vector<Tensor>& dlogits, int64_t B, int64_t S,
+                       Positions pos, Steps& steps);
   void build_params();
-  void layer_forward(size_t l, const Tensor& x, Tensor& out, LayerActs& a, int64_t B, int64_t S);
-  void layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S,
+  // One decoder layer (model/qwen3_layer.cpp).
+  void layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs& a, int64_t B, int64_t S, Positions pos);
+  void layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S, Positions pos,
                       const Tensor* dlogits_extra);
-  void mlp_forward(size_t l, LayerActs& a, Tensor& out, int64_t T);
-  void mlp_backward(size_t l, LayerActs& a, Tensor& dx, int64_t T, const Tensor* dlogits_extra);
+  void mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T);
+  void mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T, const Tensor* dlogits_extra);
   MoEArgs moe_args(size_t l, const LayerActs& a) const;
   bool aux_loss_on() const;
-  // Hook calls (no-ops without hooks) plus the per-layer bf16 weight copies that go with them.
-  void need(int64_t unit, bool values, bool grads);
-  void done(int64_t unit, bool values, bool grads);
+  // A schedule step's hook call (no-op without hooks) plus the per-layer bf16 weight copies that
+  // go with a unit's values.
+  void apply(const UnitStep& s);
   void round_layer(size_t l);
   const Tensor& lm_head_weight();
   Tensor& lm_head_grad();

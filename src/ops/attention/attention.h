@@ -4,18 +4,46 @@
 //   lse: [B, Hq, S] f32, log-sum-exp of the scaled scores per query (saved for backward)
 //   backward: dq, dk, dv (overwrite), with the flash-attention recurrence
 //     dP = dO V^T, D_s = sum(dO_s * O_s), dS = P * (dP - D), dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO
+//
+// The kernels take q, k, v and their gradients as row views (ops/row_view.h) of B * S token rows
+// (S = seq): the rows may be strided, so v is read from the fused qkv buffer and dv written into
+// the fused gradient in place. out, dout [B, S, Hq, D] and lse are contiguous and defined.
+// The 4-d tensor forms below check their arguments the same way, allocate undefined outputs and
+// call the row forms.
 #pragma once
+#include <string>
+
 #include "core/tensor.h"
+#include "ops/attention/shape.h"
 #include "ops/registry.h"
+#include "ops/row_view.h"
 
 namespace titan {
 
 struct AttentionKernel {
   static constexpr const char* op_name = "attention";
   const char* variant;
-  void (*forward)(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse);
-  void (*backward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                   const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv);
+  void (*forward_rows)(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
+                       Tensor& lse);
+  void (*backward_rows)(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+                        const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk,
+                        const RowView& dv);
+
+  void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) const {
+    const attention::Dims d = attention::check_forward(q, k, v, scale, out, lse, who("forward").c_str());
+    forward_rows(RowView::of(q, d.Hq, d.D), RowView::of(k, d.Hkv, d.D), RowView::of(v, d.Hkv, d.D), d.S, scale, out,
+                 lse);
+  }
+  void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) const {
+    const attention::Dims d =
+        attention::check_backward(q, k, v, out, lse, dout, scale, dq, dk, dv, who("backward").c_str());
+    backward_rows(RowView::of(q, d.Hq, d.D), RowView::of(k, d.Hkv, d.D), RowView::of(v, d.Hkv, d.D), out, lse, dout,
+                  d.S, scale, RowView::of(dq, d.Hq, d.D), RowView::of(dk, d.Hkv, d.D), RowView::of(dv, d.Hkv, d.D));
+  }
+
+ private:
+  std::string who(const char* dir) const { return std::string("attention.") + variant + " " + dir; }
 };
 
 }  // namespace titan

@@ -88,14 +88,16 @@ void queries_from_keys(const TileOps& ops, bool diag, int64_t qn, int64_t kn, in
   if (qn > kHalf) ops.gemm(qn - kHalf, D, kn, t + kHalf, 1, kTile, Y, ldy, C + kHalf * ldc, ldc, accumulate);
 }
 
-void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
-  const Dims d = check_forward(q, k, v, scale, out, lse, "attention.cpu forward");
+void forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
+             Tensor& lse) {
+  const Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, "attention.cpu forward");
   const TileOps& ops = tile_ops();
-  const int64_t D = d.D, S = d.S, nb = num_blocks(S), qs = d.Hq * D, ks = d.Hkv * D;
-  const float* Q = q.data<float>();  // [B, S, Hq, D]
-  const float* K = k.data<float>();  // [B, S, Hkv, D]
-  const float* V = v.data<float>();  // [B, S, Hkv, D]
-  float* O = out.data<float>();      // [B, S, Hq, D]
+  // Token row strides: qs, ks, vs of the (possibly strided) inputs, os of out (contiguous).
+  const int64_t D = d.D, S = d.S, nb = num_blocks(S), qs = q.ld, ks = k.ld, vs = v.ld, os = d.Hq * D;
+  const float* Q = q.t.data<float>();  // [B * S rows at qs, Hq, D]
+  const float* K = k.t.data<float>();  // [B * S rows at ks, Hkv, D]
+  const float* V = v.t.data<float>();  // [B * S rows at vs, Hkv, D]
+  float* O = out.data<float>();        // [B, S, Hq, D]
   float* L = lse.data<float>();      // [B, Hq, S]
   const int64_t heads = d.B * d.Hq;
   parallel_for(nb * heads, 1, [&](int64_t t0, int64_t t1) {
@@ -117,7 +119,7 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Ten
       for (int64_t kb = 0; kb <= qb; ++kb) {
         const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, S - k0);
         const float* krows = K + (b * S + k0) * ks + g * D;
-        const float* vrows = V + (b * S + k0) * ks + g * D;
+        const float* vrows = V + (b * S + k0) * vs + g * D;
         const bool diag = kb == qb;
         keys_by_queries(ops, diag, kn, D, krows, ks, qt, kTile, st);
         ops.softmax_step(st, int(kn), diag, m, l, alpha);
@@ -127,10 +129,10 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Ten
             float* row = acc + i * D;
             for (int64_t c = 0; c < D; ++c) row[c] *= a;
           }
-        queries_from_keys(ops, diag, qn, kn, D, st, vrows, ks, acc, D, kb > 0);
+        queries_from_keys(ops, diag, qn, kn, D, st, vrows, vs, acc, D, kb > 0);
       }
       for (int64_t i = 0; i < qn; ++i) {
-        float* orow = O + (b * S + q0 + i) * qs + h * D;
+        float* orow = O + (b * S + q0 + i) * os + h * D;
         const float li = l[i];
         for (int64_t c = 0; c < D; ++c) orow[c] = acc[i * D + c] / li;
         L[(b * d.Hq + h) * S + q0 + i] = m[i] + std::log(l[i]);
@@ -153,26 +155,28 @@ std::vector<int64_t> key_ranges(int64_t nb, int64_t want) {
   return starts;
 }
 
-void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-              const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
-  const Dims d = check_backward(q, k, v, out, lse, dout, scale, dq, dk, dv, "attention.cpu backward");
+void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+              const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk, const RowView& dv) {
+  const Dims d = check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.cpu backward");
   const TileOps& ops = tile_ops();
-  const int64_t D = d.D, S = d.S, nb = num_blocks(S), Sp = nb * kTile, qs = d.Hq * D, ks = d.Hkv * D;
-  const float* Q = q.data<float>();     // [B, S, Hq, D]
-  const float* K = k.data<float>();     // [B, S, Hkv, D]
-  const float* V = v.data<float>();     // [B, S, Hkv, D]
+  // Token row strides of the views (qs, ks, vs; dqs, dks, dvs) and of out / dout (os, contiguous).
+  const int64_t D = d.D, S = d.S, nb = num_blocks(S), Sp = nb * kTile, os = d.Hq * D;
+  const int64_t qs = q.ld, ks = k.ld, vs = v.ld, dqs = dq.ld, dks = dk.ld, dvs = dv.ld;
+  const float* Q = q.t.data<float>();   // [B * S rows at qs, Hq, D]
+  const float* K = k.t.data<float>();   // [B * S rows at ks, Hkv, D]
+  const float* V = v.t.data<float>();   // [B * S rows at vs, Hkv, D]
   const float* O = out.data<float>();   // [B, S, Hq, D]
   const float* dO = dout.data<float>(); // [B, S, Hq, D]
   const float* L = lse.data<float>();   // [B, Hq, S]
-  float* dQ = dq.data<float>();
-  float* dK = dk.data<float>();
-  float* dV = dv.data<float>();
+  float* dQ = dq.t.data<float>();
+  float* dK = dk.t.data<float>();
+  float* dV = dv.t.data<float>();
 
   // At least 16 tasks where the sequence allows, from the shapes alone (never the thread count).
   const int64_t pairs = d.B * d.Hkv;
   const std::vector<int64_t> ranges = key_ranges(nb, std::min(nb, (16 + pairs - 1) / pairs));
   const int64_t nr = int64_t(ranges.size()) - 1;
-  Tensor partial;  // [nr, B, S, Hq, D] dQ of each key range, when nr > 1
+  Tensor partial;  // [nr, B, S, Hq, D] dQ of each key range (contiguous), when nr > 1
   if (nr > 1) partial = Tensor::empty({nr, d.B, S, d.Hq, D}, DType::F32);
 
   // Per task, everything the tile products touch is packed into dense per-head blocks: the products
@@ -201,13 +205,14 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
       const int64_t kb0 = ranges[size_t(r)], kb1 = ranges[size_t(r) + 1];
       const int64_t lo = kb0 * kTile, hi = std::min(S, kb1 * kTile);  // key rows owned; queries from lo
       pack_rows(K + (b * S + lo) * ks + g * D, ks, hi - lo, D, kp + lo * D);
-      pack_rows(V + (b * S + lo) * ks + g * D, ks, hi - lo, D, vp + lo * D);
+      pack_rows(V + (b * S + lo) * vs + g * D, vs, hi - lo, D, vp + lo * D);
       std::fill(dkp + lo * D, dkp + hi * D, 0.f);
       std::fill(dvp + lo * D, dvp + hi * D, 0.f);
       for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
-        const int64_t head = (b * S) * qs + h * D;  // offset of row (b, 0, h) in q, out, dout, dq
-        pack_rows(Q + head + lo * qs, qs, S - lo, D, qp + lo * D);
-        pack_rows(dO + head + lo * qs, qs, S - lo, D, dop + lo * D);
+        const int64_t qhead = (b * S) * qs + h * D;  // offset of row (b, 0, h) in q
+        const int64_t ohead = (b * S) * os + h * D;  // ... in out, dout and the dQ partials
+        pack_rows(Q + qhead + lo * qs, qs, S - lo, D, qp + lo * D);
+        pack_rows(dO + ohead + lo * os, os, S - lo, D, dop + lo * D);
         std::fill(dqp + lo * D, dqp + S * D, 0.f);
         // Transposed copies, zero past the end.
         for (int64_t c = 0; c < D; ++c) {
@@ -219,10 +224,10 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
         // D = rowsum(dO * O) in double, eight partial sums so the loop vectorizes.
         for (int64_t s = lo; s < Sp; ++s) {
           double part[8] = {};
-          if (s + kAhead < S) prefetch_row(O + head + (s + kAhead) * qs, D);
+          if (s + kAhead < S) prefetch_row(O + ohead + (s + kAhead) * os, D);
           if (s < S) {
             const float* dorow = dop + s * D;
-            const float* orow = O + head + s * qs;
+            const float* orow = O + ohead + s * os;
             int64_t c = 0;
             for (; c + 8 <= D; c += 8)
               for (int u = 0; u < 8; ++u) part[u] += double(dorow[c + u]) * double(orow[c + u]);
@@ -246,24 +251,26 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o
             queries_from_keys(ops, diag, qn, kn, D, dpt, krows, D, dqp + q0 * D, D, true);     // dQ += s dS^T K
           }
         }
-        float* dqdst = nr > 1 ? partial.data<float>() + r * d.B * S * qs : dQ;
-        unpack_rows(dqp + lo * D, S - lo, D, dqdst + head + lo * qs, qs);
+        if (nr > 1)
+          unpack_rows(dqp + lo * D, S - lo, D, partial.data<float>() + r * d.B * S * os + ohead + lo * os, os);
+        else
+          unpack_rows(dqp + lo * D, S - lo, D, dQ + (b * S) * dqs + h * D + lo * dqs, dqs);
       }
-      unpack_rows(dkp + lo * D, hi - lo, D, dK + (b * S + lo) * ks + g * D, ks);
-      unpack_rows(dvp + lo * D, hi - lo, D, dV + (b * S + lo) * ks + g * D, ks);
+      unpack_rows(dkp + lo * D, hi - lo, D, dK + (b * S + lo) * dks + g * D, dks);
+      unpack_rows(dvp + lo * D, hi - lo, D, dV + (b * S + lo) * dvs + g * D, dvs);
     }
   });
 
   if (nr > 1) {
     const float* part = partial.data<float>();
-    const int64_t stride = d.B * S * qs;
+    const int64_t stride = d.B * S * os;
     parallel_for(d.B * S, 16, [&](int64_t r0, int64_t r1) {
       for (int64_t row = r0; row < r1; ++row) {  // row = b * S + s
         const int64_t s = row % S;
-        float* dst = dQ + row * qs;
-        std::fill_n(dst, qs, 0.f);
+        float* dst = dQ + row * dqs;
+        std::fill_n(dst, os, 0.f);
         for (int64_t r = 0; r < nr && ranges[size_t(r)] * kTile <= s; ++r)
-          for (int64_t c = 0; c < qs; ++c) dst[c] += part[r * stride + row * qs + c];
+          for (int64_t c = 0; c < os; ++c) dst[c] += part[r * stride + row * os + c];
       }
     });
   }

@@ -97,6 +97,19 @@ void reference_backward(const Dims& d, const double* q, const double* k, const d
 
 namespace {
 
+// A view's vectors gathered into a contiguous [n, h, d] array of doubles, and scattered back.
+std::vector<double> to_double(const RowView& v) {
+  const auto p = v.ptr<float>();
+  std::vector<double> r(size_t(v.vectors() * v.d));
+  for (int64_t i = 0; i < v.vectors(); ++i)
+    for (int64_t j = 0; j < v.d; ++j) r[size_t(i * v.d + j)] = p.vec(i)[j];
+  return r;
+}
+void from_double(const std::vector<double>& src, const RowView& v) {
+  const auto p = v.ptr<float>();
+  for (int64_t i = 0; i < v.vectors(); ++i)
+    for (int64_t j = 0; j < v.d; ++j) p.vec(i)[j] = float(src[size_t(i * v.d + j)]);
+}
 std::vector<double> to_double(const Tensor& t) {
   const float* p = t.data<float>();
   return std::vector<double>(p, p + t.numel());
@@ -106,8 +119,9 @@ void from_double(const std::vector<double>& src, Tensor& t) {
   for (size_t i = 0; i < src.size(); ++i) p[i] = float(src[i]);
 }
 
-void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
-  Dims d = check_forward(q, k, v, scale, out, lse, "attention.reference forward");
+void forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
+             Tensor& lse) {
+  Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, "attention.reference forward");
   auto qd = to_double(q), kd = to_double(k), vd = to_double(v);
   std::vector<double> od(size_t(out.numel())), ld(size_t(lse.numel()));
   reference_forward(d, qd.data(), kd.data(), vd.data(), scale, od.data(), ld.data());
@@ -115,11 +129,11 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Ten
   from_double(ld, lse);
 }
 
-void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-              const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
-  Dims d = check_backward(q, k, v, out, lse, dout, scale, dq, dk, dv, "attention.reference backward");
+void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+              const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk, const RowView& dv) {
+  Dims d = check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.reference backward");
   auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
-  std::vector<double> dqd(size_t(q.numel())), dkd(size_t(k.numel())), dvd(size_t(v.numel()));
+  std::vector<double> dqd(qd.size()), dkd(kd.size()), dvd(vd.size());
   reference_backward(d, qd.data(), kd.data(), vd.data(), dod.data(), scale, dqd.data(), dkd.data(), dvd.data());
   from_double(dqd, dq);
   from_double(dkd, dk);

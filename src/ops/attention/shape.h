@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "ops/row_view.h"
 
 namespace titan::attention {
 
@@ -73,6 +74,50 @@ inline Dims check_backward(const Tensor& q, const Tensor& k, const Tensor& v, co
   prepare_output(dq, q.shape());
   prepare_output(dk, k.shape());
   prepare_output(dv, v.shape());
+  return d;
+}
+
+// The row-view forms (attention.h): q [B*S, Hq, D], k and v [B*S, Hkv, D] f32 views with
+// S = seq; out [B, S, Hq, D] and lse [B, Hq, S] defined f32 tensors.
+inline Dims check_rows(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale,
+                       const char* who) {
+  check_view(q, DType::F32, who, "q");
+  check_view(k, DType::F32, who, "k");
+  check_view(v, DType::F32, who, "v");
+  TITAN_CHECK(seq > 0 && q.n > 0 && q.n % seq == 0, who, ": 'q' has ", q.n, " token rows, not a positive multiple of ",
+              "the sequence length ", seq);
+  check_same_rows(k, v, who, "k", "v");
+  TITAN_CHECK(k.n == q.n && k.d == q.d, who, ": 'k' [", k.n, ", ", k.h, ", ", k.d, "] does not match 'q' [", q.n,
+              ", ", q.h, ", ", q.d, "]");
+  TITAN_CHECK(q.h % k.h == 0, who, ": query heads (", q.h, ") must be a multiple of kv heads (", k.h, ")");
+  TITAN_CHECK(std::isfinite(scale), who, ": scale must be finite, got ", scale);
+  return Dims{q.n / seq, seq, q.h, k.h, q.d};
+}
+
+inline void check_contiguous_out(const Tensor& t, const Shape& shape, const char* who, const char* name) {
+  TITAN_CHECK(t.defined() && t.dtype() == DType::F32 && t.numel() == shape_numel(shape), who, ": '", name,
+              "' must be f32", shape_str(shape), ", got ", t.defined() ? t.str() : std::string("undefined"));
+}
+
+inline Dims check_rows_forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale,
+                               const Tensor& out, const Tensor& lse, const char* who) {
+  const Dims d = check_rows(q, k, v, seq, scale, who);
+  check_contiguous_out(out, {d.B, d.S, d.Hq, d.D}, who, "out");
+  check_contiguous_out(lse, {d.B, d.Hq, d.S}, who, "lse");
+  return d;
+}
+
+inline Dims check_rows_backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                                const Tensor& lse, const Tensor& dout, int64_t seq, float scale, const RowView& dq,
+                                const RowView& dk, const RowView& dv, const char* who) {
+  const Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, who);
+  check_contiguous_out(dout, {d.B, d.S, d.Hq, d.D}, who, "dout");
+  check_view(dq, DType::F32, who, "dq");
+  check_view(dk, DType::F32, who, "dk");
+  check_view(dv, DType::F32, who, "dv");
+  check_same_rows(q, dq, who, "q", "dq");
+  check_same_rows(k, dk, who, "k", "dk");
+  check_same_rows(v, dv, who, "v", "dv");
   return d;
 }
 

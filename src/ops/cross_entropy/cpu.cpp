@@ -3,6 +3,7 @@
 //   logits = h_c @ W^T                       (GEMM; bf16 inputs when compute = bf16)
 //   per row (in parallel): m = max, e = exp(z - m) in place, s = sum e,
 //     loss_n = log s + m - z[label],  dlogits = e * (grad_scale / s) - grad_scale [v == label]
+//     written once: over e in f32, or with bf16 compute only as the bf16 copy the GEMMs read
 //   dh_c = dlogits @ W                        (GEMM, overwrite)
 //   dW  += dlogits^T @ h_c                    (GEMM, beta = 1)
 // Ignored rows (label -100) get zero dlogits, so no gradient; a chunk with no counted row skips its
@@ -174,17 +175,26 @@ double cpu_forward_backward(const GemmKernel& gemm, const Tensor& h, const Tenso
         float* zr = z + i * d.v;
         uint16_t* br = zb ? zb + i * d.v : nullptr;
         if (label == kIgnoreIndex) {
-          std::fill(zr, zr + d.v, 0.0f);
-          if (br) std::fill(br, br + d.v, uint16_t(0));
+          if (br)
+            std::fill(br, br + d.v, uint16_t(0));
+          else
+            std::fill(zr, zr + d.v, 0.0f);
           continue;
         }
         const float m = ops.max(zr, d.v);
         const float zl = zr[label];
         const float s = ops.exp_store(zr, d.v, m);
         row_loss[size_t(r0 + i)] = std::log(double(s)) + double(m) - double(zl);
-        ops.scale(zr, d.v, float(double(grad_scale) / double(s)), br);
-        zr[label] -= grad_scale;
-        if (br) br[label] = f32_to_bf16(zr[label]);
+        // dlogits written once: over the logits in f32, or (bf16 GEMMs) only as bf16, the label's
+        // element from the same single product, corrected before its rounding
+        const float c = float(double(grad_scale) / double(s));
+        ops.scale(zr, d.v, c, br);
+        if (br) {
+          const float yl = zr[label] * c;
+          br[label] = f32_to_bf16(yl - grad_scale);
+        } else {
+          zr[label] -= grad_scale;
+        }
       }
     });
     const void* dlp = zb ? static_cast<const void*>(zb) : static_cast<const void*>(z);

@@ -71,8 +71,10 @@ void scale(float* z, int64_t V, float c, uint16_t* bf16) {
   for (int64_t v = 0; v < V; v += 16) {
     const __mmask16 k = V - v >= 16 ? __mmask16(0xffff) : tail_mask(V - v);
     const __m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, z + v), cv);
-    _mm512_mask_storeu_ps(z + v, k, y);
-    if (bf16) _mm256_mask_storeu_epi16(bf16 + v, k, bf16x16(y));
+    if (bf16)
+      _mm256_mask_storeu_epi16(bf16 + v, k, bf16x16(y));
+    else
+      _mm512_mask_storeu_ps(z + v, k, y);
   }
 }
 

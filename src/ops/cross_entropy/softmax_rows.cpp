@@ -71,12 +71,16 @@ void scale(float* z, int64_t V, float c, uint16_t* bf16) {
   int64_t v = 0;
   for (; v + 8 <= V; v += 8) {
     const __m256 y = _mm256_mul_ps(_mm256_loadu_ps(z + v), cv);
-    _mm256_storeu_ps(z + v, y);
-    if (bf16) _mm_storeu_si128(reinterpret_cast<__m128i*>(bf16 + v), vmath::bf16x8(y));
+    if (bf16)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(bf16 + v), vmath::bf16x8(y));
+    else
+      _mm256_storeu_ps(z + v, y);
   }
   for (; v < V; ++v) {  // tail: the same single multiply, and core's scalar bf16 rounding
-    z[v] *= c;
-    if (bf16) bf16[v] = f32_to_bf16(z[v]);
+    if (bf16)
+      bf16[v] = f32_to_bf16(z[v] * c);
+    else
+      z[v] *= c;
   }
 }
 

@@ -13,7 +13,8 @@ struct RowOps {
   float (*sum_exp)(const float* z, int64_t V, float m);
   // z[v] <- e^(z[v] - m) in place; returns their sum
   float (*exp_store)(float* z, int64_t V, float m);
-  // z[v] <- c * z[v] in place; when bf16 is not null it also receives the bf16 (RNE) of the result
+  // c * z[v]: in place (bf16 null), or only into bf16 (RNE) with z left as it is: the bf16 GEMMs
+  // after it read only the bf16 copy, so the f32 row is not written a second time
   void (*scale)(float* z, int64_t V, float c, uint16_t* bf16);
 };
 

@@ -26,6 +26,11 @@ void f32_to_bf16_array(const float* src, uint16_t* dst, size_t n, bool allow_avx
   });
 }
 
+void f32_to_bf16_row(const float* src, uint16_t* dst, size_t n) {
+  if (bf16_convert_has_avx512()) return detail::f32_to_bf16_avx512(src, dst, n);
+  for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
 Tensor to_bf16(const Tensor& t) {
   if (t.dtype() == DType::BF16) return t;
   TITAN_CHECK(t.dtype() == DType::F32, "bf16 conversion: expected an f32 or bf16 tensor, got ", t.str());

@@ -9,7 +9,8 @@
 //
 //   A [m,k] (or stored [k,m] with trans_a) -> matmul src,  strides {lda,1} or {1,lda}
 //   B [k,n] (or stored [n,k] with trans_b) -> matmul weights, strides {ldb,1} or {1,ldb}
-//   C [m,n] f32, strides {ldc,1};  alpha -> output scale, beta -> sum post-op (C read only then)
+//   C [m,n] f32, strides {ldc,1};  alpha -> output scale, beta -> sum post-op (C read only then),
+//   R (the addend) -> a binary-add post-op reading R [m,n] at strides {ldadd,1} after the sum
 //
 // oneDNN in this build runs on the same OpenMP runtime (libgomp) as titan, so it uses
 // omp_get_max_threads() threads and never oversubscribes the cores alongside titan's own loops.
@@ -28,7 +29,7 @@ namespace {
 
 struct Key {
   bool ta, tb;
-  int64_t m, n, k, lda, ldb, ldc;
+  int64_t m, n, k, lda, ldb, ldc, ldadd;  // ldadd 0: no addend
   DType dt;
   uint32_t alpha_bits, beta_bits;
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
@@ -44,7 +45,7 @@ struct KeyHash {
 
 struct Entry {
   dnnl::matmul prim;
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, add;
   size_t scratch_bytes;
 };
 
@@ -85,11 +86,13 @@ class PrimitiveCache {
     std::memcpy(&alpha, &k.alpha_bits, 4);
     std::memcpy(&beta, &k.beta_bits, 4);
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.f) {
-      dnnl::post_ops po;
-      po.append_sum(beta);
-      attr.set_post_ops(po);
+    dnnl::post_ops po;
+    if (beta != 0.f) po.append_sum(beta);
+    if (k.ldadd != 0) {
+      e.add = dnnl::memory::desc({k.m, k.n}, dnnl::memory::data_type::f32, dims{k.ldadd, 1});
+      po.append_binary(dnnl::algorithm::binary_add, e.add);
     }
+    if (po.len() > 0) attr.set_post_ops(po);
     try {
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.a, e.b, e.c), attr, engine());
       e.scratch_bytes = pd.scratchpad_desc().get_size();
@@ -131,6 +134,7 @@ void gemm_cpu(const GemmArgs& g) {
   std::memset(&key, 0, sizeof key);  // the hash reads padding bytes too
   key.ta = g.trans_a, key.tb = g.trans_b;
   key.m = g.m, key.n = g.n, key.k = g.k, key.lda = g.lda, key.ldb = g.ldb, key.ldc = g.ldc;
+  key.ldadd = g.add ? g.ldadd : 0;
   key.dt = g.in_dtype;
   std::memcpy(&key.alpha_bits, &g.alpha, 4);
   std::memcpy(&key.beta_bits, &g.beta, 4);
@@ -142,6 +146,11 @@ void gemm_cpu(const GemmArgs& g) {
   dnnl::memory mb(e->b, eng, const_cast<void*>(g.b));
   dnnl::memory mc(e->c, eng, g.c);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+  if (g.add) {  // the binary post-op is the last one: index 1 after a sum, else 0
+    const int index = g.beta != 0.f ? 1 : 0;
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1,
+                 dnnl::memory(e->add, eng, const_cast<float*>(g.add)));
+  }
   if (e->scratch_bytes > 0)
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(dnnl::memory::desc({int64_t(e->scratch_bytes)},
                                                                       dnnl::memory::data_type::u8, {1}),
@@ -152,8 +161,8 @@ void gemm_cpu(const GemmArgs& g) {
 
 const GemmKernel kGemmCpu{"cpu", gemm_cpu};
 
-void linear_forward_cpu(const Tensor& x, const Tensor& w, Tensor& y, DType compute) {
-  linear_forward_with(kGemmCpu, x, w, y, compute);
+void linear_forward_cpu(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute) {
+  linear_forward_with(kGemmCpu, x, w, y, compute, r);
 }
 void linear_backward_cpu(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw, DType compute) {
   linear_backward_with(kGemmCpu, x, w, dy, dx, dw, compute);

@@ -15,17 +15,21 @@ void gemm(const GemmKernel& kern, GemmArgs g) {
   if (g.lda == 0) g.lda = a_cols;
   if (g.ldb == 0) g.ldb = b_cols;
   if (g.ldc == 0) g.ldc = g.n;
+  if (g.ldadd == 0) g.ldadd = g.n;
   TITAN_CHECK(g.lda >= a_cols && g.ldb >= b_cols && g.ldc >= g.n, "gemm: leading dimension too small (lda=", g.lda,
               " needs ", a_cols, ", ldb=", g.ldb, " needs ", b_cols, ", ldc=", g.ldc, " needs ", g.n, ")");
   if (g.m == 0 || g.n == 0) return;
   TITAN_CHECK(g.c != nullptr, "gemm: null C");
-  if (g.k == 0) {  // empty product: C = beta * C
+  TITAN_CHECK(g.ldadd >= g.n, "gemm: leading dimension of the addend too small (ldadd=", g.ldadd, " needs ", g.n, ")");
+  if (g.k == 0) {  // empty product: C = beta * C (+ R)
     for (int64_t i = 0; i < g.m; ++i) {
       float* row = g.c + i * g.ldc;
       if (g.beta == 0.f)
         std::memset(row, 0, size_t(g.n) * sizeof(float));
       else
         for (int64_t j = 0; j < g.n; ++j) row[j] *= g.beta;
+      if (g.add)
+        for (int64_t j = 0; j < g.n; ++j) row[j] += g.add[i * g.ldadd + j];
     }
     return;
   }

@@ -1,5 +1,5 @@
 // The linear layer over any GEMM kernel (row-major, W stored [N, K] as in HF nn.Linear):
-//   forward  y[M,N]  = x[M,K] @ W^T     gemm NT: A = x,  B = W  (trans_b)
+//   forward  y[M,N]  = x[M,K] @ W^T (+ r) gemm NT: A = x,  B = W  (trans_b), addend r
 //   backward dx[M,K] = dy[M,N] @ W       gemm NN: A = dy, B = W, beta = 0
 //            dW[N,K] += dy^T @ x[M,K]    gemm TN: A = dy (trans_a), B = x, beta = 1
 // With compute BF16 the three inputs are rounded to bf16 first (unless given as bf16 already).
@@ -36,17 +36,24 @@ Tensor operand(const Tensor& t, DType compute, const char* what) {
 
 }  // namespace
 
-void linear_forward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w, Tensor& y, DType compute) {
+void linear_forward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w, Tensor& y, DType compute,
+                         const Tensor* residual) {
   TITAN_CHECK(w.defined() && w.ndim() == 2, "linear: weight must be 2-D [out, in], got ", w.defined() ? w.str() : "none");
   const int64_t n = w.dim(0), k = w.dim(1), m = rows_of(x, k, "input");
   Shape yshape = x.shape();
   yshape.back() = n;
   check_f32_out(y, yshape, "output");
+  if (residual) {
+    check_f32_out(*residual, yshape, "residual input");
+    TITAN_CHECK(residual->storage() != y.storage() || residual->raw() != y.raw(), "linear: the residual input must not ",
+                "be the output itself");
+  }
   Tensor xa = operand(x, compute, "input"), wa = operand(w, compute, "weight");
   GemmArgs g;
   g.trans_b = true;
   g.m = m, g.n = n, g.k = k;
   g.a = xa.raw(), g.b = wa.raw(), g.c = y.data<float>();
+  if (residual) g.add = residual->data<float>();
   g.in_dtype = xa.dtype();
   gemm(gk, g);
 }

@@ -1,8 +1,10 @@
 // GEMM and the linear layer.
-//   gemm:   C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X or X^T.
+//   gemm:   C[M,N] = alpha * op(A) @ op(B) + beta * C (+ R), row-major, op(X) = X or X^T.
 //           A and B share one input dtype (f32 or bf16); C is always f32 (f32 accumulation).
 //           beta == 0 overwrites C without reading it (BLAS convention: NaN in C is ignored).
-//   linear: y[M,N] = x[M,K] @ W[N,K]^T (HF nn.Linear without bias).
+//           R (optional, f32 [M,N]): an addend read in the GEMM's epilogue (a residual input).
+//   linear: y[M,N] = x[M,K] @ W[N,K]^T (HF nn.Linear without bias), or with a residual input
+//           y = x @ W^T + r in the same pass (the decoder layer's "h = x + o_proj(attn)").
 //           backward: dx[M,K] = dy @ W (overwrite), dW[N,K] += dy^T @ x (accumulate).
 //
 // Variants: "reference" (plain loops, double accumulation) and "cpu" (oneDNN matmul primitives,
@@ -25,6 +27,8 @@ struct GemmArgs {
   int64_t ldb = 0;
   float* c = nullptr;       // [m, n]
   int64_t ldc = 0;
+  const float* add = nullptr;  // optional [m, n] addend (f32), rows at ldadd; may not overlap C
+  int64_t ldadd = 0;
   DType in_dtype = DType::F32;  // of A and B
 };
 
@@ -45,11 +49,18 @@ struct GemmKernel {
 //
 // backward: dx is overwritten (skipped when dx is null); dW is accumulated into (skipped when
 // dw is null), so gradient accumulation over micro-batches needs no extra buffer.
+//
+// forward_residual: y = x @ W^T + r with r f32 of y's shape (not y itself): the residual add
+// happens in the GEMM's epilogue, so no separate pass reads y again.
 struct LinearKernel {
   static constexpr const char* op_name = "linear";
   const char* variant;
-  void (*forward)(const Tensor& x, const Tensor& w, Tensor& y, DType compute);
+  void (*forward_residual)(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute);
   void (*backward)(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw, DType compute);
+
+  void forward(const Tensor& x, const Tensor& w, Tensor& y, DType compute) const {
+    forward_residual(x, w, nullptr, y, compute);
+  }
 };
 
 // Fills defaults (ld = packed row length), validates, handles the empty cases (m or n == 0:
@@ -58,7 +69,8 @@ void gemm(const GemmKernel& k, GemmArgs g);
 
 // The linear layer built on a GEMM kernel (both registered Linear variants are this over their
 // own GemmKernel); exposed so that other ops (chunked lm_head, MoE experts) reuse the same math.
-void linear_forward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w, Tensor& y, DType compute);
+void linear_forward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w, Tensor& y, DType compute,
+                         const Tensor* residual = nullptr);
 void linear_backward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
                           Tensor* dw, DType compute);
 

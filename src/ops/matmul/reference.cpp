@@ -1,5 +1,6 @@
 // Reference GEMM: the definition, in plain loops with double accumulation.
-//   C[i,j] = alpha * sum_p opA[i,p] * opB[p,j] + beta * C[i,j]     (beta == 0: C is not read)
+//   C[i,j] = alpha * sum_p opA[i,p] * opB[p,j] + beta * C[i,j] + R[i,j]   (beta == 0: C is not read;
+//   R only when given), rounded to f32 once
 //   opA[i,p] = trans_a ? A[p*lda + i] : A[i*lda + p];  opB[p,j] = trans_b ? B[j*ldb + p] : B[p*ldb + j]
 // Rows of C are independent, so they are spread over threads; each C element is still summed by
 // one thread in a fixed order, so the result does not depend on the thread count.
@@ -39,6 +40,7 @@ void gemm_ref_typed(const GemmArgs& g) {
         for (int64_t p = 0; p < g.k; ++p) acc += load(a, i * a_si + p * a_sp) * load(b, p * b_sp + j * b_sj);
         double v = double(g.alpha) * acc;
         if (g.beta != 0.f) v += double(g.beta) * double(crow[j]);
+        if (g.add) v += double(g.add[i * g.ldadd + j]);
         crow[j] = float(v);
       }
     }
@@ -54,8 +56,8 @@ void gemm_reference(const GemmArgs& g) {
 
 const GemmKernel kGemmReference{"reference", gemm_reference};
 
-void linear_forward_reference(const Tensor& x, const Tensor& w, Tensor& y, DType compute) {
-  linear_forward_with(kGemmReference, x, w, y, compute);
+void linear_forward_reference(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute) {
+  linear_forward_with(kGemmReference, x, w, y, compute, r);
 }
 void linear_backward_reference(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw,
                                DType compute) {

@@ -1,34 +1,36 @@
 // Argument checks shared by the RMSNorm variants (see rmsnorm.h for the math).
 #pragma once
 #include "ops/op_checks.h"
+#include "ops/row_view.h"
 
 namespace titan::rmsnorm_detail {
 
 struct Dims {
-  int64_t n, d;  // rows, row length
+  int64_t n, d;  // vectors, vector length
 };
 
-// x: [..., D] f32 with D = w.numel(); rstd holds one value per row; other: y or dy/dx (x's shape).
-inline Dims check_forward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& rstd) {
-  opcheck::f32(x, "rmsnorm", "x");
+// x: [n, h, D] f32 rows with D = w.numel(); y (or dy, dx): the same rows; rstd: one value per
+// vector. y may be BF16 (forward output), every other operand is f32.
+inline Dims check_forward(const RowView& x, const Tensor& w, const RowView& y, const Tensor& rstd,
+                          const char* y_name = "y", bool y_may_be_bf16 = true) {
   opcheck::f32(w, "rmsnorm", "w");
-  opcheck::f32(y, "rmsnorm", "y");
   opcheck::f32(rstd, "rmsnorm", "rstd");
   TITAN_CHECK(w.ndim() == 1 && w.numel() > 0, "rmsnorm: 'w' must be [D] with D > 0, got ", w.str());
-  const int64_t D = w.numel();
-  opcheck::last_dim(x, D, "rmsnorm", "x");
-  opcheck::numel(y, x.numel(), "rmsnorm", "y");
-  const int64_t N = x.numel() / D;
-  opcheck::numel(rstd, N, "rmsnorm", "rstd");
-  return {N, D};
+  check_view(x, DType::F32, "rmsnorm", "x");
+  check_view(y, y_may_be_bf16 && y.t.defined() && y.t.dtype() == DType::BF16 ? DType::BF16 : DType::F32, "rmsnorm",
+             y_name);
+  TITAN_CHECK(x.d == w.numel(), "rmsnorm: vectors of 'x' have length ", x.d, " but 'w' is ", w.str());
+  check_same_rows(x, y, "rmsnorm", "x", y_name);
+  opcheck::numel(rstd, x.vectors(), "rmsnorm", "rstd");
+  return {x.vectors(), x.d};
 }
 
-inline Dims check_backward(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy, const Tensor& dx,
-                           const Tensor& dw) {
-  Dims d = check_forward(x, w, dy, rstd);
-  opcheck::f32(dx, "rmsnorm", "dx");
+inline Dims check_backward(const RowView& x, const Tensor& w, const Tensor& rstd, const RowView& dy,
+                           const RowView& dx, const Tensor& dw) {
+  Dims d = check_forward(x, w, dy, rstd, "dy", false);
+  check_view(dx, DType::F32, "rmsnorm", "dx");
+  check_same_rows(x, dx, "rmsnorm", "x", "dx");
   opcheck::f32(dw, "rmsnorm", "dw");
-  opcheck::numel(dx, x.numel(), "rmsnorm", "dx");
   opcheck::numel(dw, d.d, "rmsnorm", "dw");
   return d;
 }

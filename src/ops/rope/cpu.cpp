@@ -1,4 +1,4 @@
-// RoPE, cpu variant: in place over [B, S, H, D], one (b, s) row of H heads per step so that the
+// RoPE, cpu variant: in place over the [B * S, H, D] row view, one (b, s) row of H heads per step so that the
 // position's cos/sin row is loaded once for all heads; f32 arithmetic as HF's
 // x * cos + rotate_half(x) * sin. Elementwise, so independent of the thread count.
 #include "core/threading.h"
@@ -10,23 +10,23 @@ namespace {
 
 // sign = +1: y1 = x1 c - x2 s, y2 = x2 c + x1 s; sign = -1: the transposed rotation.
 template <int kSign>
-void rotate(Tensor& x, const RopeCache& cache, const char* name) {
-  const auto [B, S, H, D] = rope_detail::check(x, cache, name);
+void rotate(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache, const char* name) {
+  const auto [B, S, H, D] = rope_detail::check(x, seq, start, cache, name);
   const int64_t half = D / 2;
   const float* cp = cache.cos.data<float>();  // [P, D]
   const float* sp = cache.sin.data<float>();  // [P, D]
-  float* xp = x.data<float>();                // [B, S, H, D]
+  const auto xs = x.ptr<float>();             // [B * S rows, H, D]
   const int64_t grain = H * D >= 8192 ? 1 : 8192 / (H * D);
   parallel_for(B * S, grain, [&](int64_t r0, int64_t r1) {
     for (int64_t row = r0; row < r1; ++row) {
-      const int64_t s = row % S;
-      const float* __restrict c1 = cp + s * D;
+      const int64_t pos = start + row % S;
+      const float* __restrict c1 = cp + pos * D;
       const float* __restrict c2 = c1 + half;
-      const float* __restrict s1 = sp + s * D;
+      const float* __restrict s1 = sp + pos * D;
       const float* __restrict s2 = s1 + half;
       for (int64_t h = 0; h < H; ++h) {
-        float* __restrict a = xp + (row * H + h) * D;  // first half
-        float* __restrict b = a + half;                // second half
+        float* __restrict a = xs.row(row) + h * D;  // first half
+        float* __restrict b = a + half;             // second half
         for (int64_t j = 0; j < half; ++j) {
           const float x1 = a[j], x2 = b[j];
           if constexpr (kSign > 0) {
@@ -42,8 +42,12 @@ void rotate(Tensor& x, const RopeCache& cache, const char* name) {
   });
 }
 
-void forward(Tensor& x, const RopeCache& cache) { rotate<1>(x, cache, "x"); }
-void backward(Tensor& dy, const RopeCache& cache) { rotate<-1>(dy, cache, "dy"); }
+void forward(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+  rotate<1>(x, seq, start, cache, "x");
+}
+void backward(const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+  rotate<-1>(dy, seq, start, cache, "dy");
+}
 
 const RopeKernel kCpu{"cpu", forward, backward};
 

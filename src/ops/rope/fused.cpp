@@ -1,5 +1,5 @@
 // RoPE, fused variant: works head by head in its own layout [B, H, S, D] (the model keeps
-// [B, S, H, D]): each (b, h) panel [S, D] is transposed in, rotated, transposed out. The rotation is
+// [B, S, H, D] rows, possibly strided): each (b, h) panel [S, D] is transposed in, rotated, transposed out. The rotation is
 // gather-free: for position s the cos/sin cache rows s are read contiguously, and rotate_half is
 // the pair of half-rows (x1 = x[:D/2], x2 = x[D/2:]) used directly, with no index tensors:
 //   y1 = x1 * cos[s, :D/2] - x2 * sin[s, :D/2],   y2 = x2 * cos[s, D/2:] + x1 * sin[s, D/2:]
@@ -19,7 +19,7 @@
 namespace titan {
 namespace {
 
-// Rotates one contiguous panel p [S, D] in place; dir = +1 forward, -1 backward.
+// Rotates one contiguous panel p [S, D] in place (cache rows from the panel's first position).
 void rotate_panel(float* p, int64_t S, int64_t D, const float* cp, const float* sp, bool forward) {
   const int64_t half = D / 2;
   for (int64_t s = 0; s < S; ++s) {
@@ -42,31 +42,35 @@ void rotate_panel(float* p, int64_t S, int64_t D, const float* cp, const float* 
   }
 }
 
-void apply(Tensor& x, const RopeCache& cache, bool forward, const char* name) {
-  const auto [B, S, H, D] = rope_detail::check(x, cache, name);
-  float* xp = x.data<float>();  // [B, S, H, D]
-  const float* cp = cache.cos.data<float>();
-  const float* sp = cache.sin.data<float>();
+void apply(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache, bool forward, const char* name) {
+  const auto [B, S, H, D] = rope_detail::check(x, seq, start, cache, name);
+  const auto xs = x.ptr<float>();  // [B * S rows, H, D]
+  const float* cp = cache.cos.data<float>() + start * D;
+  const float* sp = cache.sin.data<float>() + start * D;
   // One task per (b, h) panel; panels are disjoint, so the result is thread-count independent.
   parallel_for(B * H, 1, [&](int64_t p0, int64_t p1) {
     std::vector<float> panel(size_t(S * D));  // [S, D] of head h in batch b
     for (int64_t bh = p0; bh < p1; ++bh) {
       const int64_t b = bh / H, h = bh % H;
       for (int64_t s = 0; s < S; ++s) {  // transpose in: [S, H, D] -> [S, D] of head h
-        const float* src = xp + ((b * S + s) * H + h) * D;
+        const float* src = xs.row(b * S + s) + h * D;
         for (int64_t j = 0; j < D; ++j) panel[size_t(s * D + j)] = src[j];
       }
       rotate_panel(panel.data(), S, D, cp, sp, forward);
       for (int64_t s = 0; s < S; ++s) {  // transpose out
-        float* dst = xp + ((b * S + s) * H + h) * D;
+        float* dst = xs.row(b * S + s) + h * D;
         for (int64_t j = 0; j < D; ++j) dst[j] = panel[size_t(s * D + j)];
       }
     }
   });
 }
 
-void forward(Tensor& x, const RopeCache& cache) { apply(x, cache, true, "x"); }
-void backward(Tensor& dy, const RopeCache& cache) { apply(dy, cache, false, "dy"); }
+void forward(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+  apply(x, seq, start, cache, true, "x");
+}
+void backward(const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+  apply(dy, seq, start, cache, false, "dy");
+}
 
 const RopeKernel kFused{"fused", forward, backward};
 

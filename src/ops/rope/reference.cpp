@@ -9,18 +9,18 @@ namespace titan {
 namespace {
 
 // sign = +1 rotates forward, -1 applies the transpose (the rotation by the negated angle).
-void rotate(Tensor& x, const RopeCache& cache, double sign, const char* name) {
-  const auto [B, S, H, D] = rope_detail::check(x, cache, name);
+void rotate(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache, double sign, const char* name) {
+  const auto [B, S, H, D] = rope_detail::check(x, seq, start, cache, name);
   const int64_t half = D / 2;
   const float* cp = cache.cos.data<float>();  // [P, D]
   const float* sp = cache.sin.data<float>();  // [P, D]
-  float* xp = x.data<float>();                // [B, S, H, D]
+  const auto xs = x.ptr<float>();             // [B * S rows, H, D]
   for (int64_t b = 0; b < B; ++b)
     for (int64_t s = 0; s < S; ++s)
       for (int64_t h = 0; h < H; ++h) {
-        float* r = xp + ((b * S + s) * H + h) * D;
-        const float* c = cp + s * D;
-        const float* sn = sp + s * D;
+        float* r = xs.row(b * S + s) + h * D;
+        const float* c = cp + (start + s) * D;
+        const float* sn = sp + (start + s) * D;
         for (int64_t j = 0; j < half; ++j) {
           const double x1 = r[j], x2 = r[j + half];
           r[j] = float(x1 * c[j] - sign * x2 * sn[j]);
@@ -29,8 +29,12 @@ void rotate(Tensor& x, const RopeCache& cache, double sign, const char* name) {
       }
 }
 
-void forward(Tensor& x, const RopeCache& cache) { rotate(x, cache, 1.0, "x"); }
-void backward(Tensor& dy, const RopeCache& cache) { rotate(dy, cache, -1.0, "dy"); }
+void forward(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+  rotate(x, seq, start, cache, 1.0, "x");
+}
+void backward(const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+  rotate(dy, seq, start, cache, -1.0, "dy");
+}
 
 const RopeKernel kReference{"reference", forward, backward};
 

@@ -5,9 +5,15 @@
 // Applied in place on x: [B, S, H, D] for positions 0..S-1. Backward is the transposed rotation:
 //   dx = dy * cos + rotate_half^T(dy * sin),  rotate_half^T(u) = cat(u[D/2:], -u[:D/2])
 // No gradient flows to the cache.
+//
+// The kernels take x as a row view (ops/row_view.h) of B * S token rows of H heads, rows possibly
+// strided (the q or k heads inside the fused qkv gradient, rotated back in place there): row r is
+// token s = r mod S of its sequence, at position start + s (start > 0: tokens appended after a
+// cached prefix).
 #pragma once
 #include "core/tensor.h"
 #include "ops/registry.h"
+#include "ops/row_view.h"
 
 namespace titan {
 
@@ -21,8 +27,19 @@ RopeCache make_rope_cache(double theta, int64_t head_dim, int64_t max_pos);
 struct RopeKernel {
   static constexpr const char* op_name = "rope";
   const char* variant;
-  void (*forward)(Tensor& x, const RopeCache& cache);   // in place
-  void (*backward)(Tensor& dy, const RopeCache& cache); // in place: dy -> dx
+  void (*forward_rows)(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache);   // in place
+  void (*backward_rows)(const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache);  // dy -> dx
+
+  // Contiguous x [B, S, H, D], positions 0..S-1.
+  void forward(Tensor& x, const RopeCache& cache) const { forward_rows(rows(x), x.dim(1), 0, cache); }
+  void backward(Tensor& dy, const RopeCache& cache) const { backward_rows(rows(dy), dy.dim(1), 0, cache); }
+
+ private:
+  static RowView rows(const Tensor& x) {
+    TITAN_CHECK(x.defined() && x.ndim() == 4 && x.dim(2) > 0 && x.dim(3) > 0, "rope: x must be [B, S, H, D], got ",
+                x.defined() ? x.str() : std::string("undefined"));
+    return RowView::of(x, x.dim(2), x.dim(3));
+  }
 };
 
 }  // namespace titan

@@ -5,8 +5,12 @@
 //   forward:  out = g / (1 + e^-g) * u
 //   backward: s = 1 / (1 + e^-g); dg = dout * u * s * (1 + g (1 - s)); du = dout * g * s
 // Elementwise, so independent of the thread count. dgu may alias gu (every lane is loaded before
-// it is stored).
+// it is stored). A BF16 out / dgu row is computed in f32 into a per-thread row and rounded from
+// there (the same f32 values, rounded to nearest even).
+#include <vector>
+
 #include "core/threading.h"
+#include "ops/matmul/bf16_convert.h"
 #include "ops/swiglu/checks.h"
 #include "ops/swiglu/swiglu.h"
 #include "ops/swiglu/swiglu_rows.h"
@@ -74,10 +78,21 @@ namespace {
 int64_t grain_rows(int64_t I) { return I >= 16384 ? 1 : 16384 / I; }
 
 void forward(const Tensor& gu, Tensor& out) {
-  const auto [N, I] = swiglu_detail::check(gu, out, "out");
+  const auto [N, I] = swiglu_detail::check(gu, out, "out", true);
   const float* in = gu.data<float>();  // [N, 2I]
-  float* y = out.data<float>();        // [N, I]
   const swiglu_detail::RowFns& fns = swiglu_detail::rows();
+  if (out.dtype() == DType::BF16) {  // each row computed in f32 (L1) and rounded from there
+    uint16_t* y = static_cast<uint16_t*>(out.raw());  // [N, I] bf16
+    parallel_for(N, grain_rows(I), [&](int64_t n0, int64_t n1) {
+      std::vector<float> row(static_cast<size_t>(I));
+      for (int64_t n = n0; n < n1; ++n) {
+        fns.forward(in + n * 2 * I, in + n * 2 * I + I, row.data(), I);
+        f32_to_bf16_row(row.data(), y + n * I, size_t(I));
+      }
+    });
+    return;
+  }
+  float* y = out.data<float>();  // [N, I]
   parallel_for(N, grain_rows(I), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) fns.forward(in + n * 2 * I, in + n * 2 * I + I, y + n * I, I);
   });
@@ -85,12 +100,23 @@ void forward(const Tensor& gu, Tensor& out) {
 
 void backward(const Tensor& gu, const Tensor& dout, Tensor& dgu) {
   const auto [N, I] = swiglu_detail::check(gu, dout, "dout");
-  opcheck::f32(dgu, "swiglu", "dgu");
-  opcheck::same_shape(dgu, gu, "swiglu", "dgu", "gu");
+  swiglu_detail::check_dgu(gu, dgu);
   const float* in = gu.data<float>();   // [N, 2I]
   const float* dy = dout.data<float>(); // [N, I]
-  float* d = dgu.data<float>();         // [N, 2I]
   const swiglu_detail::RowFns& fns = swiglu_detail::rows();
+  if (dgu.dtype() == DType::BF16) {
+    uint16_t* d = static_cast<uint16_t*>(dgu.raw());  // [N, 2I] bf16
+    parallel_for(N, grain_rows(I), [&](int64_t n0, int64_t n1) {
+      std::vector<float> row(size_t(2 * I));
+      for (int64_t n = n0; n < n1; ++n) {
+        const float* g = in + n * 2 * I;
+        fns.backward(g, g + I, dy + n * I, row.data(), row.data() + I, I);
+        f32_to_bf16_row(row.data(), d + n * 2 * I, size_t(2 * I));
+      }
+    });
+    return;
+  }
+  float* d = dgu.data<float>();  // [N, 2I]
   parallel_for(N, grain_rows(I), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
       const float* g = in + n * 2 * I;

@@ -68,6 +68,7 @@ void verify_embedding(std::vector<VerifyRow>& rows);
 void verify_gemm(std::vector<VerifyRow>& rows);
 void verify_linear(std::vector<VerifyRow>& rows);
 void verify_rmsnorm(std::vector<VerifyRow>& rows);
+void verify_rmsnorm_views(std::vector<VerifyRow>& rows);  // the row-view, bf16-y and dx += forms
 void verify_rope(std::vector<VerifyRow>& rows);
 void verify_attention(std::vector<VerifyRow>& rows);
 void verify_swiglu(std::vector<VerifyRow>& rows);

@@ -1,6 +1,8 @@
 // Verification of the element-wise and matmul op families (see verify.h): embedding, gemm, linear,
 // rmsnorm, rope, residual.
+#include <algorithm>
 #include <string>
+#include <tuple>
 
 #include "core/dtype.h"
 #include "ops/embedding/embedding.h"
@@ -43,25 +45,29 @@ void verify_gemm(std::vector<VerifyRow>& rows) {
   struct S {
     int64_t m, n, k;
     bool ta, tb;
-  } shapes[] = {{1, 1, 1, false, false}, {7, 5, 13, false, true}, {33, 17, 64, true, false}, {65, 31, 9, true, true}};
+    int64_t ldadd;  // > 0: with an addend R whose rows are ldadd apart (a residual input)
+  } shapes[] = {{1, 1, 1, false, false, 0}, {7, 5, 13, false, true, 0}, {33, 17, 64, true, false, 0},
+                {65, 31, 9, true, true, 0},  {7, 5, 13, false, true, 5}, {33, 17, 64, true, false, 20}};
   for (const auto& var : variants_to_check<GemmKernel>())
     for (bool bf : {false, true})
       for (const auto& s : shapes) {
         const Tensor A = randn({s.ta ? s.k : s.m, s.ta ? s.m : s.k}, 4), B = randn({s.tb ? s.n : s.k, s.tb ? s.k : s.n}, 5);
         const Tensor Ab = bf ? to_bf16(A) : A, Bb = bf ? to_bf16(B) : B;
-        const Tensor C0 = randn({s.m, s.n}, 6);
+        const Tensor C0 = randn({s.m, s.n}, 6), R = randn({s.m, std::max<int64_t>(s.ldadd, 1)}, 30);
         Tensor c1 = C0.clone(), c2 = C0.clone();
         auto run = [&](const GemmKernel& k, Tensor& c) {
           GemmArgs g;
           g.trans_a = s.ta, g.trans_b = s.tb, g.m = s.m, g.n = s.n, g.k = s.k, g.alpha = 0.75f, g.beta = 0.5f;
           g.a = Ab.raw(), g.b = Bb.raw(), g.c = c.data<float>(), g.in_dtype = bf ? DType::BF16 : DType::F32;
+          if (s.ldadd > 0) g.add = R.data<float>(), g.ldadd = s.ldadd;
           gemm(k, g);
         };
         run(kernel<GemmKernel>(var), c1);
         run(ref, c2);
         Diff d;
         d.add(c1, c2);
-        emit(rows, "gemm", var, bf, dims({{"M", s.m}, {"N", s.n}, {"K", s.k}, {"ta", s.ta}, {"tb", s.tb}}), "forward", d,
+        emit(rows, "gemm", var, bf,
+             dims({{"M", s.m}, {"N", s.n}, {"K", s.k}, {"ta", s.ta}, {"tb", s.tb}, {"ldadd", s.ldadd}}), "forward", d,
              bf ? kTolBf16Compute : kTolF32);
       }
 }
@@ -83,6 +89,12 @@ void verify_linear(std::vector<VerifyRow>& rows) {
         Diff f;
         f.add(y1, y2);
         emit(rows, "linear", var, bf, sh, "forward", f, tol);
+        const Tensor r = randn({M, N}, 31);  // y = x W^T + r (the residual input form)
+        kernel<LinearKernel>(var).forward_residual(x, w, &r, y1, c);
+        ref.forward_residual(x, w, &r, y2, c);
+        Diff fr;
+        fr.add(y1, y2);
+        emit(rows, "linear", var, bf, sh + ",residual", "forward", fr, tol);
         Tensor dx1 = Tensor::empty({M, K}, DType::F32), dx2 = dx1.clone();
         Tensor dw1 = randn({N, K}, 10), dw2 = dw1.clone();
         kernel<LinearKernel>(var).backward(x, w, dy, &dx1, &dw1, c);
@@ -120,6 +132,52 @@ void verify_rmsnorm(std::vector<VerifyRow>& rows) {
         d.add(dw1, dw2);
         emit(rows, "rmsnorm", var, bf, sh, "backward", d, kTolF32);
       }
+  verify_rmsnorm_views(rows);
+}
+
+// The row-view forms: heads read from (and gradients written into) columns of a wider buffer, as
+// the q/k norm does inside the fused qkv buffer; dx added into (backward_add); a bf16 y.
+void verify_rmsnorm_views(std::vector<VerifyRow>& rows) {
+  const RMSNormKernel& ref = kernel<RMSNormKernel>("reference");
+  const int64_t shapes[][5] = {{5, 3, 16, 80, 8}, {33, 2, 64, 256, 64}, {7, 1, 13, 13, 0}};  // n, h, D, ld, c0
+  for (const auto& var : variants_to_check<RMSNormKernel>())
+    for (bool bf : {false, true})
+      for (const auto& s : shapes) {
+        const auto [n, h, D, ld, c0] = std::tuple{s[0], s[1], s[2], s[3], s[4]};
+        const RMSNormKernel& k = kernel<RMSNormKernel>(var);
+        const Tensor buf = round_bf16(randn({n, ld}, 32), bf), w = round_bf16(randn({D}, 33), bf);
+        const Tensor dy = round_bf16(randn({n, h, D}, 34), bf);
+        const RowView x = RowView::columns(buf, c0, h, D);
+        const std::string sh = dims({{"n", n}, {"h", h}, {"D", D}, {"ld", ld}});
+        // y in f32, and in bf16 for the bf16 rows
+        Tensor y1 = Tensor::empty({n, h, D}, DType::F32), y2 = y1.clone();
+        Tensor r1 = Tensor::empty({n * h}, DType::F32), r2 = r1.clone();
+        k.forward_rows(x, w, 1e-6f, RowView::of(y1, h, D), r1);
+        ref.forward_rows(x, w, 1e-6f, RowView::of(y2, h, D), r2);
+        Diff f;
+        f.add(y1, y2);
+        f.add(r1, r2);
+        emit(rows, "rmsnorm", var, bf, "view:" + sh, "forward", f, kTolF32);
+        if (bf) {
+          Tensor b1 = Tensor::empty({n, h, D}, DType::BF16), b2 = b1.clone();
+          k.forward_rows(x, w, 1e-6f, RowView::of(b1, h, D), r1);
+          ref.forward_rows(x, w, 1e-6f, RowView::of(b2, h, D), r2);
+          Diff fb;
+          fb.add(b1.to(DType::F32), b2.to(DType::F32));
+          emit(rows, "rmsnorm", var, bf, "view:" + sh + ",y=bf16", "forward", fb, kTolBf16Compute);
+        }
+        // dx overwritten in place of its columns, then added into them
+        for (bool acc : {false, true}) {
+          Tensor g1 = randn({n, ld}, 35), g2 = g1.clone(), dw1 = randn({D}, 36), dw2 = dw1.clone();
+          const RowView dx1 = RowView::columns(g1, c0, h, D), dx2 = RowView::columns(g2, c0, h, D);
+          k.backward_rows(x, w, r2, RowView::of(dy, h, D), dx1, dw1, acc);
+          ref.backward_rows(x, w, r2, RowView::of(dy, h, D), dx2, dw2, acc);
+          Diff d;
+          d.add(g1, g2);  // the columns outside the view must stay as they were
+          d.add(dw1, dw2);
+          emit(rows, "rmsnorm", var, bf, "view:" + sh + (acc ? ",dx+=" : ""), "backward", d, kTolF32);
+        }
+      }
 }
 
 void verify_rope(std::vector<VerifyRow>& rows) {
@@ -147,6 +205,30 @@ void verify_rope(std::vector<VerifyRow>& rows) {
           Diff d;
           d.add(ga, gb);
           emit(rows, "rope", var, bf, sh, "backward", d, kTolF32, exact);
+        }
+      }
+  // Row views: the k heads of a fused [B * S, ld] buffer, rotated in place, from position `start`.
+  const int64_t views[][7] = {{2, 7, 2, 16, 96, 32, 3}, {1, 33, 1, 10, 40, 20, 0}};  // B, S, H, D, ld, c0, start
+  for (const auto& var : variants_to_check<RopeKernel>())
+    for (bool bf : {false, true})
+      for (const auto& v : views) {
+        const auto [B, S, H, D, ld, c0, start] = std::tuple{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+        const RopeCache cache = make_rope_cache(1000000.0, D, start + S);
+        const Tensor buf = round_bf16(randn({B * S, ld}, 37, 2.0), bf);
+        const std::string sh = "view:" + dims({{"B", B}, {"S", S}, {"H", H}, {"D", D}, {"ld", ld}, {"start", start}});
+        for (bool fwd : {true, false}) {
+          Tensor a = buf.clone(), b = buf.clone();
+          const RowView va = RowView::columns(a, c0, H, D), vb = RowView::columns(b, c0, H, D);
+          if (fwd) {
+            kernel<RopeKernel>(var).forward_rows(va, S, start, cache);
+            ref.forward_rows(vb, S, start, cache);
+          } else {
+            kernel<RopeKernel>(var).backward_rows(va, S, start, cache);
+            ref.backward_rows(vb, S, start, cache);
+          }
+          Diff d;
+          d.add(a, b);
+          emit(rows, "rope", var, bf, sh, fwd ? "forward" : "backward", d, kTolF32, var == "fused");
         }
       }
 }

@@ -1,6 +1,7 @@
 // Verification of the larger op families (see verify.h): attention, swiglu, cross_entropy, adamw, moe.
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "ops/adamw/adamw.h"
 #include "ops/attention/attention.h"
@@ -40,6 +41,40 @@ void verify_attention(std::vector<VerifyRow>& rows) {
         d.add(dv1, dv2);
         emit(rows, "attention", var, bf, sh, "backward", d, kTolF32);
       }
+  // Row views: q, k, v as the columns of one fused [B * S, Q + 2K] buffer (as the model's qkv
+  // projection output), dq, dk, dv written into the columns of another.
+  const int64_t views[][5] = {{2, 7, 4, 2, 16}, {1, 70, 2, 1, 8}};
+  for (const auto& var : variants_to_check<AttentionKernel>())
+    for (bool bf : {false, true})
+      for (const auto& s : views) {
+        const auto [B, S, Hq, Hkv, D] = std::tuple{s[0], s[1], s[2], s[3], s[4]};
+        const int64_t Q = Hq * D, K = Hkv * D, W = Q + 2 * K;
+        const Tensor qkv = round_bf16(randn({B * S, W}, 38), bf), dout = round_bf16(randn({B, S, Hq, D}, 39), bf);
+        const RowView q = RowView::columns(qkv, 0, Hq, D), k = RowView::columns(qkv, Q, Hkv, D),
+                      v = RowView::columns(qkv, Q + K, Hkv, D);
+        const float scale = float(1.0 / std::sqrt(double(D)));
+        const std::string sh = "view:" + dims({{"B", B}, {"S", S}, {"Hq", Hq}, {"Hkv", Hkv}, {"D", D}});
+        Tensor o1 = Tensor::empty({B, S, Hq, D}, DType::F32), o2 = o1.clone();
+        Tensor l1 = Tensor::empty({B, Hq, S}, DType::F32), l2 = l1.clone();
+        kernel<AttentionKernel>(var).forward_rows(q, k, v, S, scale, o1, l1);
+        ref.forward_rows(q, k, v, S, scale, o2, l2);
+        Diff f;
+        f.add(o1, o2);
+        f.add(l1, l2);
+        emit(rows, "attention", var, bf, sh, "forward", f, kTolF32);
+        Tensor g1 = randn({B * S, W}, 40), g2 = g1.clone();
+        auto grads = [&](const Tensor& g) {
+          return std::tuple{RowView::columns(g, 0, Hq, D), RowView::columns(g, Q, Hkv, D),
+                            RowView::columns(g, Q + K, Hkv, D)};
+        };
+        const auto [dq1, dk1, dv1] = grads(g1);
+        const auto [dq2, dk2, dv2] = grads(g2);
+        kernel<AttentionKernel>(var).backward_rows(q, k, v, o2, l2, dout, S, scale, dq1, dk1, dv1);
+        ref.backward_rows(q, k, v, o2, l2, dout, S, scale, dq2, dk2, dv2);
+        Diff d;
+        d.add(g1, g2);
+        emit(rows, "attention", var, bf, sh, "backward", d, kTolF32);
+      }
 }
 
 void verify_swiglu(std::vector<VerifyRow>& rows) {
@@ -63,6 +98,20 @@ void verify_swiglu(std::vector<VerifyRow>& rows) {
         Diff d;
         d.add(d1, d2);
         emit(rows, "swiglu", var, bf, sh, "backward", d, kTolF32);
+        if (!bf) continue;
+        // BF16 outputs (the inputs of the bf16 GEMMs after it): within one bf16 rounding.
+        Tensor b1 = Tensor::empty({N, I}, DType::BF16), b2 = b1.clone();
+        kernel<SwiGLUKernel>(var).forward(gu, b1);
+        ref.forward(gu, b2);
+        Diff fb;
+        fb.add(b1.to(DType::F32), b2.to(DType::F32));
+        emit(rows, "swiglu", var, bf, sh + ",out=bf16", "forward", fb, kTolBf16Compute);
+        Tensor db1 = Tensor::empty(gu.shape(), DType::BF16), db2 = db1.clone();
+        kernel<SwiGLUKernel>(var).backward(gu, dout, db1);
+        ref.backward(gu, dout, db2);
+        Diff dbd;
+        dbd.add(db1.to(DType::F32), db2.to(DType::F32));
+        emit(rows, "swiglu", var, bf, sh + ",dgu=bf16", "backward", dbd, kTolBf16Compute);
       }
 }
 

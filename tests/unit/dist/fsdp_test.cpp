@@ -4,7 +4,10 @@
 // included) and with 2 and 3 ranks under mpirun (tests/cli/dist_comm.sh).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
+#include <set>
 #include <vector>
 
 #include "core/allocator.h"
@@ -166,4 +169,55 @@ TEST(Fsdp, SpansCoverEveryParameterOnceAcrossRanks) {
   // The shard is about 1/N of the model (padding: under one element per unit per rank).
   EXPECT_LE(fsdp.shard_elems() * comm.size(), m.params().numel() + comm.size() * m.num_units());
   EXPECT_GE(fsdp.shard_elems() * comm.size(), m.params().numel());
+}
+
+namespace {
+
+// Sums the full (gathered) parameter and gradient memory resident after every hook call.
+class Measure final : public UnitHooks {
+ public:
+  Measure(Fsdp& f, ParamStore& ps) : f_(f) {
+    std::set<Storage*> seen;
+    for (Param& p : ps.all())
+      for (Tensor* t : {&p.value, &p.grad})
+        if (seen.insert(t->storage().get()).second) storages_.push_back(t->storage());
+  }
+  void need(int64_t u, UnitUse use) override { f_.need(u, use), note(); }
+  void done(int64_t u, UnitUse use) override { f_.done(u, use), note(); }
+  void prefetch(int64_t u) override { f_.prefetch(u), note(); }
+  void end_pass() override { f_.end_pass(); }
+  size_t peak = 0;
+
+ private:
+  void note() {
+    size_t live = 0;
+    for (const auto& s : storages_) live += s->resident() ? s->bytes() : 0;
+    peak = std::max(peak, live);
+  }
+  Fsdp& f_;
+  std::vector<std::shared_ptr<Storage>> storages_;
+};
+
+}  // namespace
+
+// FsdpPlan::transient_elems replays the model's schedule with Fsdp's rules; without the
+// communication thread (every collective inline, so no timing) it is exactly what a step holds.
+TEST(Fsdp, PlanReplayOfTheScheduleIsWhatAStepGathers) {
+  Comm& comm = test_comm();
+  for (bool tied : {false, true})
+    for (bool reshard : {false, true}) {
+      const ModelConfig c = tiny(false, tied);
+      Qwen3Model m(c, "cpu", true);
+      Fsdp::Options o;
+      o.reshard_after_forward = reshard, o.prefetch = false;
+      Fsdp fsdp(m, comm, o, [&](int64_t u) { m.init_weights(InitScheme::HF, 1, u); });
+      Measure measure(fsdp, m.params());
+      m.set_unit_hooks(&measure);
+      Tensor ids, labels;
+      batch(comm.rank(), 0, c, ids, labels);
+      m.forward_backward(ids, labels, 0.01f);
+      EXPECT_EQ(measure.peak, size_t(fsdp.plan().transient_elems(reshard, false)) * 4)
+          << "tied " << tied << " reshard " << reshard;
+      m.set_unit_hooks(&fsdp);
+    }
 }

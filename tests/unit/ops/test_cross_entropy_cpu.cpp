@@ -187,11 +187,13 @@ TEST(CrossEntropyCpu, RowPassesMatchDoubleMath) {
         ASSERT_NEAR(e.data<float>()[v], want, 1.5e-7 * want) << V;
       }
       std::vector<uint16_t> b(static_cast<size_t>(V));
-      Tensor sc = z.clone();
-      ops->scale(sc.data<float>(), V, 0.37f, b.data());
+      Tensor sc = z.clone(), kept = z.clone();
+      ops->scale(sc.data<float>(), V, 0.37f, nullptr);
+      ops->scale(kept.data<float>(), V, 0.37f, b.data());  // bf16 only: the f32 row is left as is
       for (int64_t v = 0; v < V; ++v) {
         ASSERT_EQ(sc.data<float>()[v], zp[v] * 0.37f);
         ASSERT_EQ(b[size_t(v)], f32_to_bf16(zp[v] * 0.37f));
+        ASSERT_EQ(kept.data<float>()[v], zp[v]);
       }
     }
 }

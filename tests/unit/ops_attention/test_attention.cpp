@@ -256,3 +256,43 @@ TEST(Attention, OverwritesPreallocatedOutputs) {
     EXPECT_TRUE(bitwise_equal(pre.dv, fresh.dv)) << variant;
   }
 }
+
+// Row views (the model's layout): q, k and v read as columns of one fused [B * S, W] buffer, dq, dk
+// and dv written into the columns of another, pad columns on both untouched. The same kernel on
+// views and on contiguous copies gives the same bits: a view changes where rows are read, not
+// the arithmetic.
+TEST(Attention, RowViewsOfAFusedBufferMatchContiguousTensors) {
+  for (const Case& c : {Case{1, 1, 1, 1, 4}, Case{2, 70, 4, 2, 24}, Case{1, 130, 2, 1, 64}}) {
+    const int64_t T = c.B * c.S, Q = c.Hq * c.D, K = c.Hkv * c.D, W = Q + 2 * K + 3;  // 3 pad columns
+    const Tensor buf = randn({T, W}, 50), dout = randn({c.B, c.S, c.Hq, c.D}, 51);
+    auto cols = [&](const Tensor& t, int64_t c0, int64_t h) { return RowView::columns(t, c0, h, c.D); };
+    // contiguous copies of the three column blocks
+    auto copy = [&](int64_t c0, int64_t h) {
+      Tensor t = Tensor::empty({c.B, c.S, h, c.D}, DType::F32);
+      for (int64_t r = 0; r < T; ++r)
+        std::copy_n(buf.data<float>() + r * W + c0, h * c.D, t.data<float>() + r * h * c.D);
+      return t;
+    };
+    const Tensor q = copy(0, c.Hq), k = copy(Q, c.Hkv), v = copy(Q + K, c.Hkv);
+    const float scale = 0.37f;
+    for (const char* variant : {"reference", "cpu"}) {
+      const AttentionKernel& kern = kernel<AttentionKernel>(variant);
+      const Grads want = run(kern, q, k, v, dout, scale);
+      Tensor out = Tensor::empty(q.shape(), DType::F32), lse = Tensor::empty({c.B, c.Hq, c.S}, DType::F32);
+      kern.forward_rows(cols(buf, 0, c.Hq), cols(buf, Q, c.Hkv), cols(buf, Q + K, c.Hkv), c.S, scale, out, lse);
+      EXPECT_TRUE(bitwise_equal(out, want.out) && bitwise_equal(lse, want.lse)) << variant << " " << c.str();
+      Tensor g = randn({T, W}, 52), g0 = g.clone();
+      kern.backward_rows(cols(buf, 0, c.Hq), cols(buf, Q, c.Hkv), cols(buf, Q + K, c.Hkv), want.out, want.lse, dout,
+                         c.S, scale, cols(g, 0, c.Hq), cols(g, Q, c.Hkv), cols(g, Q + K, c.Hkv));
+      for (int64_t r = 0; r < T; ++r) {
+        const float* row = g.data<float>() + r * W;
+        auto same = [&](const Tensor& t, int64_t c0, int64_t h) {
+          return std::equal(row + c0, row + c0 + h * c.D, t.data<float>() + r * h * c.D);
+        };
+        ASSERT_TRUE(same(want.dq, 0, c.Hq) && same(want.dk, Q, c.Hkv) && same(want.dv, Q + K, c.Hkv))
+            << variant << " " << c.str() << " row " << r;
+        ASSERT_TRUE(std::equal(row + W - 3, row + W, g0.data<float>() + r * W + W - 3)) << "pad columns written";
+      }
+    }
+  }
+}

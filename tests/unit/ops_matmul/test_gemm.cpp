@@ -177,3 +177,32 @@ TEST(Gemm, BadArgumentsAreErrors) {
   g.in_dtype = DType::F32, g.k = -1;
   EXPECT_THROW(gemm(cpu_k(), g), Error);
 }
+
+// The addend R (a residual input): C = alpha op(A) op(B) + beta C + R, R rows at ldadd, for both
+// variants, with and without the sum (beta), and in the empty-product case.
+TEST(Gemm, AddendJoinsInTheEpilogue) {
+  for (DType dt : {DType::F32, DType::BF16})
+    for (float beta : {0.f, 0.5f})
+      for (int64_t k : {int64_t(0), int64_t(1), int64_t(37)}) {
+        const Problem p = make(false, true, 13, 9, k, 2, 0.75f, beta, dt, uint32_t(k + 3));
+        std::vector<float> r(size_t(13 * 11));
+        for (size_t i = 0; i < r.size(); ++i) r[i] = float(i % 17) * 0.25f - 2.f;
+        std::vector<float> want = run(kernel<GemmKernel>("reference"), p);  // without R
+        for (int64_t i = 0; i < 13; ++i)
+          for (int64_t j = 0; j < 9; ++j) want[size_t(i * p.ldc + j)] += r[size_t(i * 11 + j)];
+        for (const char* v : {"reference", "cpu"}) {
+          std::vector<float> c = p.c0;
+          GemmArgs g;
+          g.trans_b = true, g.m = p.m, g.n = p.n, g.k = p.k, g.alpha = p.alpha, g.beta = p.beta;
+          g.a = dt == DType::BF16 ? (const void*)p.a16.data() : p.a.data();
+          g.b = dt == DType::BF16 ? (const void*)p.b16.data() : p.b.data();
+          g.lda = p.lda, g.ldb = p.ldb, g.ldc = p.ldc, g.c = c.data(), g.in_dtype = dt;
+          g.add = r.data(), g.ldadd = 11;
+          gemm(kernel<GemmKernel>(v), g);
+          for (int64_t i = 0; i < 13; ++i)
+            for (int64_t j = 0; j < 9; ++j)
+              ASSERT_NEAR(c[size_t(i * p.ldc + j)], want[size_t(i * p.ldc + j)], 1e-5)
+                  << v << " k=" << k << " beta=" << beta << " (" << i << ", " << j << ")";
+        }
+      }
+}

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "core/error.h"
 #include "ops/matmul/bf16_convert.h"
@@ -202,4 +203,30 @@ TEST(Linear, BadInputsAreErrors) {
     Tensor dy = rand_tensor({5, 3}, 3), dw = Tensor::zeros({3, 4}, DType::F32);
     EXPECT_THROW(k->backward(x, w, dy, nullptr, &dw, DType::F32), Error);  // row count mismatch
   }
+}
+
+// The residual input form y = x @ W^T + r (the add in the GEMM's epilogue): cpu and reference,
+// f32 and bf16 compute, against the plain forward plus r; r must not be y itself.
+TEST(Linear, ResidualInputIsAddedInTheSamePass) {
+  for (const char* variant : {"reference", "cpu"}) {
+    const LinearKernel& k = kernel<LinearKernel>(variant);
+    for (DType c : {DType::F32, DType::BF16})
+      for (const auto& [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {7, 13, 5}, {70, 48, 96}}) {
+        const Tensor x = rand_tensor({M, K}, 1), w = rand_tensor({N, K}, 2), r = rand_tensor({M, N}, 3, 4.f);
+        Tensor y = Tensor::empty({M, N}, DType::F32), want = Tensor::empty({M, N}, DType::F32);
+        k.forward_residual(x, w, &r, y, c);
+        k.forward(x, w, want, c);
+        for (int64_t i = 0; i < want.numel(); ++i) want.data<float>()[i] += r.data<float>()[i];
+        EXPECT_LE(max_rel(y, want), 1e-6) << variant << " " << dtype_name(c) << " " << M << "x" << K << "x" << N;
+      }
+    Tensor x = rand_tensor({4, 3}, 4), w = rand_tensor({5, 3}, 5), y = Tensor::empty({4, 5}, DType::F32);
+    Tensor short_r = rand_tensor({4, 4}, 6);
+    EXPECT_THROW(k.forward_residual(x, w, &short_r, y, DType::F32), Error);
+    EXPECT_THROW(k.forward_residual(x, w, &y, y, DType::F32), Error);
+  }
+  const Tensor x = rand_tensor({33, 64}, 7), w = rand_tensor({17, 64}, 8), r = rand_tensor({33, 17}, 9);
+  Tensor y1 = Tensor::empty({33, 17}, DType::F32), y2 = y1.clone();
+  kernel<LinearKernel>("cpu").forward_residual(x, w, &r, y1, DType::F32);
+  kernel<LinearKernel>("reference").forward_residual(x, w, &r, y2, DType::F32);
+  EXPECT_LE(max_rel(y1, y2), 1e-6);
 }

@@ -14,11 +14,13 @@ namespace {
 // SwiGLU that forgets the up projection in forward: a wrong kernel verify must catch.
 void wrong_forward(const Tensor& gu, Tensor& out) {
   const int64_t N = gu.dim(0), I = gu.dim(1) / 2;
+  Tensor y = Tensor::empty({N, I}, DType::F32);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t j = 0; j < I; ++j) {
       const float g = gu.data<float>()[n * 2 * I + j];
-      out.data<float>()[n * I + j] = g / (1.f + std::exp(-g));
+      y.data<float>()[n * I + j] = g / (1.f + std::exp(-g));
     }
+  out.copy_(y);  // f32 or the bf16 output form
 }
 void right_backward(const Tensor& gu, const Tensor& dout, Tensor& dgu) {
   kernel<SwiGLUKernel>("reference").backward(gu, dout, dgu);
@@ -41,8 +43,8 @@ TEST(VerifyKernels, WrongKernelFailsItsForwardRowsOnly) {
       EXPECT_TRUE(r.ok) << r.shape << " " << r.dtype;
     }
   }
-  EXPECT_EQ(wrong_fwd, 6);  // 3 shapes x {f32, bf16}
-  EXPECT_EQ(wrong_bwd, 6);
+  EXPECT_EQ(wrong_fwd, 9);  // 3 shapes x {f32, bf16, bf16 with a bf16 output}
+  EXPECT_EQ(wrong_bwd, 9);
 }
 
 TEST(VerifyKernels, FusedRopeRowsAreExactAndEveryOpWithVariantsHasRows) {
@@ -62,7 +64,7 @@ TEST(VerifyKernels, FusedRopeRowsAreExactAndEveryOpWithVariantsHasRows) {
       ++moe;
     }
   }
-  EXPECT_EQ(rope_exact, 4 * 2 * 2 * 2);  // shapes x {q, k} x dtypes x directions
+  EXPECT_EQ(rope_exact, (4 * 2 + 2) * 2 * 2);  // (shapes x {q, k} + row views) x dtypes x directions
   EXPECT_EQ(moe, 4 * 2 * 2);
   EXPECT_THROW(verify_kernels("nosuch"), Error);
 }

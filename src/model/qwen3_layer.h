@@ -1,0 +1,47 @@
+// The decoder layer's storage and saved activations, shared by the model's two source files:
+// qwen3.cpp (parameters, init, the passes) and qwen3_layer.cpp (one layer's forward and backward).
+#pragma once
+#include <vector>
+
+#include "model/qwen3.h"
+
+namespace titan {
+
+// Saved activations of one decoder layer. Which are kept depends on the checkpointing mode; the
+// rest are recomputed from the layer input (Full) or from the attention block output (Selective).
+// Shapes as in qwen3.h (T tokens, W = Q + 2K). With bf16 compute the inputs that only a bf16 GEMM
+// reads (xn1, a dense layer's xn2 and act) are kept in bf16, written so by the op that makes them.
+struct LayerActs {
+  // attention block
+  Tensor xn1, rstd1;      // [T, H], [T]
+  Tensor qkv;             // [T, W] projections before the q/k norm; attention reads v from it
+  Tensor rstd_q, rstd_k;  // [T * heads], [T * kv_heads]
+  Tensor q, k;            // [B, S, heads, D], [B, S, kv_heads, D] after norm + RoPE
+  Tensor attn, lse;       // [T, Q], [B, heads, S]
+  Tensor h;               // [T, H] residual after attention
+  // MLP block
+  Tensor xn2, rstd2;      // [T, H], [T]
+  Tensor gu, act;         // [T, 2I], [T, I]  (dense MLP)
+  MoESaved moe;           // sparse MLP: routing and the variant's saved activations
+  bool have_attn = false, have_mlp = false;
+};
+
+// What a training forward keeps for its backward.
+struct ActivationStore {
+  std::vector<Tensor> x;          // [n_layers + 1]: each layer's input [T, H], then the last output
+  std::vector<LayerActs> layers;  // per layer, by the checkpointing mode
+};
+
+struct Qwen3Model::Layer {
+  Tensor w_in, w_qkv, w_qn, w_kn, w_o, w_post, w_gu, w_down;  // fused storage
+  Tensor g_in, g_qkv, g_qn, g_kn, g_o, g_post, g_gu, g_down;  // their grads
+  // Sparse layers (w_gu / w_down unused): router [E, H], stacked experts [E, 2I, H], [E, H, I].
+  bool sparse = false;
+  Tensor w_router, w_egu, w_edown, g_router, g_egu, g_edown;
+};
+
+struct Qwen3Model::Bf16Weights {
+  std::vector<Tensor> qkv, o, gu, down;  // per layer, BF16
+};
+
+}  // namespace titan

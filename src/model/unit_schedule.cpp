@@ -1,0 +1,75 @@
+#include "model/unit_schedule.h"
+
+#include "core/error.h"
+
+namespace titan {
+
+std::string use_str(UnitUse u) {
+  switch (u) {
+    case UnitUse::None: return "nothing";
+    case UnitUse::Values: return "values";
+    case UnitUse::Grads: return "grads";
+    case UnitUse::ValuesGrads: return "values+grads";
+  }
+  return "?";
+}
+
+std::string step_str(const UnitStep& s) {
+  const std::string u = std::to_string(s.unit);
+  switch (s.kind) {
+    case UnitStep::Kind::Need: return "need " + u + " " + use_str(s.use);
+    case UnitStep::Kind::Done: return "done " + u + " " + use_str(s.use);
+    case UnitStep::Kind::Prefetch: return "prefetch " + u;
+    case UnitStep::Kind::Run:
+      return "run " + u + (s.phase == Phase::Forward ? " forward" : s.phase == Phase::Recompute ? " recompute" : " backward");
+  }
+  return "?";
+}
+
+Checkpointing parse_checkpointing(const std::string& s) {
+  if (s == "none") return Checkpointing::None;
+  if (s == "selective") return Checkpointing::Selective;
+  if (s == "full") return Checkpointing::Full;
+  fail("unknown activation checkpointing mode '", s, "' (expected none, selective or full)");
+}
+
+std::vector<UnitStep> unit_schedule(const ModelConfig& c, Pass pass, Checkpointing ckpt) {
+  using K = UnitStep::Kind;
+  constexpr UnitUse V = UnitUse::Values, G = UnitUse::Grads, VG = UnitUse::ValuesGrads;
+  const int64_t n = c.num_hidden_layers, head = n + 1;
+  const bool tied = c.tie_word_embeddings, train = pass == Pass::Train;
+  std::vector<UnitStep> s;
+  auto need = [&](int64_t u, UnitUse use) { s.push_back({K::Need, u, use}); };
+  auto done = [&](int64_t u, UnitUse use) { s.push_back({K::Done, u, use}); };
+  auto prefetch = [&](int64_t u) { s.push_back({K::Prefetch, u}); };
+  auto run = [&](int64_t u, Phase p) { s.push_back({K::Run, u, UnitUse::None, p}); };
+  // Forward: the embedding, then each layer, each announcing the unit after it.
+  for (int64_t u = 0; u <= n; ++u) {
+    need(u, V);
+    prefetch(u + 1);
+    run(u, Phase::Forward);
+    done(u, V);
+  }
+  // Head (a tied head reads the embedding's values and adds to its gradients).
+  const UnitUse hu = train ? VG : V;
+  need(head, hu);
+  if (tied) need(0, hu);
+  if (train && n > 0) prefetch(n);
+  run(head, train ? Phase::Backward : Phase::Forward);
+  if (tied) done(0, V);  // a tied embedding's gradients stay until the embedding's backward
+  done(head, hu);
+  if (!train) return s;
+  for (int64_t u = n; u >= 1; --u) {
+    need(u, VG);
+    if (u > 1) prefetch(u - 1);
+    if (ckpt != Checkpointing::None) run(u, Phase::Recompute);
+    run(u, Phase::Backward);
+    done(u, VG);
+  }
+  need(0, G);
+  run(0, Phase::Backward);
+  done(0, G);
+  return s;
+}
+
+}  // namespace titan
