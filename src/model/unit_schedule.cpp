@@ -26,13 +26,6 @@ std::string step_str(const UnitStep& s) {
   return "?";
 }
 
-Checkpointing parse_checkpointing(const std::string& s) {
-  if (s == "none") return Checkpointing::None;
-  if (s == "selective") return Checkpointing::Selective;
-  if (s == "full") return Checkpointing::Full;
-  fail("unknown activation checkpointing mode '", s, "' (expected none, selective or full)");
-}
-
 std::vector<UnitStep> unit_schedule(const ModelConfig& c, Pass pass, Checkpointing ckpt) {
   using K = UnitStep::Kind;
   constexpr UnitUse V = UnitUse::Values, G = UnitUse::Grads, VG = UnitUse::ValuesGrads;

@@ -51,7 +51,6 @@ enum class Pass : uint8_t { Score, Train };
 // What to keep between forward and backward. Full recomputes each layer from its input during
 // backward; Selective keeps the attention block (the expensive part) and recomputes the MLP.
 enum class Checkpointing { None, Selective, Full };
-Checkpointing parse_checkpointing(const std::string& s);
 
 struct UnitStep {
   enum class Kind : uint8_t { Need, Prefetch, Run, Done };
