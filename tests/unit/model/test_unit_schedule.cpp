@@ -111,6 +111,4 @@ TEST(UnitSchedule, EveryNeedIsDoneAndEveryUnitRuns) {
       ASSERT_GE(s.size(), 2u);
       EXPECT_EQ(step_str(s[1]), "prefetch 1");
     }
-  EXPECT_EQ(parse_checkpointing("selective"), Checkpointing::Selective);
-  EXPECT_THROW(parse_checkpointing("some"), Error);
 }
