@@ -22,7 +22,8 @@ std::vector<GenerationResult> generate(LogitsSource& src, const data::Tokenizer&
   for (size_t r = 0; r < rows; ++r) {
     TITAN_CHECK(!prompts[r].empty(), "prompt ", opt.first_stream + r, " is empty: generation needs at least one token");
     for (uint32_t id : prompts[r])
-      TITAN_CHECK(int64_t(id) < V, "prompt ", opt.first_stream + r, ": token id ", id, " is not below the model's vocab_size ", V);
+      TITAN_CHECK(int64_t(id) < V, "prompt ", opt.first_stream + r, ": token id ", id, " is not below the model's vocab_size ", V,
+                  " (is the tokenizer the model's?)");
     const int64_t need = int64_t(prompts[r].size()) + opt.stop.max_new_tokens;
     TITAN_CHECK(max_pos <= 0 || need <= max_pos, "prompt ", opt.first_stream + r, " (", prompts[r].size(),
                 " tokens) + --max-new-tokens ", opt.stop.max_new_tokens, " exceeds the model's max_position_embeddings ",

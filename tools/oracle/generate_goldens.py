@@ -12,6 +12,7 @@ Writes tests/fixtures/infer/:
                  repetition-penalty and left-padded batch cases: prompt ids, generated ids, decoded
                  text (skip_special_tokens) and the smallest top-1/top-2 logit gap met (ties would
                  make greedy ids fragile);
+  cli_expect.txt the generated ids and eval losses above as plain lines, for tests/cli/*.sh;
   eval.json      the ids of eval_docs.jsonl as titan's dataset reads it (each document's ids, then
                  <|endoftext|>) by HF tokenizers, and the perplexity guide's sliding-window loop
                  for several (seq_len, stride): the exact token-weighted mean loss (sum of token
@@ -192,6 +193,13 @@ def main():
                    "tokenizers": tokenizers.__version__, "torch": torch.__version__, "model": "tiny_chat",
                    "data": "eval_docs.jsonl", "ids": ids, "runs": runs}, f, indent=1)
         f.write("\n")
+    # The same numbers as plain lines for tests/cli/generate_eval.sh (bash, no JSON parser):
+    #   gen <case> <finish_reason> <generated ids...>      eval <seq_len> <stride> <loss> <tokens>
+    with open(os.path.join(OUT, "cli_expect.txt"), "w") as f:
+        for c in cases:
+            f.write(" ".join(["gen", c["name"], c["finish_reason"]] + [str(i) for i in c["ids"]]) + "\n")
+        for r in runs:
+            f.write(f"eval {r['seq_len']} {r['stride']} {r['loss']!r} {r['tokens']}\n")
     for c in cases:
         print(c["name"], c["finish_reason"], len(c["ids"]), "min gap", round(c["min_gap"], 4), repr(c["text"][:60]))
 
