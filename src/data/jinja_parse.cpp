@@ -340,6 +340,7 @@ class Parser {
   }
 
   Stmt parse_statement() {
+    Nest nest(*this);
     const Tok tag = t_[p_++];
     const std::string& n = tag.v;
     Stmt s{Stmt::K::Text, tag.line};
@@ -471,7 +472,17 @@ class Parser {
   }
   ExprP parse_or() { return binary_chain(Expr::K::Or, "or", &Parser::parse_and); }
   ExprP parse_and() { return binary_chain(Expr::K::And, "and", &Parser::parse_not); }
+  // Nesting limit: a hostile template must get an error, not exhaust the stack.
+  struct Nest {
+    Parser& p;
+    explicit Nest(Parser& parser) : p(parser) {
+      if (++p.depth_ > 200) p.fail_at(p.cur().line, "nesting deeper than 200 levels");
+    }
+    ~Nest() { --p.depth_; }
+  };
+
   ExprP parse_not() {
+    Nest nest(*this);
     if (is_name("not")) {
       ExprP n = node(Expr::K::Not, cur().line);
       ++p_;
@@ -530,6 +541,7 @@ class Parser {
   ExprP parse_unary_filtered() { return parse_unary(true); }
 
   ExprP parse_unary(bool with_filter) {
+    Nest nest(*this);
     ExprP e;
     if (is_op("-") || is_op("+")) {
       e = node(is_op("-") ? Expr::K::Neg : Expr::K::Pos, cur().line);
@@ -739,7 +751,7 @@ class Parser {
 
   std::vector<Tok> t_;
   size_t p_ = 0;
-  int loops_ = 0;
+  int loops_ = 0, depth_ = 0;
   const std::string& origin_;
 };
 

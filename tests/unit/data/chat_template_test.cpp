@@ -105,6 +105,24 @@ TEST(ChatTemplate, UnsupportedConstructsAreErrorsNamingThem) {
   EXPECT_NE(render_error("{{ 'é'.upper() }}").find("non-ASCII"), std::string::npos);
 }
 
+TEST(ChatTemplate, HostileTemplatesGetErrorsNotCrashes) {
+  auto error = [](const std::string& src) {
+    return error_of([&] { jinja::Template::parse(src, "t.jinja").render({}); });
+  };
+  EXPECT_NE(error("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}").find("nesting deeper than 200"),
+            std::string::npos);
+  EXPECT_NE(error("{{ " + std::string(3000, '-') + "1 }}").find("nesting deeper than 200"), std::string::npos);
+  std::string nested;
+  for (int k = 0; k < 300; ++k) nested += "{% if true %}";
+  EXPECT_NE(error(nested).find("nesting deeper than 200"), std::string::npos);
+  EXPECT_NE(error("{{ 9223372036854775807 + 1 }}").find("integer overflow in +"), std::string::npos);
+  EXPECT_NE(error("{{ 3 ** 100 }}").find("integer overflow in **"), std::string::npos);
+  EXPECT_NE(error("{{ (-9223372036854775807 - 1) // -1 }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error("{{ 'ab' * 100000000 }}").find("repetition too large"), std::string::npos);
+  EXPECT_NE(error("{% for i in range(100000000) %}{% endfor %}").find("range() of more than"), std::string::npos);
+  EXPECT_EQ(render("{{ (-1) ** 1000000000000 }} {{ 0 ** 5 }} {{ 7 is divisibleby(-1) }}"), "1 0 True");
+}
+
 TEST(ChatTemplate, MessagesAreValidated) {
   auto err = [](const std::string& j) { return error_of([&] { parse_chat_messages(j, "m.json"); }); };
   EXPECT_NE(err("{}").find("m.json: messages must be a JSON array"), std::string::npos);
