@@ -22,20 +22,6 @@
 namespace titan::cli {
 namespace {
 
-int64_t positive_int(const Args& args, const char* key, int64_t def) {
-  if (!args.has(key)) return def;
-  const std::string v = args.get(key);
-  size_t used = 0;
-  long long x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (...) {
-    used = 0;
-  }
-  TITAN_CHECK(used == v.size() && x >= 1, "--", key, " must be a positive integer, got '", v, "'");
-  return x;
-}
-
 int cmd_eval(const std::vector<std::string>& argv_in) {
   std::vector<std::string> argv = argv_in;
   const std::vector<std::string> files = take_list(argv, "data");
@@ -46,9 +32,8 @@ int cmd_eval(const std::vector<std::string>& argv_in) {
 
   InferenceModel m = load_inference_model(args);
   const int64_t max_pos = m.model->config().max_position_embeddings;
-  const int64_t seq_len = positive_int(args, "seq-len", std::min<int64_t>(max_pos, 2048));
-  TITAN_CHECK(seq_len <= max_pos, "--seq-len ", seq_len, " exceeds the model's max_position_embeddings ", max_pos);
-  const int64_t stride = positive_int(args, "stride", seq_len);
+  const int64_t seq_len = args.get_int("seq-len", std::min<int64_t>(max_pos, 2048), 2, max_pos);
+  const int64_t stride = args.get_int("stride", seq_len, 1, INT64_MAX);  // <= seq_len: infer::sliding_windows
   const bool quiet = args.has("quiet");
 
   data::DatasetSpec spec;

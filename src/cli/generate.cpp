@@ -78,11 +78,7 @@ int cmd_generate(const std::vector<std::string>& argv_in) {
   TITAN_CHECK(sources == 1, "give exactly one of --prompt TEXT, --prompt-ids \"ID ...\", --prompts FILE.jsonl");
   TITAN_CHECK(!(args.has("chat") && args.has("prompt-ids")), "--chat takes text prompts, not --prompt-ids");
   TITAN_CHECK(args.has("chat") || (!args.has("system") && !args.has("thinking")), "--system and --thinking need --chat");
-  int64_t batch_size = 8;
-  if (args.has("batch-size")) {
-    batch_size = std::atoll(args.get("batch-size").c_str());
-    TITAN_CHECK(batch_size >= 1, "--batch-size must be >= 1, got '", args.get("batch-size"), "'");
-  }
+  const int64_t batch_size = args.get_int("batch-size", 8, 1, 1 << 20);
 
   InferenceModel m = load_inference_model(args);
   std::optional<data::ChatTemplate> tmpl;

@@ -1,6 +1,8 @@
 #include "cli/infer_common.h"
 
+#include <cstdint>
 #include <filesystem>
+#include <limits>
 
 #include "core/error.h"
 #include "model/hf_model.h"
@@ -43,28 +45,6 @@ std::vector<std::string> take_list(std::vector<std::string>& argv, const std::st
   }
   argv = std::move(rest);
   return values;
-}
-
-static double number_opt(const Args& args, const char* key) {
-  const std::string v = args.get(key);
-  try {
-    size_t used = 0;
-    double d = std::stod(v, &used);
-    if (used == v.size()) return d;
-  } catch (...) {
-  }
-  fail("--", key, " must be a number, got '", v, "'");
-}
-
-static int64_t int_opt(const Args& args, const char* key) {
-  const std::string v = args.get(key);
-  try {
-    size_t used = 0;
-    long long x = std::stoll(v, &used);
-    if (used == v.size()) return x;
-  } catch (...) {
-  }
-  fail("--", key, " must be an integer, got '", v, "'");
 }
 
 std::vector<uint32_t> parse_id_list(const std::string& text, const std::string& what) {
@@ -114,22 +94,19 @@ infer::GenerateOptions generation_options(const Args& args, const InferenceModel
   const infer::GenerationDefaults& g = m.defaults;
   infer::GenerateOptions o;
   infer::SamplingParams& s = o.sampling;
-  if (args.has("temperature")) s.temperature = number_opt(args, "temperature");
+  constexpr double kAny = std::numeric_limits<double>::max();
+  // Ranges are checked by infer::validate, which names the option and the allowed values.
+  if (args.has("temperature")) s.temperature = args.get_double("temperature", 0, -kAny, kAny);
   else if (g.do_sample.value_or(false)) s.temperature = g.temperature.value_or(1.0);
   else s.temperature = 0;
   const bool sampling = s.temperature > 0;
-  s.top_k = args.has("top-k") ? int_opt(args, "top-k") : g.top_k.value_or(sampling ? 50 : 0);
-  s.top_p = args.has("top-p") ? number_opt(args, "top-p") : g.top_p.value_or(1.0);
-  s.min_p = args.has("min-p") ? number_opt(args, "min-p") : g.min_p.value_or(0.0);
-  s.repetition_penalty = args.has("repetition-penalty") ? number_opt(args, "repetition-penalty")
-                                                        : g.repetition_penalty.value_or(1.0);
-  if (args.has("seed")) {
-    int64_t seed = int_opt(args, "seed");
-    TITAN_CHECK(seed >= 0, "--seed must be >= 0, got ", seed);
-    s.seed = uint64_t(seed);
-  }
+  s.top_k = args.get_int("top-k", g.top_k.value_or(sampling ? 50 : 0), INT64_MIN, INT64_MAX);
+  s.top_p = args.get_double("top-p", g.top_p.value_or(1.0), -kAny, kAny);
+  s.min_p = args.get_double("min-p", g.min_p.value_or(0.0), -kAny, kAny);
+  s.repetition_penalty = args.get_double("repetition-penalty", g.repetition_penalty.value_or(1.0), -kAny, kAny);
+  s.seed = args.get_uint64("seed", 0, 0, UINT64_MAX);
   infer::validate(s);
-  o.stop.max_new_tokens = args.has("max-new-tokens") ? int_opt(args, "max-new-tokens") : g.max_new_tokens.value_or(256);
+  o.stop.max_new_tokens = args.get_int("max-new-tokens", g.max_new_tokens.value_or(256), INT64_MIN, INT64_MAX);
   o.stop.stop_strings = stops;
   o.stop.eos_ids = g.eos_ids;
   if (!m.hf) {
