@@ -42,9 +42,13 @@ std::string human_duration(double s) {
   return buf;
 }
 
-Progress::Progress(std::string label, uint64_t total, bool enabled)
-    : label_(std::move(label)), total_(total), enabled_(enabled), tty_(::isatty(2) == 1) {
+Progress::Progress(std::string label, uint64_t total, bool enabled, std::string unit)
+    : label_(std::move(label)), unit_(std::move(unit)), total_(total), enabled_(enabled), tty_(::isatty(2) == 1) {
   start_ = last_ = std::chrono::steady_clock::now();
+}
+
+std::string Progress::amount(double v) const {
+  return unit_ == "B" ? human_bytes(v) : human_count(v) + " " + unit_;
 }
 
 void Progress::update(uint64_t done, const std::string& extra) {
@@ -69,7 +73,7 @@ void Progress::draw(uint64_t done, const std::string& extra, bool final) {
   bar.resize(kWidth, ' ');
   char line[512];
   std::snprintf(line, sizeof line, "%s [%s] %3.0f%% %s/%s  %s/s  ETA %s%s%s", label_.c_str(), bar.c_str(), frac * 100,
-                human_bytes(double(done)).c_str(), human_bytes(double(total_)).c_str(), human_bytes(rate).c_str(),
+                amount(double(done)).c_str(), amount(double(total_)).c_str(), amount(rate).c_str(),
                 human_duration(eta).c_str(), extra.empty() ? "" : "  ", extra.c_str());
   if (tty_) {
     std::fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");

@@ -10,8 +10,9 @@ namespace titan::data {
 
 class Progress {
  public:
-  // `total`: units of work (bytes); `unit`: their name in the rate ("B" gives kB/s, MB/s...).
-  Progress(std::string label, uint64_t total, bool enabled = true);
+  // `total`: units of work; `unit`: their name: "B" (bytes, shown as kB, MB...) or any other
+  // word, shown with counts ("windows": 1.20k windows/s).
+  Progress(std::string label, uint64_t total, bool enabled = true, std::string unit = "B");
   // done: units finished so far; extra: free text appended (for example a token count).
   void update(uint64_t done, const std::string& extra = "");
   // Final line with totals; called by the destructor when not called before.
@@ -20,7 +21,8 @@ class Progress {
 
  private:
   void draw(uint64_t done, const std::string& extra, bool final);
-  std::string label_;
+  std::string amount(double v) const;  // v in the unit
+  std::string label_, unit_;
   uint64_t total_;
   bool enabled_, tty_, finished_ = false, drawn_ = false;
   std::chrono::steady_clock::time_point start_, last_;

@@ -307,6 +307,15 @@ std::vector<std::vector<uint32_t>> Tokenizer::encode_batch(const std::vector<std
 }
 
 std::string Tokenizer::decode(const std::vector<uint32_t>& ids, bool skip_special_tokens) const {
+  return utf8_replace_invalid(decode_bytes(ids, skip_special_tokens));
+}
+
+bool Tokenizer::has_id(uint32_t id) const {
+  const Impl& m = *impl_;
+  return (id < m.added_index.size() && m.added_index[id] >= 0) || m.bpe.has_id(id);
+}
+
+std::string Tokenizer::decode_bytes(const std::vector<uint32_t>& ids, bool skip_special_tokens) const {
   const Impl& m = *impl_;
   std::string bytes;
   for (uint32_t id : ids) {
@@ -319,7 +328,7 @@ std::string Tokenizer::decode(const std::vector<uint32_t>& ids, bool skip_specia
       bytes += m.bpe.token_bytes(id);
     }
   }
-  return utf8_replace_invalid(bytes);
+  return bytes;
 }
 
 uint32_t Tokenizer::vocab_size() const { return impl_->vocab_size; }

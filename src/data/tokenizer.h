@@ -42,6 +42,11 @@ class Tokenizer {
 
   // Errors on an id that names no token.
   std::string decode(const std::vector<uint32_t>& ids, bool skip_special_tokens = false) const;
+  // The tokens' bytes without the UTF-8 repair (a token can end inside a character): what
+  // streaming output needs; decode() is utf8_replace_invalid(decode_bytes()).
+  std::string decode_bytes(const std::vector<uint32_t>& ids, bool skip_special_tokens = false) const;
+  // True when `id` names a token (BPE vocabulary or added token).
+  bool has_id(uint32_t id) const;
 
   // Max id + 1 over the BPE vocabulary and the added tokens (151669 for Qwen3).
   uint32_t vocab_size() const;

@@ -1,0 +1,72 @@
+// titan chat: an interactive conversation through the model's chat template. Each stdin line is
+// a user turn; the reply streams to stdout and joins the history (Qwen3's template then drops the
+// reply's <think> block from earlier turns, as transformers does). "/reset" clears the history,
+// "/exit" or end of input quits. Works on a pipe as on a terminal (the "> " prompt is shown only
+// on a terminal).
+//
+//   titan chat --model DIR|CHECKPOINT_STEP [--system TEXT] [--thinking on|off]
+//              [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]
+//              [--repetition-penalty R] [--seed S] [--stop STRING]... [--dtype f32|bf16]
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli/infer_common.h"
+#include "core/error.h"
+#include "infer/recompute_source.h"
+
+namespace titan::cli {
+namespace {
+
+int cmd_chat(const std::vector<std::string>& argv_in) {
+  std::vector<std::string> argv = argv_in;
+  const std::vector<std::string> stops = take_repeated(argv, "stop");
+  Args args(argv, {});
+  args.check_known({"model", "tokenizer", "system", "thinking", "max-new-tokens", "temperature", "top-k", "top-p",
+                    "min-p", "repetition-penalty", "seed", "dtype", "kernels"});
+  TITAN_CHECK(args.positional().empty(), "unexpected argument '", args.positional().empty() ? "" : args.positional()[0], "'");
+  InferenceModel m = load_inference_model(args);
+  TITAN_CHECK(data::ChatTemplate::available(m.tokenizer_dir), m.tokenizer_dir, ": no chat template to chat with");
+  const data::ChatTemplate tmpl = data::ChatTemplate::load(m.tokenizer_dir);
+  const data::ChatOptions copt = chat_options(args);
+  infer::GenerateOptions opt = generation_options(args, m, stops, /*chat=*/true);
+  infer::RecomputeLogitsSource src(*m.model);
+  const bool tty = ::isatty(0) == 1 && ::isatty(2) == 1;
+
+  std::vector<data::ChatMessage> history;
+  if (args.has("system")) history.push_back({"system", args.get("system"), std::nullopt});
+  const size_t base = history.size();
+  uint64_t turn = 0;
+  std::string line;
+  for (;;) {
+    if (tty) std::fprintf(stderr, "> ");
+    if (!std::getline(std::cin, line)) break;
+    if (line == "/exit") break;
+    if (line == "/reset") {
+      history.resize(base);
+      std::fprintf(stderr, "[history cleared]\n");
+      continue;
+    }
+    if (line.empty()) continue;
+    history.push_back({"user", line, std::nullopt});
+    const std::vector<uint32_t> prompt = tmpl.encode(m.tokenizer, history, copt);
+    opt.first_stream = turn++;  // each turn draws from its own stream
+    const auto res = infer::generate(src, m.tokenizer, {prompt}, opt, [](size_t, const std::string& piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    });
+    std::printf("\n");
+    std::fflush(stdout);
+    if (res[0].finish == infer::FinishReason::Length)
+      std::fprintf(stderr, "[reply cut at --max-new-tokens %lld]\n", static_cast<long long>(opt.stop.max_new_tokens));
+    history.push_back({"assistant", res[0].text, std::nullopt});
+  }
+  return 0;
+}
+
+}  // namespace
+
+TITAN_COMMAND("chat", "interactive chat through the model's chat template", cmd_chat);
+
+}  // namespace titan::cli

@@ -1,0 +1,24 @@
+// LogitsSource over Qwen3Model::forward with no cache (see recompute_source.cpp).
+#pragma once
+#include "infer/logits_source.h"
+
+namespace titan {
+class Qwen3Model;
+}
+
+namespace titan::infer {
+
+class RecomputeLogitsSource : public LogitsSource {
+ public:
+  explicit RecomputeLogitsSource(Qwen3Model& model) : model_(model) {}
+  int64_t vocab_size() const override;
+  int64_t max_positions() const override;
+  void prefill(const LeftPaddedBatch& batch, float* logits) override;
+  void decode_step(const LeftPaddedBatch& batch, const std::vector<bool>& active, float* logits) override;
+
+ private:
+  void row_logits(const LeftPaddedBatch& batch, int64_t r, float* out);
+  Qwen3Model& model_;
+};
+
+}  // namespace titan::infer
