@@ -27,6 +27,7 @@
 #include "model/config.h"
 #include "model/kernels.h"
 #include "model/params.h"
+#include "model/unit_hooks.h"
 #include "model/unit_schedule.h"
 
 namespace titan {
@@ -36,20 +37,6 @@ InitScheme parse_init_scheme(const std::string& s);
 
 struct LayerActs;        // saved activations of one decoder layer (model/qwen3_layer.h)
 struct ActivationStore;  // what a training forward keeps for the backward (model/qwen3_layer.h)
-
-// Memory hooks around the parameter units (model/unit_schedule.h has the units, the steps of a
-// pass and their order). With hooks installed the model asks for a unit's memory right before it
-// reads it and says when it is done, so the hooks can keep parameters and gradients sharded in
-// between (dist/fsdp.h): need / done / prefetch are the schedule's Need / Done / Prefetch steps,
-// end_pass() ends every forward(_backward) call.
-class UnitHooks {
- public:
-  virtual ~UnitHooks() = default;
-  virtual void need(int64_t unit, UnitUse use) = 0;
-  virtual void done(int64_t unit, UnitUse use) = 0;
-  virtual void prefetch(int64_t) {}
-  virtual void end_pass() {}
-};
 
 // Positions of the tokens of a call: each sequence's S tokens are at positions start..start+S-1
 // (start > 0: a continuation after cached positions, for generation with a KV cache).

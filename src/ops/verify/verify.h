@@ -11,7 +11,7 @@
 // (relative to each output's largest reference magnitude, so near-zero elements do not dominate;
 // the floor keeps an output that is zero up to rounding, e.g. RMSNorm's dx for D = 1, from
 // turning noise into a large ratio);
-// ok = finite and max_rel_diff <= tol, or for variants declared bit-exact (rope.fused) max_abs_diff == 0 exactly.
+// ok = finite and max_rel_diff <= tol, or for variants declared bit-exact (rope.transposed) max_abs_diff == 0 exactly.
 #pragma once
 #include <string>
 #include <vector>

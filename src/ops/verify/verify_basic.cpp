@@ -188,8 +188,8 @@ void verify_rope(std::vector<VerifyRow>& rows) {
       for (const auto& s : shapes) {
         const auto [B, S, Hq, Hkv, D] = std::tuple{s[0], s[1], s[2], s[3], s[4]};
         const RopeCache cache = make_rope_cache(1000000.0, D, S + 5);
-        // The fused kernel computes every element with the reference's operations: bit-exact.
-        const bool exact = var == "fused";
+        // The transposed-layout kernel computes every element with the reference's operations: bit-exact.
+        const bool exact = var == "transposed";
         for (const auto& [name, H, stream] : {std::tuple{"q", Hq, 15}, std::tuple{"k", Hkv, 16}}) {
           const Tensor x = round_bf16(randn({B, S, H, D}, uint64_t(stream), 2.0), bf);
           const std::string sh = std::string(name) + ":" + dims({{"B", B}, {"S", S}, {"H", H}, {"D", D}});
@@ -228,7 +228,7 @@ void verify_rope(std::vector<VerifyRow>& rows) {
           }
           Diff d;
           d.add(a, b);
-          emit(rows, "rope", var, bf, sh, fwd ? "forward" : "backward", d, kTolF32, var == "fused");
+          emit(rows, "rope", var, bf, sh, fwd ? "forward" : "backward", d, kTolF32, var == "transposed");
         }
       }
 }

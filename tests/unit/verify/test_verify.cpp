@@ -1,5 +1,5 @@
 // verify_kernels: rows for every non-reference variant, the documented fields, bit-exact rows for
-// the fused RoPE, and a failing row for a deliberately wrong kernel (registered only in this test).
+// the transposed-layout RoPE, and a failing row for a deliberately wrong kernel (registered only in this test).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,14 +47,14 @@ TEST(VerifyKernels, WrongKernelFailsItsForwardRowsOnly) {
   EXPECT_EQ(wrong_bwd, 9);
 }
 
-TEST(VerifyKernels, FusedRopeRowsAreExactAndEveryOpWithVariantsHasRows) {
+TEST(VerifyKernels, TransposedRopeRowsAreExactAndEveryOpWithVariantsHasRows) {
   const auto rows = verify_kernels();
   int rope_exact = 0, moe = 0;
   for (const auto& r : rows) {
     EXPECT_NE(r.variant, "reference");
     if (r.variant == "test_wrong") continue;
     EXPECT_TRUE(r.ok) << r.op << "." << r.variant << " " << r.dtype << " " << r.shape << " " << r.direction;
-    if (r.op == "rope" && r.variant == "fused") {
+    if (r.op == "rope" && r.variant == "transposed") {
       EXPECT_TRUE(r.exact);
       EXPECT_EQ(r.max_abs_diff, 0.0);
       ++rope_exact;
