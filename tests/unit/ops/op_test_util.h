@@ -9,17 +9,14 @@
 #include <functional>
 #include <string>
 
+#include "common/test_util.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/threading.h"
 
 namespace titan::optest {
 
-inline Tensor randn(const Shape& shape, uint64_t seed, double std = 1.0, double mean = 0.0) {
-  Tensor t = Tensor::empty(shape, DType::F32);
-  fill_normal(t, mean, std, Philox{seed, 7});
-  return t;
-}
+using test::randn;
 
 inline Tensor uniform(const Shape& shape, uint64_t seed, double lo, double hi) {
   Tensor t = Tensor::empty(shape, DType::F32);
