@@ -368,6 +368,17 @@ void cases_rope(std::vector<KernelCase>& t) {
       return rope_body(randn({c.b, c.s, c.h, c.d}, uint64_t(c.s * 10 + c.d)), make_rope_cache(1e6, c.d, c.s + 3),
                        Bound{1e-6, 1e-6}, false);
     }, false, true));
+  // Both theta values of the Qwen3 configs, wider inputs (std 3).
+  uint64_t stream = 42;
+  for (C c : {C{1, 1, 1, 2}, C{2, 7, 3, 16}, C{1, 33, 5, 10}, C{3, 5, 2, 128}, C{2, 70, 4, 64}})
+    for (int64_t theta : {int64_t(10000), int64_t(1000000)}) {
+      const uint64_t st = stream++;
+      const std::string sh = dims({{"B", c.b}, {"S", c.s}, {"H", c.h}, {"D", c.d}, {"theta", theta}}) + ",threads";
+      t.push_back(make_case<K>(sh, false, [=] {
+        return rope_body(randn({c.b, c.s, c.h, c.d}, st, 3.0), make_rope_cache(double(theta), c.d, c.s + 3), Bound{},
+                         false);
+      }, false, true));
+    }
 }
 
 void cases_residual(std::vector<KernelCase>& t) {

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "data/chat_template.h"
 #include "data/jinja.h"
-#include "unit/data/common.h"
+#include "unit/data/data_test_util.h"
 #include "util/strings.h"
 
 using namespace titan;

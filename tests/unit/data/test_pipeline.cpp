@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "common/test_util.h"
-#include "common.h"
+#include "data_test_util.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/jsonl.h"

@@ -12,7 +12,7 @@
 #include <functional>
 
 #include "common/test_util.h"
-#include "common.h"
+#include "data_test_util.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/token_cache.h"
