@@ -10,7 +10,7 @@
 // Bit-exactness with the reference: every output element is computed with the same operations in
 // the same order as reference.cpp: two products of f32 values in double (exact: 24 x 24 bits fit in
 // 53), one double add or subtract, one rounding to f32. So forward and backward agree bit for bit
-// with the reference (checked by `titan verify kernels` and tests/unit/ops_moe/test_rope_transposed.cpp).
+// with the reference (checked by `titan verify kernels` and tests/unit/ops/test_rope_transposed.cpp and the kernel case table).
 #include <vector>
 
 #include "core/threading.h"

@@ -3,11 +3,13 @@
 // dense Qwen3Model (one log line per replaced module, then a total).
 #include <gtest/gtest.h>
 
+#include "common/test_util.h"
 #include "model/qwen3.h"
 #include "model/replace.h"
 #include "ops/moe/moe.h"
 
 using namespace titan;
+using namespace titan::test;
 
 namespace {
 
@@ -22,15 +24,6 @@ void bwd(const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGrads& 
 }
 const MoEKernel kSeq64{"test_seq64", fwd, bwd, needs_seq64};
 TITAN_REGISTER_KERNEL(MoEKernel, "test_seq64", DeviceType::CPU, kSeq64);
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(ModulePattern, GlobSemantics) {
   EXPECT_TRUE(module_pattern_match("model.layers.*.mlp", "model.layers.0.mlp"));
