@@ -29,7 +29,6 @@ class SafetensorsFolder {
   bool contains(const std::string& name) const { return where_.count(name) > 0; }
   // The file holding `name`; an error naming the folder when there is none.
   const SafetensorsFile& file_of(const std::string& name) const;
-  const SafetensorsEntry& entry(const std::string& name) const { return *file_of(name).find(name); }
   // Every stored tensor name (sorted) -> its file's index in files().
   const std::map<std::string, size_t>& tensors() const { return where_; }
   const std::vector<SafetensorsFile>& files() const { return files_; }
