@@ -14,7 +14,7 @@
 
 #include "cli/infer_common.h"
 #include "core/error.h"
-#include "infer/recompute_source.h"
+#include "infer/kv_source.h"
 
 namespace titan::cli {
 namespace {
@@ -31,7 +31,7 @@ int cmd_chat(const std::vector<std::string>& argv_in) {
   const data::ChatTemplate tmpl = data::ChatTemplate::load(m.tokenizer_dir);
   const data::ChatOptions copt = chat_options(args);
   infer::GenerateOptions opt = generation_options(args, m, stops, /*chat=*/true);
-  infer::RecomputeLogitsSource src(*m.model);
+  infer::KvCacheLogitsSource src(*m.model);
   const bool tty = ::isatty(0) == 1 && ::isatty(2) == 1;
 
   std::vector<data::ChatMessage> history;
