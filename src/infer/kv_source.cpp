@@ -4,6 +4,7 @@
 // cache.first; prefill checks it.
 #include "infer/kv_source.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "core/error.h"
@@ -35,12 +36,17 @@ void KvCacheLogitsSource::prefill(const LeftPaddedBatch& batch, float* logits) {
                        batch.mask[size_t(r * batch.width + c)] == 1,
                    "left-padded batch: row ", r, " column ", c, " is not at position column - padding");
   cache_.reset(batch.pad);
+  const auto t0 = std::chrono::steady_clock::now();
   run(batch, 0, logits);
+  timing_.prefill_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int64_t r = 0; r < batch.rows; ++r) timing_.prefill_tokens += batch.width - batch.pad[size_t(r)];
 }
 
 void KvCacheLogitsSource::decode_step(const LeftPaddedBatch& batch, const std::vector<bool>& active, float* logits) {
-  (void)active;
+  const auto t0 = std::chrono::steady_clock::now();
   run(batch, batch.width - 1, logits);
+  timing_.decode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const bool a : active) timing_.decode_tokens += a ? 1 : 0;
 }
 
 }  // namespace titan::infer

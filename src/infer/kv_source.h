@@ -20,10 +20,19 @@ class KvCacheLogitsSource : public LogitsSource {
   void decode_step(const LeftPaddedBatch& batch, const std::vector<bool>& active, float* logits) override;
   const KvCache& cache() const { return cache_; }
 
+  // Work and wall time since construction: prompt tokens (padding excluded) and their prefill
+  // seconds; generated-token steps (one per active row) and their decode seconds.
+  struct Timing {
+    int64_t prefill_tokens = 0, decode_tokens = 0;
+    double prefill_s = 0, decode_s = 0;
+  };
+  const Timing& timing() const { return timing_; }
+
  private:
   void run(const LeftPaddedBatch& batch, int64_t c0, float* logits);
   Qwen3Model& model_;
   KvCache cache_;
+  Timing timing_;
 };
 
 }  // namespace titan::infer

@@ -355,6 +355,7 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
 void Qwen3Model::hold_compute_weights(bool on) {
   hold_wbf_ = on;
   wbf_.reset();  // the next call rounds the current weights
+  head_bf16_ = Tensor();
 }
 
 void Qwen3Model::forward_cached(const Tensor& ids, KvCache& cache, Tensor& logits) {
@@ -381,7 +382,9 @@ void Qwen3Model::forward_cached(const Tensor& ids, KvCache& cache, Tensor& logit
     std::memcpy(last.data<float>() + b * H, hid.x.data<float>() + (b * S + S - 1) * H, size_t(H) * sizeof(float));
   hid = Hidden();
   hk.rmsnorm->forward(last, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
-  hk.linear->forward(xf, lm_head_weight(), logits, compute_);
+  // The head reads V x H weights per step, as many as several layers: held in bf16 with the rest.
+  if (hold_wbf_ && compute_ == DType::BF16 && !head_bf16_.defined()) head_bf16_ = to_bf16(lm_head_weight());
+  hk.linear->forward(xf, head_bf16_.defined() ? head_bf16_ : lm_head_weight(), logits, compute_);
   steps.finish();
   if (!hold_wbf_) wbf_.reset();
 }

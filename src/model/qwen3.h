@@ -171,6 +171,7 @@ class Qwen3Model {
   struct Bf16Weights;
   std::unique_ptr<Bf16Weights> wbf_;
   bool hold_wbf_ = false;  // hold_compute_weights
+  Tensor head_bf16_;       // with it and bf16 compute, the lm_head weight in bf16 (forward_cached)
 
   ModelConfig cfg_;
   bool deferred_ = false;
