@@ -67,7 +67,7 @@ std::vector<VerifyRow> verify_kernels(const std::string& op) {
       {"embedding", verify_embedding}, {"gemm", verify_gemm},           {"linear", verify_linear},
       {"rmsnorm", verify_rmsnorm},     {"rope", verify_rope},           {"attention", verify_attention},
       {"swiglu", verify_swiglu},       {"residual", verify_residual},   {"cross_entropy", verify_cross_entropy},
-      {"adamw", verify_adamw},         {"moe", verify_moe},
+      {"adamw", verify_adamw},         {"moe", verify_moe},             {"bias", verify_bias},
   };
   std::vector<VerifyRow> rows;
   if (!op.empty()) {

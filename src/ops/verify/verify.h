@@ -73,6 +73,7 @@ void verify_rope(std::vector<VerifyRow>& rows);
 void verify_attention(std::vector<VerifyRow>& rows);
 void verify_swiglu(std::vector<VerifyRow>& rows);
 void verify_residual(std::vector<VerifyRow>& rows);
+void verify_bias(std::vector<VerifyRow>& rows);
 void verify_cross_entropy(std::vector<VerifyRow>& rows);
 void verify_adamw(std::vector<VerifyRow>& rows);
 void verify_moe(std::vector<VerifyRow>& rows);

@@ -1,10 +1,11 @@
 // Verification of the element-wise and matmul op families (see verify.h): embedding, gemm, linear,
-// rmsnorm, rope, residual.
+// rmsnorm, rope, residual, bias.
 #include <algorithm>
 #include <string>
 #include <tuple>
 
 #include "core/dtype.h"
+#include "ops/bias/bias.h"
 #include "ops/embedding/embedding.h"
 #include "ops/matmul/bf16_convert.h"
 #include "ops/matmul/matmul.h"
@@ -253,6 +254,29 @@ void verify_residual(std::vector<VerifyRow>& rows) {
         Diff d;
         d.add(d1, d2);
         emit(rows, "residual", var, bf, sh, "backward", d, kTolF32);
+      }
+}
+
+void verify_bias(std::vector<VerifyRow>& rows) {
+  const BiasKernel& ref = kernel<BiasKernel>("reference");
+  const int64_t shapes[][2] = {{1, 1}, {7, 13}, {70, 96}, {300, 65}};  // M, N
+  for (const auto& var : variants_to_check<BiasKernel>())
+    for (bool bf : {false, true})
+      for (const auto& s : shapes) {
+        const Tensor y = round_bf16(randn({s[0], s[1]}, 32), bf), b = round_bf16(randn({s[1]}, 33), bf);
+        const std::string sh = dims({{"M", s[0]}, {"N", s[1]}});
+        Tensor y1 = y.clone(), y2 = y.clone();
+        kernel<BiasKernel>(var).forward(y1, b);
+        ref.forward(y2, b);
+        Diff f;
+        f.add(y1, y2);
+        emit(rows, "bias", var, bf, sh, "forward", f, kTolF32);
+        Tensor d1 = b.clone(), d2 = b.clone();  // accumulates into an existing gradient
+        kernel<BiasKernel>(var).backward(y, d1);
+        ref.backward(y, d2);
+        Diff d;
+        d.add(d1, d2);
+        emit(rows, "bias", var, bf, sh, "backward", d, kTolF32);
       }
 }
 
