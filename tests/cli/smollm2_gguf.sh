@@ -96,10 +96,10 @@ def lines(p):
     return [json.loads(l) for l in open(p) if l.strip()]
 rnd = [r for r in lines(sys.argv[1]) if "loss" in r]
 ft = [r for r in lines(sys.argv[2]) if "loss" in r]
-summary = [r for r in lines(sys.argv[2]) if "median_tps" in r]
+summary = [json.load(open(sys.argv[2].replace("metrics.jsonl", "summary.json")))]
 r0, p0 = rnd[0]["loss"], ft[0]["loss"]
 last5 = sum(r["loss"] for r in ft[-5:]) / 5
-tps = f", median {summary[-1]['median_tps']:.0f} tokens/s" if summary else ""
+tps = f", median {summary[-1]['median_tps']:.1f} tokens/s (steady state)" if "median_tps" in summary[-1] else ""
 print(f"first-step loss: published {p0:.4f}, random init {r0:.4f} (ln 49152 = {math.log(49152):.2f}); gap {r0 - p0:.2f} nats")
 print(f"fine-tune ({len(ft)} steps): step 1 {p0:.4f}, mean of the last 5 steps {last5:.4f}{tps}")
 sys.exit(0 if r0 - p0 >= 5 and last5 < p0 else 1)
