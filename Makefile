@@ -19,8 +19,12 @@ build: deps $(BUILD)/CMakeCache.txt
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
 
+# Trains the debug model, then prints a short greedy sample from its HF export (the last step's).
 train: build
 	$(BUILD)/titan train --config recipes/debug.toml
+	@hf=$$(ls -d outputs/debug/checkpoint/step-*-hf | sort -t- -k2 -n | tail -1) && \
+	  echo "--- greedy sample from $$hf:" && \
+	  $(BUILD)/titan generate --model "$$hf" --prompt "The" --temperature 0 --max-new-tokens 32
 
 fuzz: deps
 	TITAN_FUZZ_DEPS=1 bash scripts/install-deps.sh

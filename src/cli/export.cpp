@@ -5,7 +5,7 @@
 
 #include "cli/command.h"
 #include "data/tokenizer.h"
-#include "io/hf_checkpoint.h"
+#include "model/hf_checkpoint.h"
 #include "train/checkpoint_model.h"
 
 namespace titan::cli {

@@ -18,7 +18,7 @@
 
 #include "cli/infer_common.h"
 #include "core/error.h"
-#include "infer/recompute_source.h"
+#include "infer/kv_source.h"
 #include "util/strings.h"
 
 namespace titan::cli {
@@ -87,7 +87,7 @@ int cmd_generate(const std::vector<std::string>& argv_in) {
     TITAN_CHECK(!args.has("chat") || tmpl, "--chat: ", m.tokenizer_dir, " has no chat template");
   }
   const infer::GenerateOptions opt = generation_options(args, m, stops, args.has("chat"));
-  infer::RecomputeLogitsSource src(*m.model);
+  infer::KvCacheLogitsSource src(*m.model);
 
   if (args.has("prompts")) {
     const auto prompts = read_prompts(args.get("prompts"), m, tmpl, args);
@@ -99,6 +99,10 @@ int cmd_generate(const std::vector<std::string>& argv_in) {
       for (const auto& r : infer::generate(src, m.tokenizer, chunk, o)) std::printf("%s\n", infer::result_json(r).c_str());
       std::fflush(stdout);
     }
+    const auto& tm = src.timing();
+    std::fprintf(stderr, "[%zu prompts; prefill %.1f tokens/s, decode %.2f tokens/s]\n", prompts.size(),
+                 tm.prefill_s > 0 ? double(tm.prefill_tokens) / tm.prefill_s : 0.0,
+                 tm.decode_s > 0 ? double(tm.decode_tokens) / tm.decode_s : 0.0);
     return 0;
   }
 
@@ -116,14 +120,16 @@ int cmd_generate(const std::vector<std::string>& argv_in) {
       std::fflush(stdout);
     };
   const auto res = infer::generate(src, m.tokenizer, {prompt}, opt, stream);
-  if (json) {
-    std::printf("%s\n", infer::result_json(res[0]).c_str());
-  } else {
-    std::printf("\n");
+  if (json) std::printf("%s\n", infer::result_json(res[0]).c_str());
+  else std::printf("\n");
+  std::fflush(stdout);
+  {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "[%s: %zu prompt + %zu generated tokens, %.2f s, %.2f tokens/s]\n",
+    const auto& tm = src.timing();
+    std::fprintf(stderr, "[%s: %zu prompt + %zu generated tokens, %.2f s; prefill %.1f tokens/s, decode %.2f tokens/s]\n",
                  infer::finish_reason_name(res[0].finish), prompt.size(), res[0].ids.size(), s,
-                 s > 0 ? double(res[0].ids.size()) / s : 0.0);
+                 tm.prefill_s > 0 ? double(tm.prefill_tokens) / tm.prefill_s : 0.0,
+                 tm.decode_s > 0 ? double(tm.decode_tokens) / tm.decode_s : 0.0);
   }
   return 0;
 }

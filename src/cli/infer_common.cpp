@@ -81,6 +81,7 @@ InferenceModel load_inference_model(const Args& args) {
   const std::string dtype = args.get("dtype", "f32");
   TITAN_CHECK(dtype == "f32" || dtype == "bf16", "--dtype must be f32 or bf16, got '", dtype, "'");
   m.model->set_compute_dtype(dtype == "bf16" ? DType::BF16 : DType::F32);
+  m.model->hold_compute_weights(true);  // inference: bf16 weight copies made once, not per token
   if (args.has("tokenizer")) m.tokenizer_dir = args.get("tokenizer");
   else if (fs::exists(fs::path(m.dir) / "tokenizer.json")) m.tokenizer_dir = m.dir;
   else m.tokenizer_dir = data::Tokenizer::default_dir();

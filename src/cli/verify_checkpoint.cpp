@@ -15,7 +15,7 @@
 #include <filesystem>
 
 #include "cli/verify.h"
-#include "io/hf_checkpoint.h"
+#include "model/hf_checkpoint.h"
 #include "train/checkpoint_model.h"
 
 namespace titan::cli {

@@ -678,14 +678,19 @@ class Parser {
           e = std::move(sl);
         }
       } else if (is_op("(")) {
-        ExprP c = node(Expr::K::Call, line);
-        c->args.push_back(std::move(e));
-        parse_call_args(*c);
-        e = std::move(c);
+        e = parse_call(std::move(e), line);
       } else {
         return e;
       }
     }
+  }
+
+  // `callee(args...)`: a Call node whose first argument is the callee.
+  ExprP parse_call(ExprP callee, int line) {
+    ExprP c = node(Expr::K::Call, line);
+    c->args.push_back(std::move(callee));
+    parse_call_args(*c);
+    return c;
   }
 
   void parse_call_args(Expr& into) {
@@ -739,10 +744,7 @@ class Parser {
         }
         e = std::move(t);
       } else if (is_op("(")) {
-        ExprP c = node(Expr::K::Call, line);
-        c->args.push_back(std::move(e));
-        parse_call_args(*c);
-        e = std::move(c);
+        e = parse_call(std::move(e), line);
       } else {
         return e;
       }

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "dist/flat_params.h"
 #include "dist/grad_clip.h"
+#include "model/qwen3.h"
 
 namespace titan::dist {
 

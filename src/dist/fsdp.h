@@ -47,8 +47,15 @@
 
 #include "core/tensor.h"
 #include "dist/comm.h"
-#include "model/qwen3.h"
+#include "model/config.h"
+#include "model/unit_hooks.h"
+#include "model/unit_schedule.h"
 #include "ops/adamw/adamw.h"
+
+namespace titan {
+class ParamStore;
+class Qwen3Model;
+}  // namespace titan
 
 namespace titan::dist {
 

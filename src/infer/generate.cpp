@@ -67,6 +67,9 @@ std::vector<GenerationResult> generate(LogitsSource& src, const data::Tokenizer&
       FinishReason why = stops[r].update(next[r], bytes, int64_t(out[r].ids.size()));
       if (why != FinishReason::None) finish(r, why);
     }
+    if (live > 0 && opt.interrupt && opt.interrupt->load())
+      for (size_t r = 0; r < rows; ++r)
+        if (active[r]) finish(r, FinishReason::Interrupted);
     if (live == 0) break;
     batch.append(next, active);
     src.decode_step(batch, active, logits.data());

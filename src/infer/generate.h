@@ -7,6 +7,7 @@
 // ends when every row has finished. Row r samples from stream first_stream + r, so a prompt's
 // tokens depend only on its index, not on the batch it runs in.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -27,6 +28,9 @@ struct GenerateOptions {
   StopParams stop;
   uint32_t pad_id = 0;        // left padding and finished rows' columns
   uint64_t first_stream = 0;  // sampling stream of row 0
+  // When set and raised (a signal handler, another thread), every unfinished row ends with
+  // FinishReason::Interrupted after the current step; its tokens so far are kept.
+  const std::atomic<bool>* interrupt = nullptr;
 };
 
 struct GenerationResult {

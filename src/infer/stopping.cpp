@@ -11,6 +11,7 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::Eos: return "eos";
     case FinishReason::Stop: return "stop";
     case FinishReason::Length: return "length";
+    case FinishReason::Interrupted: return "interrupted";
     default: return "";
   }
 }

@@ -13,8 +13,9 @@
 
 namespace titan::infer {
 
-enum class FinishReason { None, Eos, Stop, Length };
-const char* finish_reason_name(FinishReason r);  // "eos", "stop", "length" ("" for None)
+// Interrupted: the caller's interrupt flag (GenerateOptions::interrupt) was raised.
+enum class FinishReason { None, Eos, Stop, Length, Interrupted };
+const char* finish_reason_name(FinishReason r);  // "eos", "stop", "length", "interrupted" ("" for None)
 
 struct StopParams {
   std::vector<uint32_t> eos_ids;

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "io/gguf_quants.h"
-#include "io/json_util.h"
+#include "util/json_util.h"
 
 namespace titan {
 namespace {

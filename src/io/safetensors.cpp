@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_writer.h"
-#include "io/json_util.h"
+#include "util/json_util.h"
 #include "util/strings.h"
 
 namespace titan {

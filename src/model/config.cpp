@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "io/json_util.h"
+#include "util/json_util.h"
 #include "util/strings.h"
 
 namespace titan {

@@ -100,7 +100,7 @@ struct ParamSpec {
 // .bias; Llama and Qwen2: no q_norm / k_norm). A tied
 // model has no lm_head.weight entry (it is model.embed_tokens.weight). A sparse layer's MLP is
 // mlp.gate.weight [E, H] and, per expert e, mlp.experts.e.{gate_proj,up_proj} [I, H] and
-// mlp.experts.e.down_proj [H, I] (the per-expert layout; io/hf_checkpoint.h reads the fused one).
+// mlp.experts.e.down_proj [H, I] (the per-expert layout; model/hf_checkpoint.h reads the fused one).
 std::vector<ParamSpec> model_param_specs(const ModelConfig& c);
 // Number of parameters (sum over model_param_specs: a tied embedding counts once).
 int64_t model_param_count(const ModelConfig& c);

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "io/gguf_quants.h"
-#include "io/json_util.h"
+#include "util/json_util.h"
 #include "io/safetensors.h"
 #include "util/strings.h"
 

@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "io/hf_checkpoint.h"
+#include "model/hf_checkpoint.h"
 #include "model/qwen3.h"
 
 namespace titan {

@@ -4,12 +4,14 @@
 #include <cstring>
 
 #include "core/rng.h"
+#include "model/kv_cache.h"
 #include "model/qwen3_layer.h"
 #include "ops/matmul/bf16_convert.h"
 
 namespace titan {
 
 void Qwen3Model::round_weights_for_compute() {
+  if (hold_wbf_ && wbf_) return;
   wbf_.reset();
   if (compute_ != DType::BF16) return;
   wbf_ = std::make_unique<Bf16Weights>();
@@ -290,7 +292,8 @@ void check_batch(const Tensor& ids, const Tensor& labels, int64_t max_pos) {
 
 }  // namespace
 
-Qwen3Model::Hidden Qwen3Model::forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps) {
+Qwen3Model::Hidden Qwen3Model::forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps,
+                                              KvCache* cache) {
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
   const size_t n = layers_.size();
   if (pos.start + S > rope_.max_pos()) rope_ = rope_cache(pos.start + S);
@@ -307,7 +310,7 @@ Qwen3Model::Hidden Qwen3Model::forward_layers(const Tensor& ids, Positions pos, 
     LayerActs& a = store ? store->layers[l] : dropped;
     Tensor y = f32({T, H});
     steps.at(unit_of_layer(int64_t(l)), Phase::Forward);
-    layer_forward(l, x, &y, a, B, S, pos);
+    layer_forward(l, x, &y, a, B, S, pos, cache);
     if (layers_[l].sparse) {
       if (aux_loss_on()) out.router_logits.push_back(a.moe.logits);
       if (store && !counts_.empty()) {  // counted once per training forward (recomputation does not count)
@@ -361,7 +364,7 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
   hk.rmsnorm->forward(hid.x, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
   double loss = hk.cross_entropy->forward(xf, lm_head_weight(), labels.view({T}), logits_out, compute_);
   steps.finish();
-  wbf_.reset();
+  if (!hold_wbf_) wbf_.reset();
   last_aux_ = 0;
   if (aux_loss_on()) {
     std::vector<const Tensor*> lp;
@@ -370,6 +373,43 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
     loss += double(count_labels(labels)) * cfg_.router_aux_loss_coef * last_aux_;
   }
   return loss;
+}
+
+void Qwen3Model::hold_compute_weights(bool on) {
+  hold_wbf_ = on;
+  wbf_.reset();  // the next call rounds the current weights
+  head_bf16_ = Tensor();
+}
+
+void Qwen3Model::forward_cached(const Tensor& ids, KvCache& cache, Tensor& logits) {
+  TITAN_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64 && ids.dim(0) == cache.rows && ids.dim(1) > 0,
+              "generation: token ids must be i64 [", cache.rows, ", columns], got ", ids.str());
+  const int64_t B = ids.dim(0), S = ids.dim(1), H = cfg_.hidden_size, V = cfg_.vocab_size;
+  TITAN_CHECK(cache.len + S <= cfg_.max_position_embeddings, "generation: ", cache.len + S,
+              " columns exceed max_position_embeddings ", cfg_.max_position_embeddings);
+  TITAN_CHECK(!logits.defined() || (logits.dtype() == DType::F32 && logits.shape() == Shape({B, V})),
+              "generation: logits must be f32 [", B, ", ", V, "], got ", logits.str());
+  for (int64_t b = 0; b < B && cache.len == 0; ++b)
+    TITAN_CHECK(cache.first[size_t(b)] >= 0 && cache.first[size_t(b)] < S, "generation: row ", b, " of the prompt batch ",
+                "has ", cache.first[size_t(b)], " padding columns of ", S);
+  if (!logits.defined()) logits = f32({B, V});
+  cache.reserve(cfg_.num_hidden_layers, cfg_.num_key_value_heads, cfg_.head_dim, cache.len + S);
+  round_weights_for_compute();
+  Steps steps(*this, Pass::Score);
+  Hidden hid = forward_layers(ids, Positions{cache.len}, nullptr, steps, &cache);
+  cache.len += S;
+  steps.at(num_units() - 1, Phase::Forward);
+  const KernelSet& hk = kernels_.back();
+  Tensor last = f32({B, H}), xf = f32({B, H}), rstd = f32({B});
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(last.data<float>() + b * H, hid.x.data<float>() + (b * S + S - 1) * H, size_t(H) * sizeof(float));
+  hid = Hidden();
+  hk.rmsnorm->forward(last, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
+  // The head reads V x H weights per step, as many as several layers: held in bf16 with the rest.
+  if (hold_wbf_ && compute_ == DType::BF16 && !head_bf16_.defined()) head_bf16_ = to_bf16(lm_head_weight());
+  hk.linear->forward(xf, head_bf16_.defined() ? head_bf16_ : lm_head_weight(), logits, compute_);
+  steps.finish();
+  if (!hold_wbf_) wbf_.reset();
 }
 
 double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale) {
@@ -419,7 +459,7 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
   steps.at(0, Phase::Backward);
   hk.embedding->backward(ids.view({T}), dx, params_.at("model.embed_tokens.weight").grad);
   steps.finish();
-  wbf_.reset();
+  if (!hold_wbf_) wbf_.reset();
   return loss + aux_term;
 }
 

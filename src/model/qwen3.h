@@ -27,6 +27,7 @@
 #include "model/config.h"
 #include "model/kernels.h"
 #include "model/params.h"
+#include "model/unit_hooks.h"
 #include "model/unit_schedule.h"
 
 namespace titan {
@@ -36,20 +37,7 @@ InitScheme parse_init_scheme(const std::string& s);
 
 struct LayerActs;        // saved activations of one decoder layer (model/qwen3_layer.h)
 struct ActivationStore;  // what a training forward keeps for the backward (model/qwen3_layer.h)
-
-// Memory hooks around the parameter units (model/unit_schedule.h has the units, the steps of a
-// pass and their order). With hooks installed the model asks for a unit's memory right before it
-// reads it and says when it is done, so the hooks can keep parameters and gradients sharded in
-// between (dist/fsdp.h): need / done / prefetch are the schedule's Need / Done / Prefetch steps,
-// end_pass() ends every forward(_backward) call.
-class UnitHooks {
- public:
-  virtual ~UnitHooks() = default;
-  virtual void need(int64_t unit, UnitUse use) = 0;
-  virtual void done(int64_t unit, UnitUse use) = 0;
-  virtual void prefetch(int64_t) {}
-  virtual void end_pass() {}
-};
+struct KvCache;         // per-layer keys and values of a generating batch (model/kv_cache.h)
 
 // Positions of the tokens of a call: each sequence's S tokens are at positions start..start+S-1
 // (start > 0: a continuation after cached positions, for generation with a KV cache).
@@ -112,6 +100,17 @@ class Qwen3Model {
   // Forward and backward: gradients of grad_scale * (sum of token losses) are ADDED to the
   // params' grads. Returns the loss sum.
   double forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale);
+  // Generation: ids [rows, S] i64 are the next S columns of every row of the left-padded batch
+  // whose keys and values `cache` holds (S = the padded prompt width at the first call, with
+  // cache.first = each row's padding; then 1 per decoding step). Their keys and values join the
+  // cache; logits [rows, V] f32 (allocated when undefined) get each row's next-token logits,
+  // those after its last new column. Only the new columns are computed, and the head only on the
+  // last one.
+  void forward_cached(const Tensor& ids, KvCache& cache, Tensor& logits);
+  // Keeps the bf16 weight copies (compute dtype BF16) from one call to the next instead of
+  // rounding them again per call: for inference, where the weights do not change. Call it again
+  // after changing weights.
+  void hold_compute_weights(bool on);
 
  private:
   struct Layer;
@@ -126,7 +125,9 @@ class Qwen3Model {
   // (next) generation. store: null for pure inference (each layer's activations are dropped when
   // it ends); else it receives the layer inputs and what each layer's backward needs (by the
   // checkpointing mode). A KV cache joins as one more argument of this loop.
-  Hidden forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps);
+  // cache: generation (forward_cached); pos then only bounds the positions (RoPE table size).
+  Hidden forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps,
+                        KvCache* cache = nullptr);
   // The decoder layers' backward from d(last hidden state) (dx, [B*S, H], becomes d(embedding
   // output)); dlogits: per layer, the auxiliary loss's gradient on its router logits (or undefined).
   void backward_layers(ActivationStore& store, Tensor& dx, std::vector<Tensor>& dlogits, int64_t B, int64_t S,
@@ -134,7 +135,11 @@ class Qwen3Model {
   void build_params();
   RopeCache rope_cache(int64_t max_pos) const;  // positions [0, max_pos), with the config's scaling
   // One decoder layer (model/qwen3_layer.cpp).
-  void layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs& a, int64_t B, int64_t S, Positions pos);
+  void layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs& a, int64_t B, int64_t S, Positions pos,
+                     KvCache* cache = nullptr);
+  // With a KV cache (model/qwen3_cache.cpp): RoPE of a.q / a.k at each row's positions, the new
+  // keys and values into the cache, a.attn = attention of the new queries over the cache.
+  void attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, KvCache& cache);
   void layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S, Positions pos,
                       const Tensor* dlogits_extra);
   void mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T);
@@ -153,6 +158,8 @@ class Qwen3Model {
   void round_weights_for_compute();
   struct Bf16Weights;
   std::unique_ptr<Bf16Weights> wbf_;
+  bool hold_wbf_ = false;  // hold_compute_weights
+  Tensor head_bf16_;       // with it and bf16 compute, the lm_head weight in bf16 (forward_cached)
 
   ModelConfig cfg_;
   bool deferred_ = false;

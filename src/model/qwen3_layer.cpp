@@ -39,7 +39,7 @@ void copy_columns(const Tensor& src, int64_t c0, Tensor& dst) {
 // last GEMM is skipped). Fills `a` with what backward needs (all of it; the caller drops parts
 // according to the checkpointing mode) and skips the attention block when `a` already holds it.
 void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs& a, int64_t B, int64_t S,
-                               Positions pos) {
+                               Positions pos, KvCache* cache) {
   const Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
   const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
@@ -70,12 +70,16 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs
       copy_columns(a.qkv, 0, a.q);
       copy_columns(a.qkv, Q, a.k);
     }
-    k.rope->forward_rows(q, S, pos.start, rope_);
-    k.rope->forward_rows(kk, S, pos.start, rope_);
     a.attn = f32({B, S, nh, D});
-    a.lse = f32({B, nh, S});
-    k.attention->forward_rows(q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, float(1.0 / std::sqrt(double(D))),
-                              a.attn, a.lse);
+    if (cache) {
+      attend_cached(l, a, B, S, *cache);  // generation: per-row positions, attention over the KV cache
+    } else {
+      k.rope->forward_rows(q, S, pos.start, rope_);
+      k.rope->forward_rows(kk, S, pos.start, rope_);
+      a.lse = f32({B, nh, S});
+      k.attention->forward_rows(q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, float(1.0 / std::sqrt(double(D))),
+                                a.attn, a.lse);
+    }
     a.attn = a.attn.view({T, Q});
     a.h = f32({T, H});
     k.linear->forward_residual(a.attn, Wo, &x, a.h, compute_);  // h = x + attn @ Wo^T

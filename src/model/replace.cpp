@@ -72,7 +72,7 @@ std::vector<Replacement> apply_kernel_replacements(std::vector<KernelModule>& mo
       const std::string why = op_constraint(r.op, r.variant, m.shape);
       TITAN_CHECK(why.empty(), "kernels.replace '", r.text, "': kernel ", r.op, ".", r.variant, " refuses module ",
                   m.name, ": ", why);
-      target[i] = r.variant;
+      target[i] = op_variant_of(r.op, r.variant);  // an alias logs as the variant it selects
     }
     TITAN_CHECK(matched > 0, "kernels.replace '", r.text, "': pattern '", r.pattern, "' matches no module (",
                 modules.empty() ? std::string("the model has none") : "modules look like " + modules.front().name,

@@ -1,5 +1,6 @@
 // Kernel replacement by module name pattern (job file `[kernels] replace = [...]` or the command line):
-//   "model.layers.*.self_attn.rope=rope.fused"   every layer's RoPE -> the fused kernel
+//   "model.layers.*.self_attn.rope=rope.transposed"   every layer's RoPE -> the transposed-layout
+//                                                     kernel ("rope.fused", its alias, too)
 //   "model.layers.3.self_attn.attention=attention.cpu"   one layer only
 //
 // Pattern syntax, matched against the WHOLE module name (HF-style dotted names):
@@ -9,7 +10,7 @@
 //   anything else matches itself.
 // Rules apply in order (a later rule overrides an earlier one on the same module). Errors, each one
 // line, before anything is changed: a malformed entry, an unknown op or variant, a pattern that
-// matches no module, a matched module of another op (rope.fused on an mlp), and a variant whose
+// matches no module, a matched module of another op (rope.transposed on an mlp), and a variant whose
 // declared constraint refuses the module's shape.
 //
 // The mechanism works on an abstract list of modules; qwen3_kernel_modules() exposes the dense

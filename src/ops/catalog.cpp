@@ -21,12 +21,14 @@ namespace {
 
 struct OpEntry {
   std::function<std::vector<std::string>()> variants;
+  std::function<std::string(const std::string&)> resolve;
   std::function<std::string(const std::string&, const KernelShape&)> constraint;
 };
 
 template <class K>
 OpEntry entry() {
   return {[] { return KernelRegistry<K>::get().variants(); },
+          [](const std::string& name) { return KernelRegistry<K>::get().resolve(name); },
           [](const std::string& v, const KernelShape& s) { return check_constraint(kernel<K>(v), s); }};
 }
 
@@ -58,12 +60,15 @@ std::vector<std::string> op_variants(const std::string& op) {
   return it->second.variants();
 }
 
-bool op_has_variant(const std::string& op, const std::string& variant) {
-  if (!op_exists(op)) return false;
-  for (const auto& v : op_variants(op))
-    if (v == variant) return true;
-  return false;
+std::string op_variant_of(const std::string& op, const std::string& name) {
+  if (!op_exists(op)) return "";
+  const std::string v = table().at(op).resolve(name);
+  for (const auto& known : op_variants(op))
+    if (known == v) return v;
+  return "";
 }
+
+bool op_has_variant(const std::string& op, const std::string& variant) { return !op_variant_of(op, variant).empty(); }
 
 std::string op_constraint(const std::string& op, const std::string& variant, const KernelShape& s) {
   TITAN_CHECK(op_has_variant(op, variant), "unknown kernel ", op, ".", variant);
@@ -73,7 +78,7 @@ std::string op_constraint(const std::string& op, const std::string& variant, con
 std::pair<std::string, std::string> split_kernel_name(const std::string& s) {
   const size_t dot = s.find('.');
   TITAN_CHECK(dot != std::string::npos && dot > 0 && dot + 1 < s.size(), "kernel name '", s,
-              "' must be op.variant (e.g. rope.fused)");
+              "' must be op.variant (e.g. rope.transposed)");
   return {s.substr(0, dot), s.substr(dot + 1)};
 }
 

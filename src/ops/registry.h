@@ -20,8 +20,16 @@ class KernelRegistry {
     return r;
   }
   void add(const std::string& variant, DeviceType dev, const K* k) { table_[{variant, dev}] = k; }
+  // Another name that selects `variant` (an earlier name kept so that job files written with it
+  // still work); find / at accept it, variants() / known() list only the variant's own name.
+  void add_alias(const std::string& alias, const std::string& variant) { aliases_[alias] = variant; }
+  // The variant a name selects: the aliased variant, or the name itself.
+  const std::string& resolve(const std::string& name) const {
+    auto a = aliases_.find(name);
+    return a == aliases_.end() ? name : a->second;
+  }
   const K* find(const std::string& variant, DeviceType dev = DeviceType::CPU) const {
-    auto it = table_.find({variant, dev});
+    auto it = table_.find({resolve(variant), dev});
     return it == table_.end() ? nullptr : it->second;
   }
   const K& at(const std::string& variant, DeviceType dev = DeviceType::CPU) const {
@@ -43,11 +51,13 @@ class KernelRegistry {
 
  private:
   std::map<std::pair<std::string, DeviceType>, const K*> table_;
+  std::map<std::string, std::string> aliases_;  // alias -> variant
 };
 
 template <class K>
 struct KernelRegistrar {
   KernelRegistrar(const char* variant, DeviceType dev, const K* k) { KernelRegistry<K>::get().add(variant, dev, k); }
+  KernelRegistrar(const char* alias, const char* variant) { KernelRegistry<K>::get().add_alias(alias, variant); }
 };
 
 // Kernel lookup by op type; `variant` usually "reference" or "cpu".
@@ -60,7 +70,10 @@ const K& kernel(const std::string& variant, DeviceType dev = DeviceType::CPU) {
 
 #define TITAN_KCAT2(a, b) a##b
 #define TITAN_KCAT(a, b) TITAN_KCAT2(a, b)
-// Registers a kernel object (static storage) under (variant, device). Kernel objects are compiled
-// into an OBJECT library, so the registrar always links.
+// Registers a kernel object (static storage) under (variant, device). The ops library is linked
+// whole (CMakeLists.txt), so the registrar always links.
 #define TITAN_REGISTER_KERNEL(KernelType, variant, device, object) \
   static ::titan::KernelRegistrar<KernelType> TITAN_KCAT(titan_kreg_, __LINE__)(variant, device, &(object))
+// Registers `alias` as another name for `variant` (KernelRegistry::add_alias).
+#define TITAN_REGISTER_KERNEL_ALIAS(KernelType, alias, variant) \
+  static ::titan::KernelRegistrar<KernelType> TITAN_KCAT(titan_kalias_, __LINE__)(alias, variant)

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "dist/comm.h"
-#include "io/hf_checkpoint.h"
+#include "model/hf_checkpoint.h"
 #include "model/qwen3.h"
 #include "ops/adamw/adamw.h"
 #include "train/checkpoint.h"

@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/hf_checkpoint.h"
+#include "model/hf_checkpoint.h"
 #include "model/qwen3.h"
 #include "ops/adamw/adamw.h"
 #include "train/checkpoint.h"

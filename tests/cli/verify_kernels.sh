@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # titan verify kernels: exits 0 with every row ok; --json gives one array with the documented keys;
-# the fused RoPE's f32 forward rows for q and k show max_abs_diff exactly 0; a bad --op is an error.
+# the transposed-layout RoPE's f32 forward rows for q and k show max_abs_diff exactly 0; a bad --op is an error.
 # Usage: verify_kernels.sh <titan binary> <source dir>
 set -u
 TITAN="$1"
@@ -26,13 +26,15 @@ for op in gemm linear rope attention moe; do
   echo "$rows" | grep -q "\"op\":\"$op\"" || fail "no rows for op $op"
 done
 
-# The fused RoPE in f32, forward: q and k rows, each exactly 0.0.
-rope=$(echo "$rows" | grep '"op":"rope"' | grep '"variant":"fused"' | grep '"dtype":"f32"' | grep '"direction":"forward"')
+# The transposed-layout RoPE in f32, forward: q and k rows, each exactly 0.0 (listed under its
+# name, not its alias "fused").
+echo "$rows" | grep '"op":"rope"' | grep -q '"variant":"fused"' && fail "rope rows under the alias fused"
+rope=$(echo "$rows" | grep '"op":"rope"' | grep '"variant":"transposed"' | grep '"dtype":"f32"' | grep '"direction":"forward"')
 for t in q k; do
   r=$(echo "$rope" | grep "\"shape\":\"$t:")
-  [ -n "$r" ] || fail "no fused rope f32 forward rows for $t"
+  [ -n "$r" ] || fail "no transposed rope f32 forward rows for $t"
   bad=$(echo "$r" | grep -v '"max_abs_diff":0.0,')
-  [ -z "$bad" ] || fail "fused rope $t rows not exactly 0: $bad"
+  [ -z "$bad" ] || fail "transposed rope $t rows not exactly 0: $bad"
 done
 
 # One op only, and an unknown op.

@@ -1,5 +1,5 @@
 // Bodies of the data fuzz targets, shared by the libFuzzer entry points (fuzz_*.cpp) and by the
-// regression test that replays saved crash inputs (tests/unit/data/fuzz_regression_test.cpp).
+// regression test that replays saved crash inputs (tests/unit/data/test_fuzz_regression.cpp).
 // A titan::Error is an accepted outcome (a clear error); any other exception, crash or failed
 // property aborts.
 #pragma once

@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "core/threading.h"
@@ -19,23 +20,9 @@
 #include "util/strings.h"
 
 using namespace titan;
+using namespace titan::test;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_ERROR_HAS(stmt, needle)                                     \
-  do {                                                                     \
-    const std::string msg_ = error_of([&] { stmt; });                      \
-    EXPECT_NE(msg_.find(needle), std::string::npos) << "error: " << msg_;  \
-  } while (0)
 
 struct TempDir {
   std::filesystem::path path;

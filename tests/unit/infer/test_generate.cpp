@@ -1,4 +1,4 @@
-// titan's decoding loop over the recompute stand-in against transformers' greedy generate on a
+// titan's decoding loop over the KV-cache source against transformers' greedy generate on a
 // tiny model (fixtures from tools/oracle/generate_goldens.py), plus batch and sampling properties.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include "data/tokenizer.h"
 #include "infer/generate.h"
 #include "infer/generation_config.h"
-#include "infer/recompute_source.h"
+#include "infer/kv_source.h"
 #include "model/hf_model.h"
 #include "util/strings.h"
 
@@ -38,7 +38,7 @@ Tiny& tiny() {
 
 TEST(Generate, GreedyIsTokenIdenticalToTransformers) {
   Tiny& t = tiny();
-  RecomputeLogitsSource src(*t.model);
+  KvCacheLogitsSource src(*t.model);
   int n = 0;
   for (const json& c : goldens()["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
@@ -66,7 +66,7 @@ TEST(Generate, GreedyIsTokenIdenticalToTransformers) {
 
 TEST(Generate, LeftPaddedBatchMatchesTransformersBatchedGenerate) {
   Tiny& t = tiny();
-  RecomputeLogitsSource src(*t.model);
+  KvCacheLogitsSource src(*t.model);
   std::vector<std::vector<uint32_t>> prompts;
   for (const json& row : goldens()["batch"]) prompts.push_back(row["prompt_ids"].get<std::vector<uint32_t>>());
   GenerateOptions opt;
@@ -117,7 +117,7 @@ TEST(Generate, GenerationConfigGivesEosAndPad) {
 
 TEST(Generate, SampledRowsDependOnlyOnTheirStreamNotTheBatch) {
   Tiny& t = tiny();
-  RecomputeLogitsSource src(*t.model);
+  KvCacheLogitsSource src(*t.model);
   GenerateOptions opt;
   opt.sampling.temperature = 0.9;
   opt.sampling.top_k = 40;
@@ -142,7 +142,7 @@ TEST(Generate, SampledRowsDependOnlyOnTheirStreamNotTheBatch) {
 
 TEST(Generate, StopStringsAndLengthEndRows) {
   Tiny& t = tiny();
-  RecomputeLogitsSource src(*t.model);
+  KvCacheLogitsSource src(*t.model);
   const json& c = goldens()["cases"][0];  // "text": greedy output known
   const auto prompt = c["prompt_ids"].get<std::vector<uint32_t>>();
   const auto full = c["ids"].get<std::vector<uint32_t>>();
@@ -169,7 +169,7 @@ TEST(Generate, StopStringsAndLengthEndRows) {
 
 TEST(Generate, BadRequestsAreClearErrors) {
   Tiny& t = tiny();
-  RecomputeLogitsSource src(*t.model);
+  KvCacheLogitsSource src(*t.model);
   GenerateOptions opt;
   auto err = [&](const std::vector<std::vector<uint32_t>>& p, const GenerateOptions& o) {
     try {

@@ -8,11 +8,14 @@
 #include <functional>
 #include <string>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "model/config.h"
 
 namespace titan::iotest {
+
+using test::error_of;
 
 // A fresh folder under the system temp dir, removed at scope exit.
 struct TempDir {
@@ -35,16 +38,6 @@ inline std::string st_image(const std::string& header, const std::string& data) 
   uint64_t n = header.size();
   for (int i = 0; i < 8; ++i) out[size_t(i)] = char(n >> (8 * i));
   return out + header + data;
-}
-
-// The message of the titan::Error thrown by f ("" when none is thrown).
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // f32 tensor with distinct values exactly representable in bf16 and f16 (k/8, |k| <= 125).

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/allocator.h"
-#include "io/hf_checkpoint.h"
+#include "model/hf_checkpoint.h"
 #include "io_test_util.h"
 #include "train/crc32c.h"
 #include "util/strings.h"

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../io/io_test_util.h"
-#include "io/hf_checkpoint.h"
+#include "model/hf_checkpoint.h"
 #include "io/safetensors.h"
 #include "io/token_lines.h"
 #include "model/flops.h"

@@ -7,23 +7,32 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <string>
 
+#include "common/test_util.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/threading.h"
 
 namespace titan::optest {
 
-inline Tensor randn(const Shape& shape, uint64_t seed, double std = 1.0, double mean = 0.0) {
-  Tensor t = Tensor::empty(shape, DType::F32);
-  fill_normal(t, mean, std, Philox{seed, 7});
-  return t;
-}
+using test::randn;
 
 inline Tensor uniform(const Shape& shape, uint64_t seed, double lo, double hi) {
   Tensor t = Tensor::empty(shape, DType::F32);
   fill_uniform(t, lo, hi, Philox{seed, 11});
+  return t;
+}
+
+// A 1-D i32 or i64 tensor of token ids (or labels) from a list.
+inline Tensor ids_of(std::initializer_list<int64_t> v, DType dt = DType::I64) {
+  Tensor t = Tensor::empty({int64_t(v.size())}, dt);
+  int64_t i = 0;
+  for (int64_t x : v) {
+    if (dt == DType::I32) t.data<int32_t>()[i++] = int32_t(x);
+    else t.data<int64_t>()[i++] = x;
+  }
   return t;
 }
 

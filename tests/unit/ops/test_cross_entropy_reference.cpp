@@ -7,20 +7,6 @@
 using namespace titan;
 using namespace titan::optest;
 
-namespace {
-
-Tensor labels_of(std::initializer_list<int64_t> v, DType dt = DType::I64) {
-  Tensor t = Tensor::empty({int64_t(v.size())}, dt);
-  int64_t i = 0;
-  for (int64_t x : v) {
-    if (dt == DType::I32) t.data<int32_t>()[i++] = int32_t(x);
-    else t.data<int64_t>()[i++] = x;
-  }
-  return t;
-}
-
-}  // namespace
-
 TEST(CrossEntropyReference, LossMatchesHandComputation) {
   const auto& k = kernel<CrossEntropyKernel>("reference");
   // h = [[1, 2], [0.5, -1]], W = [[1, 0], [0, 1], [1, 1]] -> logits [[1, 2, 3], [0.5, -1, -0.5]]
@@ -29,14 +15,14 @@ TEST(CrossEntropyReference, LossMatchesHandComputation) {
   for (int i = 0; i < 4; ++i) h.data<float>()[i] = hv[i];
   for (int i = 0; i < 6; ++i) w.data<float>()[i] = wv[i];
   for (DType dt : {DType::I32, DType::I64}) {
-    Tensor labels = labels_of({2, 0}, dt);
+    Tensor labels = ids_of({2, 0}, dt);
     const double l0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0;
     const double l1 = std::log(std::exp(0.5) + std::exp(-1.0) + std::exp(-0.5)) - 0.5;
     Tensor logits = Tensor::empty({2, 3}, DType::F32);
     EXPECT_NEAR(k.forward(h, w, labels, &logits, DType::F32), l0 + l1, 1e-12);
     const float expect[] = {1, 2, 3, 0.5f, -1, -0.5f};
     for (int i = 0; i < 6; ++i) EXPECT_EQ(logits.data<float>()[i], expect[i]);
-    EXPECT_NEAR(k.forward(h, w, labels_of({-100, 0}, dt), nullptr, DType::F32), l1, 1e-12);
+    EXPECT_NEAR(k.forward(h, w, ids_of({-100, 0}, dt), nullptr, DType::F32), l1, 1e-12);
   }
 }
 
@@ -44,7 +30,7 @@ TEST(CrossEntropyReference, BackwardMatchesFiniteDifferences) {
   const auto& k = kernel<CrossEntropyKernel>("reference");
   const int64_t N = 4, H = 3, V = 5;
   Tensor h = randn({N, H}, 1), w = randn({V, H}, 2);
-  Tensor labels = labels_of({4, -100, 0, 2});
+  Tensor labels = ids_of({4, -100, 0, 2});
   const float scale = 1.0f / float(count_labels(labels));
   EXPECT_EQ(count_labels(labels), 3);
   Tensor dh = Tensor::empty({N, H}, DType::F32), dw = Tensor::zeros({V, H}, DType::F32);
@@ -65,7 +51,7 @@ TEST(CrossEntropyReference, BackwardMatchesFiniteDifferences) {
 TEST(CrossEntropyReference, AllRowsIgnoredGivesZeroLossAndGradients) {
   const auto& k = kernel<CrossEntropyKernel>("reference");
   Tensor h = randn({3, 4}, 3), w = randn({6, 4}, 4);
-  Tensor labels = labels_of({-100, -100, -100}, DType::I32);
+  Tensor labels = ids_of({-100, -100, -100}, DType::I32);
   EXPECT_EQ(count_labels(labels), 0);
   Tensor dh = Tensor::empty({3, 4}, DType::F32), dw = Tensor::zeros({6, 4}, DType::F32);
   dh.fill_(1.f);
@@ -79,19 +65,19 @@ TEST(CrossEntropyReference, LabelOutOfRangeIsAnErrorAndWritesNothing) {
   const auto& k = kernel<CrossEntropyKernel>("reference");
   Tensor h = randn({2, 4}, 5), w = randn({6, 4}, 6);
   for (int64_t bad : {int64_t(6), int64_t(-1), int64_t(-99)}) {
-    Tensor labels = labels_of({1, bad});
+    Tensor labels = ids_of({1, bad});
     Tensor dh = Tensor::zeros({2, 4}, DType::F32), dw = Tensor::zeros({6, 4}, DType::F32);
     EXPECT_THROW(k.forward(h, w, labels, nullptr, DType::F32), Error);
     EXPECT_THROW(k.forward_backward(h, w, labels, 1.0f, dh, dw, DType::F32), Error);
     for (int64_t i = 0; i < dw.numel(); ++i) ASSERT_EQ(dw.data<float>()[i], 0.f);
   }
   try {
-    k.forward(h, w, labels_of({1, 6}), nullptr, DType::F32);
+    k.forward(h, w, ids_of({1, 6}), nullptr, DType::F32);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 6 at row 1"), std::string::npos) << e.what();
   }
-  Tensor labels = labels_of({1, 2});
+  Tensor labels = ids_of({1, 2});
   EXPECT_THROW(k.forward(h, w, labels, nullptr, DType::F16), Error);
   Tensor wrong_w = randn({6, 3}, 7);
   EXPECT_THROW(k.forward(h, wrong_w, labels, nullptr, DType::F32), Error);
@@ -102,7 +88,7 @@ TEST(CrossEntropyReference, LabelOutOfRangeIsAnErrorAndWritesNothing) {
 TEST(CrossEntropyReference, Bf16ComputeRoundsTheProductInputs) {
   const auto& k = kernel<CrossEntropyKernel>("reference");
   Tensor h = randn({5, 7}, 8), w = randn({9, 7}, 9);
-  Tensor labels = labels_of({0, 8, -100, 3, 3});
+  Tensor labels = ids_of({0, 8, -100, 3, 3});
   Tensor hb = bf16_rounded(h), wb = bf16_rounded(w);
   Tensor l1 = Tensor::empty({5, 9}, DType::F32), l2 = Tensor::empty({5, 9}, DType::F32);
   const double a = k.forward(h, w, labels, &l1, DType::BF16);

@@ -4,25 +4,11 @@
 using namespace titan;
 using namespace titan::optest;
 
-namespace {
-
-Tensor ids_tensor(std::initializer_list<int64_t> v, DType dt) {
-  Tensor t = Tensor::empty({int64_t(v.size())}, dt);
-  int64_t i = 0;
-  for (int64_t x : v) {
-    if (dt == DType::I32) t.data<int32_t>()[i++] = int32_t(x);
-    else t.data<int64_t>()[i++] = x;
-  }
-  return t;
-}
-
-}  // namespace
-
 TEST(EmbeddingReference, GathersRowsForI32AndI64Ids) {
   const auto& k = kernel<EmbeddingKernel>("reference");
   Tensor w = randn({6, 5}, 1);
   for (DType dt : {DType::I32, DType::I64}) {
-    Tensor ids = ids_tensor({3, 0, 5, 3}, dt);
+    Tensor ids = ids_of({3, 0, 5, 3}, dt);
     Tensor out = Tensor::empty({4, 5}, DType::F32);
     k.forward(ids, w, out);
     const int64_t expect[] = {3, 0, 5, 3};
@@ -34,7 +20,7 @@ TEST(EmbeddingReference, GathersRowsForI32AndI64Ids) {
 TEST(EmbeddingReference, BackwardMatchesFiniteDifferencesAndAccumulates) {
   const auto& k = kernel<EmbeddingKernel>("reference");
   Tensor w = randn({7, 3}, 2);
-  Tensor ids = ids_tensor({4, 1, 4, 6, 4}, DType::I64);  // id 4 three times
+  Tensor ids = ids_of({4, 1, 4, 6, 4}, DType::I64);  // id 4 three times
   Tensor r = randn({5, 3}, 3);
   Tensor dw = Tensor::zeros({7, 3}, DType::F32);
   k.backward(ids, r, dw);
@@ -51,7 +37,7 @@ TEST(EmbeddingReference, OutOfRangeIdIsAnErrorAndWritesNothing) {
   const auto& k = kernel<EmbeddingKernel>("reference");
   Tensor w = randn({4, 2}, 4);
   for (int64_t bad : {int64_t(-1), int64_t(4), int64_t(-100)}) {
-    Tensor ids = ids_tensor({1, bad}, DType::I32);
+    Tensor ids = ids_of({1, bad}, DType::I32);
     Tensor out = Tensor::zeros({2, 2}, DType::F32);
     EXPECT_THROW(k.forward(ids, w, out), Error);
     for (int64_t i = 0; i < out.numel(); ++i) EXPECT_EQ(out.data<float>()[i], 0.f);
@@ -59,7 +45,7 @@ TEST(EmbeddingReference, OutOfRangeIdIsAnErrorAndWritesNothing) {
     EXPECT_THROW(k.backward(ids, out, dw), Error);
   }
   try {
-    Tensor ids = ids_tensor({0, 9}, DType::I64);
+    Tensor ids = ids_of({0, 9}, DType::I64);
     Tensor out = Tensor::zeros({2, 2}, DType::F32);
     k.forward(ids, w, out);
     ADD_FAILURE() << "no error";
@@ -71,7 +57,7 @@ TEST(EmbeddingReference, OutOfRangeIdIsAnErrorAndWritesNothing) {
 TEST(EmbeddingReference, ShapeAndDtypeErrors) {
   const auto& k = kernel<EmbeddingKernel>("reference");
   Tensor w = randn({4, 2}, 5);
-  Tensor ids = ids_tensor({1, 2}, DType::I32);
+  Tensor ids = ids_of({1, 2}, DType::I32);
   Tensor wrong = Tensor::zeros({2, 3}, DType::F32);
   EXPECT_THROW(k.forward(ids, w, wrong), Error);
   Tensor fids = Tensor::zeros({2}, DType::F32);

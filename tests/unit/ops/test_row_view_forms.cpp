@@ -146,7 +146,7 @@ TEST(RopeRows, StridedViewsFromAStartPositionMatchTheReference) {
       Tensor want = gather(RowView::columns(buf, c.c0, c.h, c.d)).view({c.b, c.s, c.h, c.d});
       if (fwd) ref.forward(want, shifted);
       else ref.backward(want, shifted);
-      for (const char* variant : {"reference", "cpu", "fused"}) {
+      for (const char* variant : {"reference", "cpu", "transposed"}) {
         const auto& k = kernel<RopeKernel>(variant);
         Tensor b = buf.clone();
         const RowView v = RowView::columns(b, c.c0, c.h, c.d);

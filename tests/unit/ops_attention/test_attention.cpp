@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_util.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/threading.h"
@@ -16,27 +17,10 @@
 #include "ops/attention/tiles.h"
 
 using namespace titan;
+using namespace titan::test;
 using attention::Dims;
 
 namespace {
-
-Tensor randn(const Shape& s, uint64_t stream, double std = 1.0) {
-  Tensor t = Tensor::empty(s, DType::F32);
-  fill_normal(t, 0.0, std, Philox{1234, stream});
-  return t;
-}
-
-// max |a - r| / max |r|: the error relative to the tensor's scale (elementwise relative error is
-// meaningless for entries that cancel to near zero). A reference that is exactly zero (dq and dk
-// of a one-token sequence) is measured against 1, the scale of the unit-normal inputs.
-double rel_err(const Tensor& a, const Tensor& r) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < r.numel(); ++i) {
-    num = std::max(num, double(std::fabs(a.data<float>()[i] - r.data<float>()[i])));
-    den = std::max(den, double(std::fabs(r.data<float>()[i])));
-  }
-  return num / (den > 0 ? den : 1.0);
-}
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && std::equal(a.data<float>(), a.data<float>() + a.numel(), b.data<float>());

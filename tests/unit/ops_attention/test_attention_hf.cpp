@@ -8,10 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/test_util.h"
 #include "core/tensor.h"
 #include "ops/attention/attention.h"
 
 using namespace titan;
+using namespace titan::test;
 
 namespace {
 
@@ -21,16 +23,6 @@ Tensor from_json(const nlohmann::json& values, const Shape& shape) {
   for (int64_t i = 0; i < t.numel() && i < int64_t(values.size()); ++i)
     t.data<float>()[i] = values[size_t(i)].get<float>();
   return t;
-}
-
-// max |a - r| / max |r|, as in test_attention.cpp.
-double rel_err(const Tensor& a, const Tensor& r) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < r.numel(); ++i) {
-    num = std::max(num, double(std::fabs(a.data<float>()[i] - r.data<float>()[i])));
-    den = std::max(den, double(std::fabs(r.data<float>()[i])));
-  }
-  return num / (den > 0 ? den : 1.0);
 }
 
 }  // namespace

@@ -3,27 +3,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/test_util.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "ops/moe/moe.h"
 
 namespace titan::moetest {
 
-inline Tensor randn(const Shape& s, uint64_t stream, double std = 1.0) {
-  Tensor t = Tensor::empty(s, DType::F32);
-  fill_normal(t, 0.0, std, Philox{1234, stream});
-  return t;
-}
-
-// max |a - r| / max |r| (relative to the reference's largest magnitude).
-inline double rel_err(const Tensor& a, const Tensor& r) {
-  double d = 0, m = 0;
-  for (int64_t i = 0; i < r.numel(); ++i) {
-    d = std::max(d, std::fabs(double(a.data<float>()[i]) - r.data<float>()[i]));
-    m = std::max(m, std::fabs(double(r.data<float>()[i])));
-  }
-  return m > 0 ? d / m : d;
-}
+using test::randn;
+using test::rel_err;
 
 struct MoEProblem {
   Tensor x, router, gate_up, down, bias, dy;

@@ -9,30 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "train/checkpoint.h"
 #include "util/strings.h"
 
 namespace titan::test {
-
-inline std::string temp_dir(const std::string& name) {
-  namespace fs = std::filesystem;
-  fs::path p = fs::temp_directory_path() / ("titan_ckpt_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  return p.string();
-}
-
-// The message of the titan::Error `f` throws ("" when it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Calls check(damaged_bytes, what) for every 7th truncation of `bytes` and for 300 single-byte
 // flips at Philox{seed, seed} positions (the reader must refuse or read back exact data).

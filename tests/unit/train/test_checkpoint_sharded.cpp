@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "io/hf_checkpoint.h"
+#include "model/hf_checkpoint.h"
 #include "model/config.h"
 #include "train/checkpoint_model.h"
 #include "unit/train/checkpoint_test_util.h"

@@ -341,8 +341,8 @@ TEST(JobConfig, TrajectoryConfigLeavesOutWhatAResumeMayChange) {
   b.comm.init_timeout_seconds = 5;
   EXPECT_EQ(trajectory_config(b, 1), ra);
   b.lr_scheduler.decay_ratio = 0.5;
-  b.kernels.replace = {"model.layers.*.self_attn.rope=rope.fused"};
+  b.kernels.replace = {"model.layers.*.self_attn.rope=rope.transposed"};
   auto rb = trajectory_config(b, 1);
   EXPECT_EQ(rb.at("lr_scheduler.decay_ratio"), "0.5");
-  EXPECT_EQ(rb.at("kernels.replace"), "[\"model.layers.*.self_attn.rope=rope.fused\"]");
+  EXPECT_EQ(rb.at("kernels.replace"), "[\"model.layers.*.self_attn.rope=rope.transposed\"]");
 }

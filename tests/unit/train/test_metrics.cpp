@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "model/config.h"
 #include "train/crc32c.h"
@@ -15,16 +16,10 @@
 #include "util/strings.h"
 
 using namespace titan;
+using namespace titan::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("titan_metrics_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
 
 std::string only_file_in(const std::string& dir) {
   std::string out;

@@ -12,32 +12,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "train/metrics.h"
 #include "train/tensorboard.h"
 #include "util/strings.h"
 
 using namespace titan;
+using namespace titan::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("titan_metrics_faults_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 MetricsOptions quiet(const std::string& dir) {
   MetricsOptions o;

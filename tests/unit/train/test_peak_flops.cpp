@@ -9,21 +9,16 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/test_util.h"
 #include "train/peak_flops.h"
 
 using namespace titan;
+using namespace titan::test;
 namespace fs = std::filesystem;
 
 namespace {
 
 constexpr double kBudget = 0.02;  // seconds per measurement: enough for a plausible number
-
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("titan_peak_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);

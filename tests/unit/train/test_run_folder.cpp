@@ -10,31 +10,16 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "train/run_folder.h"
 #include "util/strings.h"
 
 using namespace titan;
+using namespace titan::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("titan_run_folder_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/test_util.h"
 #include "dist/comm.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
@@ -17,16 +18,10 @@
 #include "util/strings.h"
 
 using namespace titan;
+using namespace titan::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("titan-trainer-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
 
 JobConfig small_job(const std::string& dump, int64_t steps) {
   JobConfig c;

@@ -1,11 +1,14 @@
 // verify_kernels: rows for every non-reference variant, the documented fields, bit-exact rows for
-// the fused RoPE, and a failing row for a deliberately wrong kernel (registered only in this test).
+// the transposed-layout RoPE, and a failing row for a deliberately wrong kernel (registered only in this test).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "ops/swiglu/swiglu.h"
 #include "ops/verify/verify.h"
+
+// FdCheck is written with designated initializers; the fields left out keep their defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 using namespace titan;
 
@@ -30,9 +33,10 @@ TITAN_REGISTER_KERNEL(SwiGLUKernel, "test_wrong", DeviceType::CPU, kWrong);
 
 TEST(VerifyKernels, WrongKernelFailsItsForwardRowsOnly) {
   const auto rows = verify_kernels("swiglu");
-  int wrong_fwd = 0, wrong_bwd = 0;
+  int wrong_fwd = 0, wrong_bwd = 0, cpu_fwd = 0, cpu_bwd = 0;
   for (const auto& r : rows) {
     EXPECT_EQ(r.op, "swiglu");
+    if (r.variant == "cpu") (r.direction == "forward" ? cpu_fwd : cpu_bwd) += 1;
     if (r.variant != "test_wrong") continue;
     if (r.direction == "forward") {
       ++wrong_fwd;
@@ -43,18 +47,25 @@ TEST(VerifyKernels, WrongKernelFailsItsForwardRowsOnly) {
       EXPECT_TRUE(r.ok) << r.shape << " " << r.dtype;
     }
   }
-  EXPECT_EQ(wrong_fwd, 9);  // 3 shapes x {f32, bf16, bf16 with a bf16 output}
-  EXPECT_EQ(wrong_bwd, 9);
+  // Every case of the table runs for every variant: 3 shapes x {f32, bf16, bf16 with a bf16
+  // output} and 16 thread-independence shapes.
+  EXPECT_EQ(wrong_fwd, 3 * 3 + 16);
+  EXPECT_EQ(wrong_fwd, cpu_fwd);
+  EXPECT_EQ(wrong_bwd, cpu_bwd);
 }
 
-TEST(VerifyKernels, FusedRopeRowsAreExactAndEveryOpWithVariantsHasRows) {
+TEST(VerifyKernels, TransposedRopeRowsAreExactAndEveryOpWithVariantsHasRows) {
   const auto rows = verify_kernels();
-  int rope_exact = 0, moe = 0;
+  int rope_exact = 0, moe = 0, gradient = 0;
   for (const auto& r : rows) {
-    EXPECT_NE(r.variant, "reference");
+    if (r.variant == "reference") {  // only the finite-difference rows of the reference backward
+      EXPECT_EQ(r.direction, "gradient");
+      EXPECT_EQ(r.dtype, "f32");
+      ++gradient;
+    }
     if (r.variant == "test_wrong") continue;
     EXPECT_TRUE(r.ok) << r.op << "." << r.variant << " " << r.dtype << " " << r.shape << " " << r.direction;
-    if (r.op == "rope" && r.variant == "fused") {
+    if (r.op == "rope" && r.variant == "transposed") {
       EXPECT_TRUE(r.exact);
       EXPECT_EQ(r.max_abs_diff, 0.0);
       ++rope_exact;
@@ -64,8 +75,11 @@ TEST(VerifyKernels, FusedRopeRowsAreExactAndEveryOpWithVariantsHasRows) {
       ++moe;
     }
   }
-  EXPECT_EQ(rope_exact, (4 * 2 + 2) * 2 * 2);  // (shapes x {q, k} + row views) x dtypes x directions
+  // ((shapes x {q, k} + row views) x dtypes + 5 thread-independence shapes + 5 x 2 thetas) x directions
+  EXPECT_EQ(rope_exact, ((4 * 2 + 2) * 2 + 5 + 5 * 2) * 2);
   EXPECT_EQ(moe, 4 * 2 * 2);
+  // embedding 3, linear 4, rmsnorm 4, rope 8, attention 4, swiglu 3, cross_entropy 4, moe 4
+  EXPECT_EQ(gradient, 34);
   EXPECT_THROW(verify_kernels("nosuch"), Error);
 }
 
@@ -93,6 +107,49 @@ TEST(VerifyDiff, RelativeToLargestReferenceWithAFloor) {
   Diff n;
   n.add_scalar(NAN, 1.0);
   EXPECT_FALSE(n.finite);
+}
+
+}  // namespace
+
+namespace {
+
+// The finite-difference row on a function with a known gradient: L(x) = sum sin(x_i) r_i. The
+// right gradient passes; one 1% off, or one with a wrong sign in one entry, fails.
+TEST(VerifyFiniteDifferences, RightGradientPassesAndWrongOnesFail) {
+  using namespace verify_detail;
+  auto row = [](double scale, int64_t flip) {
+    KernelCase c;
+    c.op = "test", c.shape = "n=6", c.fd = true;
+    c.variants = [] { return std::vector<std::string>{}; };
+    c.make = [=] {
+      const Tensor x = randn({6}, 1), r = randn({6}, 2);
+      CaseBody b;
+      b.fd = FdCheck{.inputs = {x},
+                     .loss = [=] {
+                       double s = 0;
+                       for (int64_t i = 0; i < 6; ++i) s += std::sin(double(x.data<float>()[i])) * r.data<float>()[i];
+                       return s;
+                     },
+                     .grads = [=] {
+                       Tensor g = Tensor::empty({6}, DType::F32);
+                       for (int64_t i = 0; i < 6; ++i)
+                         g.data<float>()[i] = float(scale * (i == flip ? -1 : 1) * std::cos(double(x.data<float>()[i])) *
+                                                    r.data<float>()[i]);
+                       return std::vector<Tensor>{g};
+                     }};
+      return b;
+    };
+    const auto rows = run_case(c, "reference");
+    EXPECT_EQ(rows.size(), 1u);
+    EXPECT_TRUE(run_case(c, "cpu").empty());  // no comparisons in this case
+    return rows.at(0);
+  };
+  const VerifyRow ok = row(1.0, -1);
+  EXPECT_TRUE(ok.ok) << ok.max_rel_diff << " " << ok.why;
+  EXPECT_EQ(ok.direction, "gradient");
+  EXPECT_LT(ok.max_rel_diff, 1e-4);
+  EXPECT_FALSE(row(1.01, -1).ok);
+  EXPECT_FALSE(row(1.0, 3).ok);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "io/json_util.h"
+#include "util/json_util.h"
 
 #include <set>
 #include <vector>

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "common.h"
+#include "data_test_util.h"
 #include "data/utf8.h"
 #include "golden_file.h"
 

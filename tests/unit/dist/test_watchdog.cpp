@@ -13,12 +13,14 @@
 #include <thread>
 #include <vector>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "dist/comm.h"
 #include "dist/watchdog.h"
 
 using namespace titan;
 using namespace titan::dist;
+using namespace titan::test;
 
 namespace {
 
@@ -30,15 +32,6 @@ struct Scripted {
   CollectiveWatchdog w{"rank 1 of 4", kOps,
                        CollectiveWatchdog::Options{1.0, nullptr, [this](const std::string& l) { lines.push_back(l); }, false}};
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

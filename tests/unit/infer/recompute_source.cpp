@@ -1,12 +1,9 @@
-// STAND-IN until the forward takes a KV cache and a position offset (the shared forward_layers
-// refactor): every call recomputes each active row's whole unpadded sequence with the scoring
-// entry point Qwen3Model::forward(ids, labels = all -100, &logits) and keeps the logits of its
-// last position. Exact (each row is what it would be alone, so left padding needs no attention
-// mask here) but O(n^2) in the generated length, and it materializes [n, vocab] logits per row
-// and step. Only this file changes when the KV-cache forward lands: a cached source keeps per-row
-// K/V, runs prefill over the padded prompt columns with batch.mask / batch.positions, and each
-// decode_step over the last column only.
-#include "infer/recompute_source.h"
+// TEST REFERENCE for the KV-cache source (src/infer/kv_source.*): every call recomputes each
+// active row's whole unpadded sequence with the scoring entry point Qwen3Model::forward(ids,
+// labels = all -100, &logits) and keeps the logits of its last position. Exact by construction
+// (each row is what it would be alone, so left padding needs no attention mask) but O(n^2) in the
+// generated length; the tests check that the cached source gives the same logits.
+#include "recompute_source.h"
 
 #include <algorithm>
 #include <cstring>

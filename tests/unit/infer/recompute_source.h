@@ -1,4 +1,4 @@
-// LogitsSource over Qwen3Model::forward with no cache (see recompute_source.cpp).
+// LogitsSource over Qwen3Model::forward with no cache: the tests' reference (recompute_source.cpp).
 #pragma once
 #include "infer/logits_source.h"
 

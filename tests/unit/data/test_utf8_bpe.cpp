@@ -5,7 +5,7 @@
 #include <random>
 #include <set>
 
-#include "common.h"
+#include "data_test_util.h"
 #include "core/error.h"
 #include "data/bpe.h"
 #include "data/dataset.h"

@@ -47,7 +47,7 @@ std::string parse_error_text(const std::string& text) {
   return "";
 }
 
-#define EXPECT_ERROR_HAS(msg, needle)                                       \
+#define EXPECT_ONE_LINE_HAS(msg, needle)                                       \
   do {                                                                      \
     std::string m_ = (msg);                                                 \
     EXPECT_NE(m_.find(needle), std::string::npos) << "message: " << m_;     \
@@ -98,7 +98,7 @@ TEST(Flavors, DebugFlavorsAndUnknownName) {
     flavor_config("4b");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_ERROR_HAS(e.what(), "unknown model flavor \"4b\" (did you mean \"4B\"?)");
+    EXPECT_ONE_LINE_HAS(e.what(), "unknown model flavor \"4b\" (did you mean \"4B\"?)");
   }
 }
 
@@ -283,13 +283,13 @@ TEST(HfConfig, RefusedFieldsEachNameTheProblem) {
     json j = qwen3_06b_json();
     j[c.key] = c.value;
     std::string m = parse_error(j);
-    EXPECT_ERROR_HAS(m, c.message);
+    EXPECT_ONE_LINE_HAS(m, c.message);
     EXPECT_EQ(m.rfind("cfg/config.json: ", 0), 0u) << m;
   }
   json j = qwen3_06b_json();
   j["layer_types"] = json::array();
   for (int i = 0; i < 28; ++i) j["layer_types"].push_back(i == 27 ? "sliding_attention" : "full_attention");
-  EXPECT_ERROR_HAS(parse_error(j), "layer_types[27] is \"sliding_attention\"; only \"full_attention\" is supported");
+  EXPECT_ONE_LINE_HAS(parse_error(j), "layer_types[27] is \"sliding_attention\"; only \"full_attention\" is supported");
 }
 
 TEST(HfConfig, MissingRequiredFieldsAndBadDocuments) {
@@ -297,20 +297,20 @@ TEST(HfConfig, MissingRequiredFieldsAndBadDocuments) {
                         "num_attention_heads", "num_key_value_heads"}) {
     json j = qwen3_06b_json();
     j.erase(k);
-    EXPECT_ERROR_HAS(parse_error(j), std::string("cfg/config.json: missing required field \"") + k + "\"");
+    EXPECT_ONE_LINE_HAS(parse_error(j), std::string("cfg/config.json: missing required field \"") + k + "\"");
   }
-  EXPECT_ERROR_HAS(parse_error_text("[1, 2]"), "cfg/config.json: config.json must be a JSON object, got array");
-  EXPECT_ERROR_HAS(parse_error_text("{\"model_type\": "), "cfg/config.json: invalid JSON");
-  EXPECT_ERROR_HAS(parse_error_text(""), "cfg/config.json: invalid JSON");
+  EXPECT_ONE_LINE_HAS(parse_error_text("[1, 2]"), "cfg/config.json: config.json must be a JSON object, got array");
+  EXPECT_ONE_LINE_HAS(parse_error_text("{\"model_type\": "), "cfg/config.json: invalid JSON");
+  EXPECT_ONE_LINE_HAS(parse_error_text(""), "cfg/config.json: invalid JSON");
   std::string dup = qwen3_06b_json().dump();
   dup.insert(1, "\"hidden_size\": 2048, ");
-  EXPECT_ERROR_HAS(parse_error_text(dup), "cfg/config.json: duplicate key \"hidden_size\"");
-  EXPECT_ERROR_HAS(parse_error_text("{\"a\": \"\x01\x02\"}"), "invalid JSON");  // control bytes stay escaped
+  EXPECT_ONE_LINE_HAS(parse_error_text(dup), "cfg/config.json: duplicate key \"hidden_size\"");
+  EXPECT_ONE_LINE_HAS(parse_error_text("{\"a\": \"\x01\x02\"}"), "invalid JSON");  // control bytes stay escaped
   try {
     load_hf_config("/nonexistent/config.json");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_ERROR_HAS(e.what(), "/nonexistent/config.json: cannot open");
+    EXPECT_ONE_LINE_HAS(e.what(), "/nonexistent/config.json: cannot open");
   }
 }
 
@@ -352,5 +352,5 @@ TEST(HfConfig, DeeplyNestedValueIsAnErrorNotACrash) {
   text.insert(1, "\"deep\": " + std::string(200000, '[') + std::string(200000, ']') + ", ");
   EXPECT_EQ(parse_hf_config(text, "cfg/config.json").hidden_size, 1024);  // unknown keys are ignored
   text = "{\"rope_scaling\": " + std::string(200000, '[');
-  EXPECT_ERROR_HAS(parse_error_text(text), "cfg/config.json: invalid JSON");
+  EXPECT_ONE_LINE_HAS(parse_error_text(text), "cfg/config.json: invalid JSON");
 }

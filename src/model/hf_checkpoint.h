@@ -1,17 +1,18 @@
-// Hugging Face checkpoint folders: config.json + model.safetensors, or shards listed in
-// model.safetensors.index.json ({"metadata": {...}, "weight_map": {tensor: shard file}}).
+// Hugging Face checkpoint folders of Qwen3 / Qwen3-MoE models: config.json plus a folder of
+// safetensors weights (io/safetensors_folder.h: the single file or the index and its shards).
+// This is the state-dict adapter (torchtitan's role): it maps HF tensor names and layouts to the
+// model's parameters (model_param_specs) and back.
 //
-// Loading validates everything before any weight is used: the config (load_hf_config), every
-// weight_map entry (must name an existing file inside the folder: no absolute paths, no "..", no
-// symlink leading out), the index against the shards (each tensor in exactly the shard the index
-// names), and the tensors against model_param_specs (missing, unexpected, shape, dtype).
+// Loading validates everything before any weight is used: the config (load_hf_config), the folder
+// (SafetensorsFolder::open), and the tensors against model_param_specs (missing, unexpected,
+// shape, dtype).
 //
 // Tied embeddings: transformers saves a tied model without lm_head.weight. If a tied checkpoint
 // does carry lm_head.weight, it is accepted only when it equals model.embed_tokens.weight
 // bit for bit (after conversion to f32 when their dtypes differ) and then ignored; a differing
 // copy is an error, since using either one silently would change the model.
 //
-// Qwen3-MoE experts (the state-dict adapter): a sparse layer's experts may be stored per expert
+// Qwen3-MoE experts: a sparse layer's experts may be stored per expert
 // (mlp.experts.E.gate_proj.weight [I, H], up_proj [I, H], down_proj [H, I]: what transformers'
 // save_pretrained writes) or fused (mlp.experts.gate_up_proj [E, 2I, H], rows [0, I) gate and
 // [I, 2I) up; mlp.experts.down_proj [E, H, I]: transformers 5's in-memory layout), chosen per layer;
@@ -25,7 +26,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "io/safetensors.h"
+#include "io/safetensors_folder.h"
 #include "model/config.h"
 
 namespace titan {
@@ -61,8 +62,7 @@ class HfCheckpoint {
   std::string dir_;
   ModelConfig config_;
   std::vector<ParamSpec> specs_;
-  std::vector<SafetensorsFile> files_;
-  std::map<std::string, size_t> where_;  // tensor name -> index in files_
+  SafetensorsFolder folder_;
   struct ExpertSlice {
     std::string fused;  // the fused tensor holding it
     int64_t expert = 0, row0 = 0, rows = 0;  // rows [row0, row0 + rows) of fused[expert]
@@ -82,23 +82,17 @@ struct HfExportOptions {
 
 // Writes an HF folder loadable by transformers' from_pretrained, one tensor at a time, so that no
 // caller needs the whole model in memory (a sharded run gathers, adds and frees one parameter
-// after another). The folder: config.json (torch_dtype = opt.dtype); model.safetensors when
-// everything fits in one shard, else model-0000k-of-0000N.safetensors +
-// model.safetensors.index.json (metadata.total_size = tensor bytes, weight_map). Shards are filled
-// in module order, a new shard starting when the next tensor would pass max_shard_bytes (as
-// transformers does); since every size follows from the config and the dtype, the whole plan
-// (files, headers, offsets) is fixed by the constructor and each tensor goes to disk as it is
-// added. A tied model writes only model.embed_tokens.weight.
-//
-// Each file is written atomically (temporary file, fsync, rename): a shard when its last tensor
-// arrives, the index, config.json and the tokenizer files by finish(), which then removes stale
-// files of an earlier export in `dir` (the other layout, extra shards). A sharded export removes an
-// earlier index before its first shard replaces anything, so an export that fails part-way never
-// leaves an index over a mix of old and new shards. Memory: the writer holds no tensor, only a
-// bounded conversion buffer. Destroyed without finish(), the file being written is discarded.
-// Tokenizer files copied when present: tokenizer.json, tokenizer_config.json,
-// special_tokens_map.json, vocab.json, merges.txt, added_tokens.json, generation_config.json,
-// chat_template.jinja (at least one must exist).
+// after another): config.json (torch_dtype = opt.dtype) and the weights in module order through
+// SafetensorsFolderWriter (io/safetensors_folder.h: shards of at most max_shard_bytes, each file
+// atomic, the index with metadata.total_size and total_parameters, stale files of an earlier
+// export removed). Since every size follows from the config and the dtype, the whole plan is
+// fixed by the constructor and each tensor goes to disk as it is added. A tied model writes only
+// model.embed_tokens.weight. Memory: the writer holds no tensor, only a bounded conversion
+// buffer. Destroyed without finish(), the file being written is discarded.
+// config.json and the tokenizer files are written (atomically) by finish(). Tokenizer files copied
+// when present: tokenizer.json, tokenizer_config.json, special_tokens_map.json, vocab.json,
+// merges.txt, added_tokens.json, generation_config.json, chat_template.jinja (at least one must
+// exist).
 class HfExportWriter {
  public:
   // Validates the options and the config and plans the shards; nothing is written before the
@@ -118,24 +112,15 @@ class HfExportWriter {
 
   const std::vector<ParamSpec>& specs() const { return specs_; }  // the order add() expects
   size_t added() const { return next_; }
-  size_t shard_count() const { return shards_.size(); }
+  size_t shard_count() const { return out_->shard_count(); }
 
  private:
-  struct Shard {
-    std::string file;
-    size_t first = 0, last = 0;  // spec indices [first, last]
-  };
-  void open_shard(size_t k);
-
   std::string dir_;
   ModelConfig config_;
   HfExportOptions opt_;
   std::vector<ParamSpec> specs_;
-  std::vector<Shard> shards_;
-  std::vector<size_t> shard_of_;  // spec index -> shard
-  uint64_t total_bytes_ = 0;
+  std::unique_ptr<SafetensorsFolderWriter> out_;
   size_t next_ = 0;
-  std::unique_ptr<SafetensorsStreamWriter> open_;  // the shard being filled
   bool finished_ = false;
 };
 

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "data/jsonl.h"
 #include "data/token_file.h"
@@ -16,15 +17,6 @@ namespace titan::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST(DataReaders, RefuseFolders) {
   const fs::path d = fs::temp_directory_path() / ("titan_readers_test_" + std::to_string(::getpid()));

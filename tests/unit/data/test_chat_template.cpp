@@ -6,14 +6,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "data/chat_template.h"
 #include "data/jinja.h"
-#include "unit/data/common.h"
+#include "unit/data/data_test_util.h"
 #include "util/strings.h"
 
 using namespace titan;
 using namespace titan::data;
+using namespace titan::test;
 using nlohmann::json;
 
 namespace {
@@ -42,15 +44,6 @@ jinja::Value to_value(const json& j) {
 
 std::string render(const std::string& src, const jinja::Dict& vars = {}) {
   return jinja::Template::parse(src, "test.jinja").render(vars);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -9,7 +9,8 @@
 #include <numeric>
 #include <sstream>
 
-#include "common.h"
+#include "common/test_util.h"
+#include "data_test_util.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/jsonl.h"
@@ -41,21 +42,6 @@ struct TempDir {
   }
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_ERROR_HAS(stmt, needle)                                   \
-  do {                                                                   \
-    std::string msg_ = error_of([&] { stmt; });                          \
-    EXPECT_NE(msg_.find(needle), std::string::npos) << "error: " << msg_; \
-  } while (0)
 
 TEST(TokenFile, RoundTripAndEveryCorruption) {
   TempDir d;

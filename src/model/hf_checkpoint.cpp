@@ -1,19 +1,15 @@
-#include "io/hf_checkpoint.h"
+#include "model/hf_checkpoint.h"
 
-#include <limits.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
 
-#include "io/json_util.h"
+#include "util/json_util.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -23,36 +19,12 @@ using nlohmann::json;
 
 namespace {
 
-const char* kSingleFile = "model.safetensors";
-const char* kIndexFile = "model.safetensors.index.json";
-
-bool is_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+std::string without_trailing_slashes(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
 }
 
-std::string real_path(const std::string& p) {
-  char buf[PATH_MAX];
-  return ::realpath(p.c_str(), buf) ? std::string(buf) : std::string();
-}
-
-// A weight_map value must name an existing file inside the folder, also after resolving symlinks.
-std::string shard_path(const std::string& dir, const std::string& real_dir, const std::string& file,
-                       const std::string& index_path) {
-  TITAN_CHECK(!file.empty() && file.find('\0') == std::string::npos, index_path, ": weight_map has an invalid file name ",
-              quote(file));
-  TITAN_CHECK(file[0] != '/', index_path, ": weight_map file ", quote(file), " is an absolute path; shards must be inside the folder");
-  for (const auto& part : split(file, '/'))
-    TITAN_CHECK(part != "..", index_path, ": weight_map file ", quote(file), " escapes the folder (\"..\")");
-  std::string p = dir + "/" + file;
-  std::string real = real_path(p);
-  TITAN_CHECK(!real.empty(), index_path, ": weight_map names shard ", quote(file), ", which does not exist (",
-              std::strerror(errno), ")");
-  TITAN_CHECK(real.compare(0, real_dir.size() + 1, real_dir + "/") == 0, index_path, ": weight_map file ", quote(file),
-              " resolves to ", quote(real, 200), ", outside the folder");
-  TITAN_CHECK(is_file(real), index_path, ": weight_map file ", quote(file), " is not a regular file");
-  return p;
-}
+bool is_float_dtype(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 // Bitwise equality of n values after conversion to f32, in chunks (never a full f32 copy of a
 // [vocab, hidden] matrix). Inputs may sit at any byte offset, so chunks are copied out first.
@@ -88,53 +60,15 @@ bool same_values(const Tensor& x, const Tensor& y) {
 }  // namespace
 
 HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
-  std::string dir = dir_in;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string dir = without_trailing_slashes(dir_in);
   struct stat st {};
   TITAN_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), dir, ": not a checkpoint folder (not a directory)");
   HfCheckpoint ck;
   ck.dir_ = dir;
-  ck.config_ = load_hf_config(dir + "/config.json");
+  ck.config_ = load_hf_config(dir + "/config.json");  // the config's errors before the weights'
   ck.specs_ = model_param_specs(ck.config_);
-
-  const std::string single = dir + "/" + kSingleFile, index = dir + "/" + kIndexFile;
-  if (is_file(single)) {  // transformers prefers the single file when both exist
-    ck.files_.push_back(SafetensorsFile::open(single));
-    for (const auto& e : ck.files_[0].entries()) ck.where_[e.name] = 0;
-  } else if (is_file(index)) {
-    json j = parse_json_strict(read_file(index), index);
-    TITAN_CHECK(j.is_object(), index, ": must be a JSON object, got ", json_kind(j));
-    TITAN_CHECK(j.contains("weight_map"), index, ": missing \"weight_map\"");
-    const json& wm = j["weight_map"];
-    TITAN_CHECK(wm.is_object(), index, ": weight_map must be an object, got ", json_kind(wm));
-    if (j.contains("metadata"))
-      TITAN_CHECK(j["metadata"].is_object() || j["metadata"].is_null(), index, ": metadata must be an object");
-    const std::string real_dir = real_path(dir);
-    std::map<std::string, std::vector<std::string>> by_file;  // shard file -> tensor names
-    for (auto it = wm.begin(); it != wm.end(); ++it) {
-      TITAN_CHECK(it->is_string(), index, ": weight_map value for ", quote(it.key()), " must be a file name, got ", json_kind(*it));
-      by_file[it->get<std::string>()].push_back(it.key());
-    }
-    // Resolve and validate every shard first, so that a missing or escaping file is reported as
-    // such rather than as a tensor the other shards lack.
-    for (const auto& [file, names] : by_file) ck.files_.push_back(SafetensorsFile::open(shard_path(dir, real_dir, file, index)));
-    size_t fi = 0;
-    for (const auto& [file, names] : by_file) {
-      const SafetensorsFile& sf = ck.files_[fi];
-      for (const auto& n : names) {
-        TITAN_CHECK(sf.contains(n), index, ": weight_map puts tensor ", quote(n), " in ", quote(file), ", which has no such tensor");
-        ck.where_[n] = fi;
-      }
-      for (const auto& e : sf.entries()) {
-        auto w = wm.find(e.name);
-        TITAN_CHECK(w != wm.end() && *w == file, sf.origin(), ": tensor ", quote(e.name),
-                    w == wm.end() ? " is not listed in " : " is listed under another shard in ", kIndexFile);
-      }
-      ++fi;
-    }
-  } else {
-    fail(dir, ": no ", kSingleFile, " or ", kIndexFile, " in the checkpoint folder");
-  }
+  ck.folder_ = SafetensorsFolder::open(dir);
+  const SafetensorsFolder& folder = ck.folder_;
 
   // Every parameter present with the config's shape, in a floating dtype.
   std::set<std::string> expected;
@@ -143,16 +77,16 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
     if (!mc.layer_is_sparse(l)) continue;
     const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
     const std::string gu = p + "gate_up_proj", dn = p + "down_proj";
-    const bool has_gu = ck.where_.count(gu) > 0, has_dn = ck.where_.count(dn) > 0;
+    const bool has_gu = folder.contains(gu), has_dn = folder.contains(dn);
     if (!has_gu && !has_dn) continue;
     TITAN_CHECK(has_gu && has_dn, dir, ": layer ", l, " has ", quote(has_gu ? gu : dn), " but not ", quote(has_gu ? dn : gu),
                 " (the fused expert layout needs both)");
-    TITAN_CHECK(ck.where_.count(p + "0.gate_proj.weight") == 0, dir, ": layer ", l,
+    TITAN_CHECK(!folder.contains(p + "0.gate_proj.weight"), dir, ": layer ", l,
                 " stores its experts both fused (", quote(gu), ") and per expert (", quote(p + "0.gate_proj.weight"), ")");
     const int64_t E = mc.num_experts, I = mc.moe_intermediate_size, H = mc.hidden_size;
     const std::pair<std::string, Shape> want[] = {{gu, {E, 2 * I, H}}, {dn, {E, H, I}}};
     for (const auto& [name, shape] : want) {
-      const SafetensorsFile& f = ck.files_[ck.where_.at(name)];
+      const SafetensorsFile& f = folder.file_of(name);
       const SafetensorsEntry& e = *f.find(name);
       TITAN_CHECK(e.shape == shape, f.origin(), ": tensor ", quote(name), " has shape ", shape_str(e.shape),
                   " but config.json implies ", shape_str(shape));
@@ -171,10 +105,9 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
   for (const auto& s : ck.specs_) {
     if (ck.fused_.count(s.name)) continue;  // checked above as part of its fused tensor
     expected.insert(s.name);
-    auto it = ck.where_.find(s.name);
-    TITAN_CHECK(it != ck.where_.end(), dir, ": missing tensor ", quote(s.name), " (shape ", shape_str(s.shape),
+    TITAN_CHECK(folder.contains(s.name), dir, ": missing tensor ", quote(s.name), " (shape ", shape_str(s.shape),
                 ") in the checkpoint");
-    const SafetensorsFile& f = ck.files_[it->second];
+    const SafetensorsFile& f = folder.file_of(s.name);
     const SafetensorsEntry& e = *f.find(s.name);
     TITAN_CHECK(e.shape == s.shape, f.origin(), ": tensor ", quote(s.name), " has shape ", shape_str(e.shape),
                 " but config.json implies ", shape_str(s.shape));
@@ -182,11 +115,11 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
                 " has dtype ", e.dtype, "; parameters must be F32, BF16 or F16");
   }
   std::vector<std::string> unexpected;
-  for (const auto& [name, fi] : ck.where_) {
+  for (const auto& [name, fi] : folder.tensors()) {
     if (expected.count(name)) continue;
     if (name == "lm_head.weight" && ck.config_.tie_word_embeddings) {
-      const SafetensorsFile& f = ck.files_[fi];
-      const SafetensorsFile& fe = ck.files_[ck.where_.at("model.embed_tokens.weight")];
+      const SafetensorsFile& f = folder.files()[fi];
+      const SafetensorsFile& fe = folder.file_of("model.embed_tokens.weight");
       TITAN_CHECK(f.find(name)->shape == fe.find("model.embed_tokens.weight")->shape, f.origin(),
                   ": lm_head.weight has shape ", shape_str(f.find(name)->shape), " but the embedding is tied (",
                   shape_str(fe.find("model.embed_tokens.weight")->shape), ")");
@@ -208,9 +141,7 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
 }
 
 const SafetensorsFile& HfCheckpoint::file_of(const std::string& name) const {
-  auto it = where_.find(name);
-  TITAN_CHECK(it != where_.end(), dir_, ": no tensor ", quote(name), " in the checkpoint");
-  return files_[it->second];
+  return folder_.file_of(name);
 }
 
 Tensor HfCheckpoint::get(const std::string& name, DType dt) const {
@@ -247,60 +178,18 @@ TensorMap load_hf_weights(const std::string& dir, ModelConfig* config) {
   return ck.load_all(DType::F32);
 }
 
-namespace {
-
-std::string without_trailing_slashes(std::string dir) {
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  return dir;
-}
-
-bool is_float_dtype(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
-
-}  // namespace
-
 HfExportWriter::HfExportWriter(const std::string& dir, const ModelConfig& c, const HfExportOptions& opt)
     : dir_(without_trailing_slashes(dir)), config_(c), opt_(opt) {
   TITAN_CHECK(is_float_dtype(opt.dtype), "export to ", dir_, ": dtype ", dtype_name(opt.dtype), " is not f32, bf16 or f16");
   TITAN_CHECK(opt.max_shard_bytes > 0, "export to ", dir_, ": max shard size must be positive");
   c.validate("export to " + dir_);
   specs_ = model_param_specs(c);
-
-  // Shards in module order: a new one starts when the next tensor would pass the limit.
-  uint64_t shard_bytes = 0;
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    uint64_t bytes = dtype_size(opt.dtype);
-    for (int64_t d : specs_[i].shape) bytes *= uint64_t(d);
-    if (shards_.empty() || (i > shards_.back().first && shard_bytes + bytes > opt.max_shard_bytes)) {
-      shards_.push_back({"", i, i});
-      shard_bytes = 0;
-    }
-    shards_.back().last = i;
-    shard_of_.push_back(shards_.size() - 1);
-    shard_bytes += bytes;
-    total_bytes_ += bytes;
-  }
-  const size_t n = shards_.size();
-  for (size_t k = 0; k < n; ++k) {
-    char name[64];
-    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, n);
-    shards_[k].file = n == 1 ? kSingleFile : name;
-  }
+  std::vector<SafetensorsSpec> layout;
+  for (const auto& s : specs_) layout.push_back({s.name, opt.dtype, s.shape});
+  out_ = std::make_unique<SafetensorsFolderWriter>(dir_, std::move(layout), opt.max_shard_bytes, "export to " + dir_);
 }
 
 HfExportWriter::~HfExportWriter() = default;
-
-void HfExportWriter::open_shard(size_t k) {
-  if (k == 0) {
-    std::error_code ec;
-    fs::create_directories(dir_, ec);
-    TITAN_CHECK(!ec, dir_, ": cannot create the folder: ", ec.message());
-    // An earlier index would otherwise describe a mix of its shards and ours until finish().
-    if (shards_.size() > 1) fs::remove(dir_ + "/" + kIndexFile, ec);
-  }
-  std::vector<SafetensorsSpec> layout;
-  for (size_t i = shards_[k].first; i <= shards_[k].last; ++i) layout.push_back({specs_[i].name, opt_.dtype, specs_[i].shape});
-  open_ = std::make_unique<SafetensorsStreamWriter>(dir_ + "/" + shards_[k].file, layout);
-}
 
 void HfExportWriter::add(const std::string& name, const Tensor& t) {
   TITAN_CHECK(!finished_, "export to ", dir_, ": parameter ", quote(name), " added after finish()");
@@ -314,13 +203,7 @@ void HfExportWriter::add(const std::string& name, const Tensor& t) {
               ", the config implies ", shape_str(s.shape));
   TITAN_CHECK(is_float_dtype(t.dtype()), "export to ", dir_, ": parameter ", quote(name), " is ", dtype_name(t.dtype()),
               "; parameters must be f32, bf16 or f16");
-  const size_t k = shard_of_[next_];
-  if (!open_) open_shard(k);
-  open_->write(name, t);
-  if (next_ == shards_[k].last) {
-    open_->commit();
-    open_.reset();
-  }
+  out_->add(name, t);
   ++next_;
 }
 
@@ -329,37 +212,19 @@ void HfExportWriter::finish() {
   TITAN_CHECK(next_ == specs_.size(), "export to ", dir_, ": missing parameter ",
               quote(next_ < specs_.size() ? specs_[next_].name : ""), " (", next_, " of ", specs_.size(),
               " parameters were added)");
-  std::set<std::string> written;
-  for (const auto& sh : shards_) written.insert(sh.file);
-  if (shards_.size() > 1) {
-    json wm = json::object();
-    for (size_t i = 0; i < specs_.size(); ++i) wm[specs_[i].name] = shards_[shard_of_[i]].file;
-    json index = {{"metadata", {{"total_size", total_bytes_}, {"total_parameters", model_param_count(config_)}}},
-                  {"weight_map", wm}};
-    write_file_atomic(dir_ + "/" + kIndexFile, index.dump(2) + "\n");
-    written.insert(kIndexFile);
-  }
+  out_->finish({{"total_parameters", model_param_count(config_)}});
   write_file_atomic(dir_ + "/config.json", hf_config_json(config_, opt_.dtype));
-
-  // Remove what an earlier export left that would contradict this one.
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    const std::string name = entry.path().filename().string();
-    unsigned a = 0, b = 0;
-    char tail[32] = {0};
-    bool is_shard = std::sscanf(name.c_str(), "model-%5u-of-%5u.%31s", &a, &b, tail) == 3 && std::string(tail) == "safetensors";
-    if ((is_shard || name == kSingleFile || name == kIndexFile) && !written.count(name)) fs::remove(entry.path(), ec);
-  }
 
   if (!opt_.tokenizer_dir.empty()) {
     static const char* kTokenizerFiles[] = {"tokenizer.json",  "tokenizer_config.json", "special_tokens_map.json",
                                             "vocab.json",      "merges.txt",            "added_tokens.json",
                                             "generation_config.json", "chat_template.jinja"};
-    const bool same_dir = real_path(opt_.tokenizer_dir) == real_path(dir_);
+    std::error_code ec;
+    const bool same_dir = fs::equivalent(opt_.tokenizer_dir, dir_, ec);
     int found = 0;
     for (const char* f : kTokenizerFiles) {
       const std::string src = opt_.tokenizer_dir + "/" + f;
-      if (!is_file(src)) continue;
+      if (!fs::is_regular_file(src, ec)) continue;
       ++found;
       if (!same_dir) write_file_atomic(dir_ + "/" + f, read_file(src));
     }

@@ -3,11 +3,13 @@
 // dense Qwen3Model (one log line per replaced module, then a total).
 #include <gtest/gtest.h>
 
+#include "common/test_util.h"
 #include "model/qwen3.h"
 #include "model/replace.h"
 #include "ops/moe/moe.h"
 
 using namespace titan;
+using namespace titan::test;
 
 namespace {
 
@@ -22,15 +24,6 @@ void bwd(const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGrads& 
 }
 const MoEKernel kSeq64{"test_seq64", fwd, bwd, needs_seq64};
 TITAN_REGISTER_KERNEL(MoEKernel, "test_seq64", DeviceType::CPU, kSeq64);
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(ModulePattern, GlobSemantics) {
   EXPECT_TRUE(module_pattern_match("model.layers.*.mlp", "model.layers.0.mlp"));
@@ -48,14 +41,14 @@ TEST(ModulePattern, GlobSemantics) {
 }
 
 TEST(ReplaceRule, Parses) {
-  const ReplaceRule r = parse_replace_rule("model.layers.*.self_attn.rope=rope.fused");
+  const ReplaceRule r = parse_replace_rule("model.layers.*.self_attn.rope=rope.transposed");
   EXPECT_EQ(r.pattern, "model.layers.*.self_attn.rope");
   EXPECT_EQ(r.op, "rope");
-  EXPECT_EQ(r.variant, "fused");
+  EXPECT_EQ(r.variant, "transposed");
   EXPECT_THROW(parse_replace_rule("model.layers.*.mlp"), Error);
-  EXPECT_THROW(parse_replace_rule("=rope.fused"), Error);
+  EXPECT_THROW(parse_replace_rule("=rope.transposed"), Error);
   EXPECT_THROW(parse_replace_rule("a=rope"), Error);
-  EXPECT_THROW(parse_replace_rule("a=b=rope.fused"), Error);
+  EXPECT_THROW(parse_replace_rule("a=b=rope.transposed"), Error);
 }
 
 ModelConfig four_layers() {
@@ -68,14 +61,27 @@ TEST(Replace, RopeOnFourLayersLogsFourLinesAndATotal) {
   Qwen3Model model(four_layers(), "reference");
   auto modules = qwen3_kernel_modules(model, 2, 16);
   std::vector<std::string> log;
-  const auto done = apply_kernel_replacements(modules, {"model.layers.*.self_attn.rope=rope.fused"}, &log);
+  const auto done = apply_kernel_replacements(modules, {"model.layers.*.self_attn.rope=rope.transposed"}, &log);
   ASSERT_EQ(done.size(), 4u);
   ASSERT_EQ(log.size(), 5u);
-  EXPECT_EQ(log[0], "[kernels] model.layers.0.self_attn.rope: rope.reference -> rope.fused");
-  EXPECT_EQ(log[3], "[kernels] model.layers.3.self_attn.rope: rope.reference -> rope.fused");
+  EXPECT_EQ(log[0], "[kernels] model.layers.0.self_attn.rope: rope.reference -> rope.transposed");
+  EXPECT_EQ(log[3], "[kernels] model.layers.3.self_attn.rope: rope.reference -> rope.transposed");
   EXPECT_EQ(log[4], "[kernels] 4 module(s) replaced by 1 rule(s)");
-  for (int64_t l = 0; l < 4; ++l) EXPECT_STREQ(model.layer_kernels(l).rope->variant, "fused");
+  for (int64_t l = 0; l < 4; ++l) EXPECT_STREQ(model.layer_kernels(l).rope->variant, "transposed");
   EXPECT_STREQ(model.layer_kernels(0).attention->variant, "reference");
+}
+
+// rope.fused, the first name of rope.transposed, still selects it; the log names the variant.
+TEST(Replace, FusedAliasSelectsTransposedRope) {
+  Qwen3Model model(four_layers(), "reference");
+  auto modules = qwen3_kernel_modules(model, 2, 16);
+  std::vector<std::string> log;
+  const auto done = apply_kernel_replacements(modules, {"model.layers.1.self_attn.rope=rope.fused"}, &log);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].to, "transposed");
+  EXPECT_EQ(log[0], "[kernels] model.layers.1.self_attn.rope: rope.reference -> rope.transposed");
+  EXPECT_STREQ(model.layer_kernels(1).rope->variant, "transposed");
+  EXPECT_STREQ(model.layer_kernels(0).rope->variant, "reference");
 }
 
 TEST(Replace, NarrowPatternPicksOneLayerAndLaterRulesWin) {
@@ -98,16 +104,16 @@ TEST(Replace, ErrorsLeaveTheModelUntouched) {
   auto attempt = [&](std::vector<std::string> rules) {
     return error_of([&] { apply_kernel_replacements(modules, rules); });
   };
-  std::string e = attempt({"model.layers.*.self_attn.rope=rope.fused", "model.layers.9.mlp=swiglu.reference"});
+  std::string e = attempt({"model.layers.*.self_attn.rope=rope.transposed", "model.layers.9.mlp=swiglu.reference"});
   EXPECT_NE(e.find("matches no module"), std::string::npos) << e;
   e = attempt({"model.layers.*.self_attn.rope=rope.nosuch"});
   EXPECT_NE(e.find("unknown kernel rope.nosuch"), std::string::npos) << e;
-  EXPECT_NE(e.find("rope.fused"), std::string::npos) << e;  // lists the known ones
+  EXPECT_NE(e.find("rope.transposed"), std::string::npos) << e;  // lists the known ones
   e = attempt({"model.layers.*.self_attn.rope=nosuchop.fused"});
   EXPECT_NE(e.find("unknown op"), std::string::npos) << e;
   e = attempt({"model.layers.*.mlp=moe.grouped_gemm"});  // a dense MLP is a swiglu module
   EXPECT_NE(e.find("cannot replace module model.layers.0.mlp"), std::string::npos) << e;
-  e = attempt({"model.layers.0.**=rope.fused"});  // matches attention, mlp, ... too
+  e = attempt({"model.layers.0.**=rope.transposed"});  // matches attention, mlp, ... too
   EXPECT_NE(e.find("cannot replace"), std::string::npos) << e;
   for (int64_t l = 0; l < 4; ++l) EXPECT_STREQ(model.layer_kernels(l).rope->variant, "reference");
 }

@@ -1,6 +1,7 @@
-// RoPE, fused variant: works head by head in its own layout [B, H, S, D] (the model keeps
-// [B, S, H, D] rows, possibly strided): each (b, h) panel [S, D] is transposed in, rotated, transposed out. The rotation is
-// gather-free: for position s the cos/sin cache rows s are read contiguously, and rotate_half is
+// RoPE, transposed-layout variant ("transposed"; "fused", its first name, still selects it; it
+// fuses nothing): works head by head in its own layout [B, H, S, D] (the model keeps [B, S, H, D]
+// rows, possibly strided): each (b, h) panel [S, D] is transposed in, rotated, transposed out.
+// The rotation is gather-free: for position s the cos/sin cache rows s are read contiguously, and rotate_half is
 // the pair of half-rows (x1 = x[:D/2], x2 = x[D/2:]) used directly, with no index tensors:
 //   y1 = x1 * cos[s, :D/2] - x2 * sin[s, :D/2],   y2 = x2 * cos[s, D/2:] + x1 * sin[s, D/2:]
 // The cache is the state kept for backward (passed again to backward; no gradient reaches it):
@@ -9,7 +10,7 @@
 // Bit-exactness with the reference: every output element is computed with the same operations in
 // the same order as reference.cpp: two products of f32 values in double (exact: 24 x 24 bits fit in
 // 53), one double add or subtract, one rounding to f32. So forward and backward agree bit for bit
-// with the reference (checked by `titan verify kernels` and tests/unit/ops_moe/test_rope_fused.cpp).
+// with the reference (checked by `titan verify kernels` and tests/unit/ops/test_rope_transposed.cpp and the kernel case table).
 #include <vector>
 
 #include "core/threading.h"
@@ -72,8 +73,9 @@ void backward(const RowView& dy, int64_t seq, int64_t start, const RopeCache& ca
   apply(dy, seq, start, cache, false, "dy");
 }
 
-const RopeKernel kFused{"fused", forward, backward};
+const RopeKernel kTransposed{"transposed", forward, backward};
 
 }  // namespace
-TITAN_REGISTER_KERNEL(RopeKernel, "fused", DeviceType::CPU, kFused);
+TITAN_REGISTER_KERNEL(RopeKernel, "transposed", DeviceType::CPU, kTransposed);
+TITAN_REGISTER_KERNEL_ALIAS(RopeKernel, "fused", "transposed");  // the name job files used first
 }  // namespace titan

@@ -1,5 +1,5 @@
 // DataParallel (replicated): after the reduction every rank holds the gradient one process would
-// compute, summed over ranks in rank order (sharded: fsdp_test.cpp). Runs
+// compute, summed over ranks in rank order (sharded: test_fsdp.cpp). Runs
 // as one process (ctest "dist") and with 2 and 3 ranks under mpirun (tests/cli/dist_comm.sh).
 #include <gtest/gtest.h>
 

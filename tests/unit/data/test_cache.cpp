@@ -11,7 +11,8 @@
 #include <fstream>
 #include <functional>
 
-#include "common.h"
+#include "common/test_util.h"
+#include "data_test_util.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/token_cache.h"
@@ -38,15 +39,6 @@ struct Dir {
   }
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 void age(const std::string& path, int hours) {
   fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::hours(hours));

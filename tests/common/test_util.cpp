@@ -1,0 +1,47 @@
+#include "common/test_util.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace titan::test {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string temp_dir(const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path p = fs::temp_directory_path() / ("titan_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+Tensor randn(const Shape& shape, uint64_t seed, double std, double mean) {
+  Tensor t = Tensor::empty(shape, DType::F32);
+  fill_normal(t, mean, std, Philox{seed, 7});
+  return t;
+}
+
+double rel_err(const Tensor& a, const Tensor& r) {
+  TITAN_CHECK(a.numel() == r.numel(), "rel_err: sizes differ: ", a.str(), " vs ", r.str());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    num = std::max(num, std::fabs(double(a.data<float>()[i]) - double(r.data<float>()[i])));
+    den = std::max(den, std::fabs(double(r.data<float>()[i])));
+  }
+  return num / (den > 0 ? den : 1.0);
+}
+
+}  // namespace titan::test
