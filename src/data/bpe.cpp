@@ -59,11 +59,11 @@ void BpeModel::build(std::vector<std::pair<std::string, uint32_t>> vocab,
     TITAN_CHECK(fresh, origin, ": the vocabulary lists one token under two ids (", it->second, " and ", id, ")");
     id_to_bytes_[id] = std::move(tok);
   }
+  missing_bytes_ = false;
   for (int b = 0; b < 256; ++b) {
     auto it = bytes_to_id_.find(std::string_view(reinterpret_cast<const char*>(&b), 1));
-    TITAN_CHECK(it != bytes_to_id_.end(), origin, ": the vocabulary has no token for byte ", b,
-                " (a byte-level BPE needs all 256)");
-    byte_id_[b] = it->second;
+    byte_id_[b] = it == bytes_to_id_.end() ? kNoByte : it->second;
+    missing_bytes_ |= it == bytes_to_id_.end();
   }
   size_t cap = 16;
   while (cap < merges.size() * 2 + 16) cap <<= 1;
@@ -84,6 +84,17 @@ int64_t BpeModel::find(std::string_view bytes) const {
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<uint32_t>& out) const {
+  if (missing_bytes_) {
+    size_t k = 0;
+    while (k < word.size() && byte_id_[static_cast<uint8_t>(word[k])] != kNoByte) ++k;
+    if (k < word.size()) {  // drop the bytes without a token, then encode what is left
+      std::string kept;
+      for (char ch : word)
+        if (byte_id_[static_cast<uint8_t>(ch)] != kNoByte) kept.push_back(ch);
+      if (!kept.empty()) encode_word(kept, out);
+      return;
+    }
+  }
   if (word.size() == 1) {
     out.push_back(byte_id_[static_cast<uint8_t>(word[0])]);
     return;

@@ -27,7 +27,9 @@ class BpeModel {
              const std::vector<std::pair<std::string, std::string>>& merges, const std::string& origin);
 
   // Appends the ids of one pre-token (raw bytes) to `out`. Thread-safe: words are cached per
-  // thread, keyed by this model's identity.
+  // thread, keyed by this model's identity. A byte the vocabulary has no token for is dropped
+  // before merging, as `tokenizers`' BPE does without an unk_token (published byte-level
+  // vocabularies such as SmolLM2's lack a few control bytes).
   void encode_word(std::string_view word, std::vector<uint32_t>& out) const;
   // The same without the cache, by the quadratic scan (small) or heap (long words) algorithm.
   void encode_word_uncached(std::string_view word, std::vector<uint32_t>& out) const;
@@ -64,7 +66,9 @@ class BpeModel {
   }
   void insert_merge(uint32_t a, uint32_t b, uint32_t rank, uint32_t new_id);
 
-  uint32_t byte_id_[256] = {};
+  static constexpr uint32_t kNoByte = ~uint32_t(0);
+  uint32_t byte_id_[256] = {};  // kNoByte: no token for that byte
+  bool missing_bytes_ = false;
   std::vector<MergeEntry> table_;
   int shift_ = 64;
   std::vector<std::string> id_to_bytes_;

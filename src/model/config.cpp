@@ -137,32 +137,72 @@ class Fields {
   const std::string& origin_;
 };
 
-// rope_scaling (transformers 4.x) / rope_parameters (5.x): only the plain RoPE is implemented.
-// Returns rope_theta when the object carries one, else NaN.
-double check_rope_object(const json& v, const char* key, const std::string& origin) {
+// rope_scaling (transformers 4.x) / rope_parameters (5.x): plain RoPE ("default") or Llama 3's
+// frequency scaling ("llama3", into *scaling). Returns rope_theta when the object carries one, else NaN.
+double check_rope_object(const json& v, const char* key, const std::string& origin, ModelConfig::RopeScaling* scaling) {
   if (v.is_null()) return NAN;
   TITAN_CHECK(v.is_object(), origin, ": field \"", key, "\" must be an object or null, got ", printable(v.dump(), 60));
   double theta = NAN;
+  std::string type = "default";
   for (const char* tk : {"rope_type", "type"}) {  // the type first: it names what is unsupported
     auto it = v.find(tk);
     if (it == v.end()) continue;
     TITAN_CHECK(it->is_string(), origin, ": field \"", key, ".", tk, "\" must be a string");
     const std::string& t = it->get_ref<const std::string&>();
-    TITAN_CHECK(t == "default", origin, ": ", key, " of type ", quote(t),
-                " is not supported (only plain RoPE: null or \"default\")");
+    TITAN_CHECK(t == "default" || t == "llama3", origin, ": ", key, " of type ", quote(t),
+                " is not supported (only plain RoPE, null or \"default\", and \"llama3\")");
+    type = t;
   }
+  const bool llama3 = type == "llama3";
+  ModelConfig::RopeScaling rs;
+  rs.rope_type = llama3 ? "llama3" : "";
+  bool have_factor = false, have_low = false, have_high = false, have_orig = false;
+  auto num = [&](const std::string& k, const json& x) {
+    TITAN_CHECK(x.is_number() && std::isfinite(x.get<double>()), origin, ": field \"", key, ".", k, "\" must be a number");
+    return x.get<double>();
+  };
   for (auto it = v.begin(); it != v.end(); ++it) {
     const std::string& k = it.key();
     if (k == "rope_theta") {
-      TITAN_CHECK(it->is_number() && std::isfinite(it->get<double>()), origin, ": field \"", key,
-                  ".rope_theta\" must be a number");
-      theta = it->get<double>();
-    } else if (k != "rope_type" && k != "type") {
-      fail(origin, ": field \"", key, ".", printable(k), "\" is not supported (only plain RoPE: rope_type \"default\" and rope_theta)");
+      theta = num(k, *it);
+    } else if (k == "rope_type" || k == "type") {
+    } else if (k == "partial_rotary_factor") {
+      TITAN_CHECK(num(k, *it) == 1.0, origin, ": field \"", key, ".partial_rotary_factor\" ", it->dump(),
+                  " is not supported (only 1: RoPE over the whole head)");
+    } else if (llama3 && k == "factor") {
+      rs.factor = num(k, *it), have_factor = true;
+    } else if (llama3 && k == "low_freq_factor") {
+      rs.low_freq_factor = num(k, *it), have_low = true;
+    } else if (llama3 && k == "high_freq_factor") {
+      rs.high_freq_factor = num(k, *it), have_high = true;
+    } else if (llama3 && k == "original_max_position_embeddings") {
+      TITAN_CHECK(it->is_number_integer() && it->get<int64_t>() > 0, origin, ": field \"", key,
+                  ".original_max_position_embeddings\" must be a positive integer");
+      rs.original_max_position_embeddings = it->get<int64_t>(), have_orig = true;
+    } else {
+      fail(origin, ": field \"", key, ".", printable(k), "\" is not supported (", llama3 ? "llama3 RoPE: rope_theta, factor, "
+           "low_freq_factor, high_freq_factor, original_max_position_embeddings" : "plain RoPE: rope_type \"default\" and rope_theta", ")");
     }
   }
+  if (llama3) {
+    TITAN_CHECK(have_factor && have_low && have_high && have_orig, origin, ": ", key,
+                " of type \"llama3\" needs factor, low_freq_factor, high_freq_factor and original_max_position_embeddings");
+    TITAN_CHECK(rs.factor > 0 && rs.low_freq_factor > 0 && rs.high_freq_factor > rs.low_freq_factor, origin, ": ", key,
+                ": llama3 scaling needs factor > 0 and high_freq_factor > low_freq_factor > 0");
+  }
+  *scaling = rs;
   return theta;
 }
+
+// The families this engine runs: model_type -> the CausalLM architecture name.
+const char* architecture_of(const std::string& model_type) {
+  if (model_type == "qwen3") return "Qwen3ForCausalLM";
+  if (model_type == "qwen3_moe") return "Qwen3MoeForCausalLM";
+  if (model_type == "llama") return "LlamaForCausalLM";
+  if (model_type == "qwen2") return "Qwen2ForCausalLM";
+  return nullptr;
+}
+constexpr const char* kKnownTypes = "\"qwen3\", \"qwen3_moe\", \"llama\" or \"qwen2\"";
 
 }  // namespace
 
@@ -180,8 +220,10 @@ int64_t ModelConfig::num_sparse_layers() const {
 }
 
 void ModelConfig::validate(const std::string& origin) const {
-  TITAN_CHECK(model_type == "qwen3" || model_type == "qwen3_moe", origin, ": model_type ", quote(model_type),
-              " is not supported (expected \"qwen3\" or \"qwen3_moe\")");
+  TITAN_CHECK(architecture_of(model_type), origin, ": model_type ", quote(model_type), " is not supported (expected ",
+              kKnownTypes, ")");
+  TITAN_CHECK(rope_scaling.rope_type.empty() || rope_scaling.rope_type == "llama3", origin, ": rope scaling type ",
+              quote(rope_scaling.rope_type), " is not supported");
   struct Limit {
     const char* name;
     int64_t value, max;
@@ -276,10 +318,11 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
   ModelConfig c;
   c.flavor = "";
   c.model_type = f.string("model_type", true, "");
-  TITAN_CHECK(c.model_type == "qwen3" || c.model_type == "qwen3_moe", origin, ": model_type ", quote(c.model_type),
-              " is not supported (expected \"qwen3\" or \"qwen3_moe\")");
+  TITAN_CHECK(architecture_of(c.model_type), origin, ": model_type ", quote(c.model_type), " is not supported (expected ",
+              kKnownTypes, ")");
   const bool moe = c.is_moe();
-  const char* arch = moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM";
+  const bool qwen3 = c.model_type == "qwen3" || moe;  // else llama or qwen2 (their configs' defaults)
+  const char* arch = architecture_of(c.model_type);
   if (const json* a = f.find("architectures"); a && !a->is_null()) {
     TITAN_CHECK(a->is_array(), origin, ": field \"architectures\" must be a list");
     bool causal_lm = a->empty();
@@ -317,14 +360,23 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
   }
   c.num_hidden_layers = f.positive("num_hidden_layers", true, 0);
   c.num_attention_heads = f.positive("num_attention_heads", true, 0);
-  // HF's Qwen3Config turns an explicit null into num_attention_heads.
-  if (const json* kv = f.find("num_key_value_heads"); kv && kv->is_null())
+  // HF's configs turn an explicit null into num_attention_heads; LlamaConfig an absent one too.
+  if (const json* kv = f.find("num_key_value_heads"); (kv && kv->is_null()) || (!kv && c.model_type == "llama"))
     c.num_key_value_heads = c.num_attention_heads;
   else
     c.num_key_value_heads = f.positive("num_key_value_heads", true, 0);
-  // Absent head_dim: Qwen3Config's default 128 (HF uses it, not hidden/heads).
-  c.head_dim = f.positive("head_dim", false, 128);
-  c.max_position_embeddings = f.positive("max_position_embeddings", false, 32768);
+  // Absent (or null) head_dim: Qwen3Config's default 128 (HF uses it, not hidden/heads); Llama and
+  // Qwen2 derive hidden_size / num_attention_heads.
+  if (qwen3) {
+    c.head_dim = f.positive("head_dim", false, 128);
+  } else if (f.present("head_dim")) {
+    c.head_dim = f.positive("head_dim", false, 0);
+  } else {
+    TITAN_CHECK(c.hidden_size % c.num_attention_heads == 0, origin, ": hidden_size (", c.hidden_size,
+                ") is not a multiple of num_attention_heads (", c.num_attention_heads, ") and head_dim is absent");
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  c.max_position_embeddings = f.positive("max_position_embeddings", false, c.model_type == "llama" ? 2048 : 32768);
   c.rms_norm_eps = f.number("rms_norm_eps", 1e-6);
   c.initializer_range = f.number("initializer_range", 0.02);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
@@ -333,8 +385,22 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
 
   // RoPE: plain rotary only; theta from rope_parameters (transformers 5) or rope_theta (4.x).
   double theta_top = f.present("rope_theta") ? f.number("rope_theta", 0) : NAN;
-  double theta_params = f.find("rope_parameters") ? check_rope_object(*f.find("rope_parameters"), "rope_parameters", origin) : NAN;
-  double theta_scaling = f.find("rope_scaling") ? check_rope_object(*f.find("rope_scaling"), "rope_scaling", origin) : NAN;
+  ModelConfig::RopeScaling from_params, from_scaling;
+  double theta_params = f.find("rope_parameters")
+                            ? check_rope_object(*f.find("rope_parameters"), "rope_parameters", origin, &from_params)
+                            : NAN;
+  double theta_scaling =
+      f.find("rope_scaling") ? check_rope_object(*f.find("rope_scaling"), "rope_scaling", origin, &from_scaling) : NAN;
+  // Both present (transformers 5 may write the two): they must say the same.
+  if (!from_params.rope_type.empty() && !from_scaling.rope_type.empty())
+    TITAN_CHECK(from_params.factor == from_scaling.factor && from_params.low_freq_factor == from_scaling.low_freq_factor &&
+                    from_params.high_freq_factor == from_scaling.high_freq_factor &&
+                    from_params.original_max_position_embeddings == from_scaling.original_max_position_embeddings,
+                origin, ": rope_scaling and rope_parameters disagree");
+  c.rope_scaling = !from_params.rope_type.empty() ? from_params : from_scaling;
+  if (f.present("partial_rotary_factor"))
+    TITAN_CHECK(f.number("partial_rotary_factor", 1.0) == 1.0, origin,
+                ": partial_rotary_factor ", f.number("partial_rotary_factor", 1.0), " is not supported (only 1)");
   double theta = 10000.0;  // Qwen3Config's default
   const char* theta_from = nullptr;
   auto take = [&](double t, const char* from) {
@@ -374,7 +440,14 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
                   printable(e.dump(), 40), "; only \"full_attention\" is supported");
     }
   }
-  TITAN_CHECK(!f.boolean("attention_bias", false), origin, ": attention_bias is true; biased attention projections are not supported");
+  if (c.model_type != "qwen2")  // Qwen2's q/k/v biases are part of the architecture, not a config field
+    TITAN_CHECK(!f.boolean("attention_bias", false), origin,
+                ": attention_bias is true; biased attention projections are not supported for ", c.model_type,
+                " (only qwen2's q/k/v biases)");
+  TITAN_CHECK(!f.boolean("mlp_bias", false), origin, ": mlp_bias is true; biased MLP projections are not supported");
+  // pretraining_tp: transformers 4.x split the projections into that many slices (the same product);
+  // 5.x ignores it. Either way the computation is unchanged, so any positive value is accepted.
+  if (f.present("pretraining_tp")) f.positive("pretraining_tp", false, 1);
   std::string act = f.string("hidden_act", false, "silu");
   TITAN_CHECK(act == "silu", origin, ": hidden_act ", quote(act), " is not supported (only \"silu\")");
   double dropout = f.number("attention_dropout", 0.0);
@@ -391,9 +464,10 @@ std::string hf_config_json(const ModelConfig& c, DType export_dtype) {
   const char* dt = hf_dtype_name(export_dtype);
   TITAN_CHECK(dt, "config.json export: dtype ", dtype_name(export_dtype), " is not a floating type");
   json j = json::object();
-  j["architectures"] = json::array({c.is_moe() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"});
+  j["architectures"] = json::array({architecture_of(c.model_type)});
   j["model_type"] = c.model_type;
-  j["attention_bias"] = false;
+  if (c.model_type != "qwen2") j["attention_bias"] = false;
+  if (c.model_type == "llama") j["mlp_bias"] = false;
   j["attention_dropout"] = 0.0;
   j["bos_token_id"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);
   j["eos_token_id"] = c.eos_token_id >= 0 ? json(c.eos_token_id) : json(nullptr);
@@ -403,18 +477,27 @@ std::string hf_config_json(const ModelConfig& c, DType export_dtype) {
   j["initializer_range"] = c.initializer_range;
   j["intermediate_size"] = c.intermediate_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
-  j["max_window_layers"] = c.num_hidden_layers;
+  if (c.model_type != "llama") j["max_window_layers"] = c.num_hidden_layers;
   j["num_attention_heads"] = c.num_attention_heads;
   j["num_hidden_layers"] = c.num_hidden_layers;
   j["num_key_value_heads"] = c.num_key_value_heads;
   j["rms_norm_eps"] = c.rms_norm_eps;
-  j["rope_scaling"] = nullptr;
+  if (c.rope_scaling.rope_type.empty()) {
+    j["rope_scaling"] = nullptr;
+  } else {
+    const auto& r = c.rope_scaling;
+    j["rope_scaling"] = {{"rope_type", r.rope_type},
+                         {"factor", r.factor},
+                         {"low_freq_factor", r.low_freq_factor},
+                         {"high_freq_factor", r.high_freq_factor},
+                         {"original_max_position_embeddings", r.original_max_position_embeddings}};
+  }
   j["rope_theta"] = c.rope_theta;
-  j["sliding_window"] = nullptr;
+  if (c.model_type != "llama") j["sliding_window"] = nullptr;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["torch_dtype"] = dt;
   j["use_cache"] = true;
-  j["use_sliding_window"] = false;
+  if (c.model_type != "llama") j["use_sliding_window"] = false;
   j["vocab_size"] = c.vocab_size;
   if (c.is_moe()) {
     j["decoder_sparse_step"] = c.decoder_sparse_step;
@@ -443,12 +526,18 @@ std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     specs.push_back({p + "input_layernorm.weight", {H}});
+    const bool bias = c.has_qkv_bias();
     specs.push_back({p + "self_attn.q_proj.weight", {Q, H}});
+    if (bias) specs.push_back({p + "self_attn.q_proj.bias", {Q}});
     specs.push_back({p + "self_attn.k_proj.weight", {KV, H}});
+    if (bias) specs.push_back({p + "self_attn.k_proj.bias", {KV}});
     specs.push_back({p + "self_attn.v_proj.weight", {KV, H}});
+    if (bias) specs.push_back({p + "self_attn.v_proj.bias", {KV}});
     specs.push_back({p + "self_attn.o_proj.weight", {H, Q}});
-    specs.push_back({p + "self_attn.q_norm.weight", {D}});
-    specs.push_back({p + "self_attn.k_norm.weight", {D}});
+    if (c.has_qk_norm()) {
+      specs.push_back({p + "self_attn.q_norm.weight", {D}});
+      specs.push_back({p + "self_attn.k_norm.weight", {D}});
+    }
     specs.push_back({p + "post_attention_layernorm.weight", {H}});
     if (c.layer_is_sparse(i)) {
       const int64_t E = c.num_experts, MI = c.moe_intermediate_size;

@@ -1,6 +1,9 @@
 // Model configuration: from the built-in flavor table (torchtitan's role) or from a Hugging Face
-// config.json (model_type "qwen3" or "qwen3_moe"). Every field of config.json that changes the
-// computation is either honoured or refused with a clear error.
+// config.json (model_type "qwen3", "qwen3_moe", "llama" or "qwen2"). Every field of config.json
+// that changes the computation is either honoured or refused with a clear error.
+//
+// The families are one decoder: Llama is Qwen3 without the per-head q/k RMSNorm, and Qwen2 is
+// Llama with biases on the q/k/v projections (has_qk_norm / has_qkv_bias below).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,6 +31,14 @@ struct ModelConfig {
   DType torch_dtype = DType::BF16;  // dtype the checkpoint declares (export default)
   int64_t bos_token_id = 151643, eos_token_id = 151645;  // -1: null in config.json
   double initializer_range = 0.02;  // std of HF's normal init
+  // RoPE frequency scaling (rope_scaling / rope_parameters of type "llama3"; rope_type "" = plain
+  // RoPE). HF's _compute_llama3_parameters: wavelengths above original/low_freq_factor are divided
+  // by factor, below original/high_freq_factor kept, and interpolated in between.
+  struct RopeScaling {
+    std::string rope_type;  // "" or "llama3"
+    double factor = 1, low_freq_factor = 1, high_freq_factor = 4;
+    int64_t original_max_position_embeddings = 8192;
+  } rope_scaling;
 
   // qwen3_moe only (transformers' Qwen3MoeConfig; ignored for "qwen3"). Layer i is sparse iff
   // num_experts > 0, i is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0; dense
@@ -43,6 +54,10 @@ struct ModelConfig {
   bool output_router_logits = false;  // true: the loss includes router_aux_loss_coef * aux loss
 
   bool is_moe() const { return model_type == "qwen3_moe"; }
+  // Per-head RMSNorm of q and k after the projections (q_norm / k_norm weights): Qwen3 only.
+  bool has_qk_norm() const { return model_type == "qwen3" || model_type == "qwen3_moe"; }
+  // Biases on q_proj / k_proj / v_proj (not o_proj): Qwen2 only.
+  bool has_qkv_bias() const { return model_type == "qwen2"; }
   bool layer_is_sparse(int64_t layer) const;
   int64_t num_sparse_layers() const;
 
@@ -59,12 +74,14 @@ std::vector<std::string> flavor_names();
 // Parse a Hugging Face config.json (path names the file in errors).
 ModelConfig load_hf_config(const std::string& path);
 // Same from text in memory (the fuzzing entry point); origin names the source in errors.
-// Required: model_type "qwen3" (or "qwen3_moe"), vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+// Required: model_type "qwen3", "qwen3_moe", "llama" or "qwen2", vocab_size, hidden_size, intermediate_size, num_hidden_layers,
 // num_attention_heads, num_key_value_heads. Absent optional fields take Qwen3Config's defaults in
 // transformers (head_dim 128, rms_norm_eps 1e-6, rope_theta 10000, max_position_embeddings 32768,
-// tie_word_embeddings false). Refused: rope_scaling / rope_parameters of a type other than
-// "default", use_sliding_window true, layer_types other than "full_attention", attention_bias
-// true, hidden_act other than "silu", attention_dropout != 0, quantization_config.
+// tie_word_embeddings false); llama and qwen2 take LlamaConfig's / Qwen2Config's (head_dim
+// hidden_size / num_attention_heads, max_position_embeddings 2048 / 32768). Refused: rope_scaling /
+// rope_parameters of a type other than "default" or "llama3", partial_rotary_factor != 1,
+// use_sliding_window true, mlp_bias true, layer_types other than "full_attention", attention_bias
+// true (llama, qwen3: qwen2's q/k/v biases are always on), hidden_act other than "silu", attention_dropout != 0, quantization_config.
 // qwen3_moe: intermediate_size, num_experts, num_experts_per_tok, moe_intermediate_size,
 // norm_topk_prob, decoder_sparse_step, mlp_only_layers, router_aux_loss_coef and
 // output_router_logits take Qwen3MoeConfig's defaults (6144, 128, 8, 768, false, 1, [], 0.001,
@@ -78,7 +95,9 @@ struct ParamSpec {
   std::string name;
   std::vector<int64_t> shape;
 };
-// All parameters of Qwen3ForCausalLM / Qwen3MoeForCausalLM in HF naming, in module order. A tied
+// All parameters of Qwen3ForCausalLM / Qwen3MoeForCausalLM / LlamaForCausalLM /
+// Qwen2ForCausalLM in HF naming, in module order (Qwen2: each of q/k/v_proj.weight followed by its
+// .bias; Llama and Qwen2: no q_norm / k_norm). A tied
 // model has no lm_head.weight entry (it is model.embed_tokens.weight). A sparse layer's MLP is
 // mlp.gate.weight [E, H] and, per expert e, mlp.experts.e.{gate_proj,up_proj} [I, H] and
 // mlp.experts.e.down_proj [H, I] (the per-expert layout; model/hf_checkpoint.h reads the fused one).

@@ -13,6 +13,7 @@ KernelSet kernel_set(const std::string& variant) {
   k.attention = &kernel<AttentionKernel>(variant);
   k.swiglu = &kernel<SwiGLUKernel>(variant);
   k.residual = &kernel<ResidualKernel>(variant);
+  k.bias = &kernel<BiasKernel>(variant);
   k.cross_entropy = &kernel<CrossEntropyKernel>(variant);
   k.moe = &kernel<MoEKernel>(variant == "cpu" ? "grouped_gemm" : "reference");
   return k;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/attention/attention.h"
+#include "ops/bias/bias.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/matmul/matmul.h"
@@ -23,6 +24,7 @@ struct KernelSet {
   const AttentionKernel* attention = nullptr;
   const SwiGLUKernel* swiglu = nullptr;
   const ResidualKernel* residual = nullptr;
+  const BiasKernel* bias = nullptr;  // q/k/v projection biases (qwen2)
   const CrossEntropyKernel* cross_entropy = nullptr;
   const MoEKernel* moe = nullptr;  // sparse MLP blocks (qwen3_moe)
 };

@@ -95,7 +95,17 @@ Qwen3Model::Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant
   build_params();
   // The cache covers max_position_embeddings lazily: sequences longer than what is built here
   // rebuild it in forward (kept modest so small models do not pay for 40k-position tables).
-  rope_ = make_rope_cache(cfg_.rope_theta, cfg_.head_dim, std::min<int64_t>(cfg_.max_position_embeddings, 4096));
+  rope_ = rope_cache(std::min<int64_t>(cfg_.max_position_embeddings, 4096));
+}
+
+RopeCache Qwen3Model::rope_cache(int64_t max_pos) const {
+  RopeLlama3 s;
+  if (cfg_.rope_scaling.rope_type == "llama3") {
+    const auto& r = cfg_.rope_scaling;
+    s.factor = r.factor, s.low_freq_factor = r.low_freq_factor, s.high_freq_factor = r.high_freq_factor;
+    s.original_max_position_embeddings = r.original_max_position_embeddings;
+  }
+  return make_rope_cache(cfg_.rope_theta, cfg_.head_dim, max_pos, s);
 }
 
 Qwen3Model::~Qwen3Model() = default;
@@ -116,17 +126,26 @@ void Qwen3Model::build_params() {
     std::string p = "model.layers." + std::to_string(l) + ".";
     std::tie(L.w_in, L.g_in) = pair({H});
     std::tie(L.w_qkv, L.g_qkv) = pair({Q + 2 * K, H});
-    std::tie(L.w_qn, L.g_qn) = pair({D});
-    std::tie(L.w_kn, L.g_kn) = pair({D});
     std::tie(L.w_o, L.g_o) = pair({H, Q});
     std::tie(L.w_post, L.g_post) = pair({H});
     params_.add(p + "input_layernorm.weight", L.w_in, L.g_in);
-    params_.add(p + "self_attn.q_proj.weight", L.w_qkv.slice0(0, Q), L.g_qkv.slice0(0, Q));
-    params_.add(p + "self_attn.k_proj.weight", L.w_qkv.slice0(Q, Q + K), L.g_qkv.slice0(Q, Q + K));
-    params_.add(p + "self_attn.v_proj.weight", L.w_qkv.slice0(Q + K, Q + 2 * K), L.g_qkv.slice0(Q + K, Q + 2 * K));
+    // Qwen2: each projection's bias right after its weight (HF's order), all three in one buffer.
+    const bool bias = cfg_.has_qkv_bias();
+    if (bias) std::tie(L.b_qkv, L.gb_qkv) = pair({Q + 2 * K});
+    const int64_t cuts[4] = {0, Q, Q + K, Q + 2 * K};
+    const char* proj[3] = {"q_proj", "k_proj", "v_proj"};
+    for (int j = 0; j < 3; ++j) {
+      const std::string n = p + "self_attn." + proj[j];
+      params_.add(n + ".weight", L.w_qkv.slice0(cuts[j], cuts[j + 1]), L.g_qkv.slice0(cuts[j], cuts[j + 1]));
+      if (bias) params_.add(n + ".bias", L.b_qkv.slice0(cuts[j], cuts[j + 1]), L.gb_qkv.slice0(cuts[j], cuts[j + 1]));
+    }
     params_.add(p + "self_attn.o_proj.weight", L.w_o, L.g_o);
-    params_.add(p + "self_attn.q_norm.weight", L.w_qn, L.g_qn);
-    params_.add(p + "self_attn.k_norm.weight", L.w_kn, L.g_kn);
+    if (cfg_.has_qk_norm()) {
+      std::tie(L.w_qn, L.g_qn) = pair({D});
+      std::tie(L.w_kn, L.g_kn) = pair({D});
+      params_.add(p + "self_attn.q_norm.weight", L.w_qn, L.g_qn);
+      params_.add(p + "self_attn.k_norm.weight", L.w_kn, L.g_kn);
+    }
     params_.add(p + "post_attention_layernorm.weight", L.w_post, L.g_post);
     if (cfg_.layer_is_sparse(l)) {
       const int64_t E = cfg_.num_experts, MI = cfg_.moe_intermediate_size;
@@ -233,6 +252,10 @@ void Qwen3Model::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) {
       w.fill_(1.0f);
       continue;
     }
+    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".bias") == 0) {  // linear biases (qwen2): zeros, as HF and torchtitan
+      w.fill_(0.0f);
+      continue;
+    }
     if (scheme == InitScheme::HF) {  // PreTrainedModel._init_weights: normal(0, initializer_range)
       fill_normal(w, 0.0, 0.02, rng(n));
       continue;
@@ -273,7 +296,7 @@ Qwen3Model::Hidden Qwen3Model::forward_layers(const Tensor& ids, Positions pos, 
                                               KvCache* cache) {
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
   const size_t n = layers_.size();
-  if (pos.start + S > rope_.max_pos()) rope_ = make_rope_cache(cfg_.rope_theta, cfg_.head_dim, pos.start + S);
+  if (pos.start + S > rope_.max_pos()) rope_ = rope_cache(pos.start + S);
   Hidden out;
   Tensor x = f32({T, H});  // the residual stream: the embedding, then each layer's output
   steps.at(0, Phase::Forward);

@@ -133,6 +133,7 @@ class Qwen3Model {
   void backward_layers(ActivationStore& store, Tensor& dx, std::vector<Tensor>& dlogits, int64_t B, int64_t S,
                        Positions pos, Steps& steps);
   void build_params();
+  RopeCache rope_cache(int64_t max_pos) const;  // positions [0, max_pos), with the config's scaling
   // One decoder layer (model/qwen3_layer.cpp).
   void layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs& a, int64_t B, int64_t S, Positions pos,
                      KvCache* cache = nullptr);

@@ -11,14 +11,27 @@
 //     gradient into the residual stream's gradient (dx +=).
 // With bf16 compute, the ops that produce a bf16 GEMM's input write it in bf16 directly (the
 // input norms, SwiGLU and its backward), so no separate rounding pass runs over them.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "core/threading.h"
 #include "model/qwen3_layer.h"
 
 namespace titan {
 namespace {
 
 Tensor f32(const Shape& s) { return Tensor::empty(s, DType::F32); }
+
+// dst (contiguous, [T, n] as any shape) = columns [c0, c0 + n) of src [T, W].
+void copy_columns(const Tensor& src, int64_t c0, Tensor& dst) {
+  const int64_t T = src.dim(0), W = src.dim(1), n = dst.numel() / T;
+  const float* s = src.data<float>();
+  float* d = dst.data<float>();
+  parallel_for(T, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) std::memcpy(d + t * n, s + t * W + c0, size_t(n) * sizeof(float));
+  });
+}
 
 }  // namespace
 
@@ -41,15 +54,22 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs
     k.rmsnorm->forward(x, L.w_in, eps, a.xn1, a.rstd1);
     a.qkv = f32({T, Q + 2 * K});
     k.linear->forward(a.xn1, Wqkv, a.qkv, compute_);
+    if (L.b_qkv.defined()) k.bias->forward(a.qkv, L.b_qkv);
     // Per-head norm of q and k read in place from qkv, written to their own buffers (the backward
-    // needs qkv as it was), then RoPE in place there.
+    // needs qkv as it was), then RoPE in place there. Without the q/k norm (llama, qwen2), q and k
+    // are copied out of qkv for RoPE.
     a.q = f32({B, S, nh, D});
     a.k = f32({B, S, nkv, D});
-    a.rstd_q = f32({T * nh});
-    a.rstd_k = f32({T * nkv});
     const RowView q = RowView::of(a.q, nh, D), kk = RowView::of(a.k, nkv, D);
-    k.rmsnorm->forward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, eps, q, a.rstd_q);
-    k.rmsnorm->forward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, eps, kk, a.rstd_k);
+    if (cfg_.has_qk_norm()) {
+      a.rstd_q = f32({T * nh});
+      a.rstd_k = f32({T * nkv});
+      k.rmsnorm->forward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, eps, q, a.rstd_q);
+      k.rmsnorm->forward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, eps, kk, a.rstd_k);
+    } else {
+      copy_columns(a.qkv, 0, a.q);
+      copy_columns(a.qkv, Q, a.k);
+    }
     a.attn = f32({B, S, nh, D});
     if (cache) {
       attend_cached(l, a, B, S, *cache);  // generation: per-row positions, attention over the KV cache
@@ -160,8 +180,11 @@ void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor&
     dattn = Tensor();
     k.rope->backward_rows(dq, S, pos.start, rope_);
     k.rope->backward_rows(dk, S, pos.start, rope_);
-    k.rmsnorm->backward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, L.g_qn, false);
-    k.rmsnorm->backward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, L.g_kn, false);
+    if (cfg_.has_qk_norm()) {
+      k.rmsnorm->backward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, L.g_qn, false);
+      k.rmsnorm->backward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, L.g_kn, false);
+    }
+    if (L.gb_qkv.defined()) k.bias->backward(dqkv, L.gb_qkv);
     Tensor dxn1 = f32({T, H});
     k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, &L.g_qkv, compute_);
     k.rmsnorm->backward_add(x, L.w_in, a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)

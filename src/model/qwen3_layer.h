@@ -14,7 +14,7 @@ namespace titan {
 struct LayerActs {
   // attention block
   Tensor xn1, rstd1;      // [T, H], [T]
-  Tensor qkv;             // [T, W] projections before the q/k norm; attention reads v from it
+  Tensor qkv;             // [T, W] projections (+ bias) before the q/k norm; attention reads v from it
   Tensor rstd_q, rstd_k;  // [T * heads], [T * kv_heads]
   Tensor q, k;            // [B, S, heads, D], [B, S, kv_heads, D] after norm + RoPE
   Tensor attn, lse;       // [T, Q], [B, heads, S]
@@ -35,6 +35,7 @@ struct ActivationStore {
 struct Qwen3Model::Layer {
   Tensor w_in, w_qkv, w_qn, w_kn, w_o, w_post, w_gu, w_down;  // fused storage
   Tensor g_in, g_qkv, g_qn, g_kn, g_o, g_post, g_gu, g_down;  // their grads
+  Tensor b_qkv, gb_qkv;  // q/k/v biases [Q + 2K] and grad (qwen2; undefined otherwise)
   // Sparse layers (w_gu / w_down unused): router [E, H], stacked experts [E, 2I, H], [E, H, I].
   bool sparse = false;
   Tensor w_router, w_egu, w_edown, g_router, g_egu, g_edown;

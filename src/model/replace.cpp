@@ -114,6 +114,7 @@ std::vector<KernelModule> qwen3_kernel_modules(Qwen3Model& model, int64_t batch,
     m.push_back(kernel_module(p + "linear", k.linear, s));
     m.push_back(kernel_module(p + "norm", k.rmsnorm, s));
     m.push_back(kernel_module(p + "residual", k.residual, s));
+    if (c.has_qkv_bias()) m.push_back(kernel_module(p + "self_attn.bias", k.bias, s));
   }
   KernelSet& h = model.head_kernels();
   m.push_back(kernel_module("model.embed_tokens", h.embedding, s));

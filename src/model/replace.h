@@ -71,6 +71,7 @@ std::vector<Replacement> apply_kernel_replacements(std::vector<KernelModule>& mo
 //   model.layers.N.norm                  rmsnorm (input_layernorm, post_attention_layernorm, q_norm,
 //                                        k_norm of layer N: one kernel slot per layer)
 //   model.layers.N.residual              residual
+//   model.layers.N.self_attn.bias        bias (q/k/v projection biases; qwen2 only)
 //   model.embed_tokens (embedding), model.norm (rmsnorm), lm_head (cross_entropy, fused with the head)
 std::vector<KernelModule> qwen3_kernel_modules(Qwen3Model& model, int64_t batch = 0, int64_t seq = 0);
 

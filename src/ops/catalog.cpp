@@ -5,6 +5,7 @@
 
 #include "ops/adamw/adamw.h"
 #include "ops/attention/attention.h"
+#include "ops/bias/bias.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/matmul/matmul.h"
@@ -38,7 +39,7 @@ const std::map<std::string, OpEntry>& table() {
       {"rope", entry<RopeKernel>()},                 {"attention", entry<AttentionKernel>()},
       {"swiglu", entry<SwiGLUKernel>()},             {"residual", entry<ResidualKernel>()},
       {"cross_entropy", entry<CrossEntropyKernel>()}, {"adamw", entry<AdamWKernel>()},
-      {"moe", entry<MoEKernel>()},
+      {"moe", entry<MoEKernel>()},                   {"bias", entry<BiasKernel>()},
   };
   return t;
 }
@@ -47,7 +48,7 @@ const std::map<std::string, OpEntry>& table() {
 
 const std::vector<std::string>& op_names() {
   static const std::vector<std::string> n = {"embedding", "gemm",   "linear",   "rmsnorm",       "rope", "attention",
-                                             "swiglu",    "residual", "cross_entropy", "adamw", "moe"};
+                                             "swiglu",    "residual", "cross_entropy", "adamw", "moe", "bias"};
   return n;
 }
 

@@ -32,7 +32,13 @@ ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>
     mc = flavor_config(cfg.model.flavor);
   }
   // [model] name: "qwen3" runs whatever the flavor / config.json is (torchtitan's qwen3 family has
-  // the MoE flavors too); "qwen3_moe" additionally insists on a mixture-of-experts model.
+  // the MoE flavors too); "qwen3_moe" additionally insists on a mixture-of-experts model, and
+  // "llama" / "qwen2" on a config.json of that model_type (they have no built-in flavors).
+  if (cfg.model.name == ModelName::Llama || cfg.model.name == ModelName::Qwen2) {
+    const char* want = cfg.model.name == ModelName::Llama ? "llama" : "qwen2";
+    TITAN_CHECK(mc.model_type == want, "[model] name is ", want, " but the model (",
+                mc.flavor.empty() ? std::string("config.json") : "flavor " + mc.flavor, ") is a ", mc.model_type);
+  }
   TITAN_CHECK(cfg.model.name != ModelName::Qwen3Moe || mc.is_moe(), "[model] name is qwen3_moe but the model (",
               mc.flavor.empty() ? std::string("config.json") : "flavor " + mc.flavor, ") is a dense qwen3");
   TITAN_CHECK(mc.is_moe() || (cfg.model.num_experts < 0 && cfg.model.top_k < 0),

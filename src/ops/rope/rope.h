@@ -22,7 +22,12 @@ struct RopeCache {
   int64_t max_pos() const { return cos.dim(0); }
   int64_t head_dim() const { return cos.dim(1); }
 };
-RopeCache make_rope_cache(double theta, int64_t head_dim, int64_t max_pos);
+// Llama 3's frequency scaling of inv_freq (HF _compute_llama3_parameters), off when factor == 0.
+struct RopeLlama3 {
+  double factor = 0, low_freq_factor = 1, high_freq_factor = 4;
+  int64_t original_max_position_embeddings = 8192;
+};
+RopeCache make_rope_cache(double theta, int64_t head_dim, int64_t max_pos, const RopeLlama3& scaling = {});
 
 struct RopeKernel {
   static constexpr const char* op_name = "rope";

@@ -12,8 +12,28 @@
 #include "ops/rope/rope.h"
 
 namespace titan {
+namespace {
 
-RopeCache make_rope_cache(double theta, int64_t head_dim, int64_t max_pos) {
+// HF's _compute_llama3_parameters on one f32 inv_freq, in f32 as torch evaluates it (a Python
+// scalar meets an f32 tensor as an f32; `scalar / t` is t.reciprocal() * scalar):
+//   wavelen = 2 pi / inv_freq
+//   wavelen > old / low:   inv_freq / factor
+//   wavelen < old / high:  inv_freq
+//   else:                  (1 - s) * inv_freq / factor + s * inv_freq,  s = (old / wavelen - low) / (high - low)
+float llama3_inv_freq(float inv_freq, const RopeLlama3& r) {
+  const float factor = float(r.factor), low = float(r.low_freq_factor);
+  const double old_len = double(r.original_max_position_embeddings);
+  const float low_wavelen = float(old_len / r.low_freq_factor), high_wavelen = float(old_len / r.high_freq_factor);
+  const float wavelen = (1.0f / inv_freq) * float(2 * M_PI);
+  if (wavelen > low_wavelen) return inv_freq / factor;
+  if (wavelen < high_wavelen) return inv_freq;
+  const float smooth = ((1.0f / wavelen) * float(old_len) - low) / float(r.high_freq_factor - r.low_freq_factor);
+  return (1.0f - smooth) * inv_freq / factor + smooth * inv_freq;
+}
+
+}  // namespace
+
+RopeCache make_rope_cache(double theta, int64_t head_dim, int64_t max_pos, const RopeLlama3& scaling) {
   TITAN_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim must be a positive even number, got ", head_dim);
   TITAN_CHECK(max_pos > 0, "rope: max_pos must be positive, got ", max_pos);
   TITAN_CHECK(theta > 1.0 && std::isfinite(theta), "rope: rope_theta must be a finite number > 1, got ", theta);
@@ -27,7 +47,8 @@ RopeCache make_rope_cache(double theta, int64_t head_dim, int64_t max_pos) {
   float* sp = c.sin.data<float>();  // [P, D]
   for (int64_t i = 0; i < half; ++i) {
     const float expo = float(2 * i) / float(head_dim);
-    const float inv_freq = 1.0f / float(std::pow(double(base), double(expo)));
+    float inv_freq = 1.0f / float(std::pow(double(base), double(expo)));
+    if (scaling.factor > 0) inv_freq = llama3_inv_freq(inv_freq, scaling);
     for (int64_t p = 0; p < max_pos; ++p) {
       const float f = float(p) * inv_freq;
       const float cv = float(std::cos(double(f))), sv = float(std::sin(double(f)));

@@ -1,11 +1,12 @@
 // The cases of the element-wise and matmul op families (see verify.h): embedding, gemm, linear,
-// rmsnorm, rope, residual. The cases marked `threads` (odd row and column counts, thread
+// rmsnorm, rope, residual, bias. The cases marked `threads` (odd row and column counts, thread
 // independence, elementwise bounds) are the comparisons the cpu kernels were written against.
 #include <algorithm>
 #include <string>
 
 #include "core/dtype.h"
 #include "core/rng.h"
+#include "ops/bias/bias.h"
 #include "ops/embedding/embedding.h"
 #include "ops/matmul/bf16_convert.h"
 #include "ops/matmul/matmul.h"
@@ -413,6 +414,44 @@ void cases_residual(std::vector<KernelCase>& t) {
   for (int64_t n : {int64_t(1), int64_t(7), int64_t(1000), int64_t(100003)})
     t.push_back(make_case<K>(dims({{"n", n}}), false,
                              [=] { return body(randn({n}, uint64_t(n)), randn({n}, uint64_t(n + 1)), "cpu"); }));
+}
+
+// Bias add (Qwen2's q/k/v projection biases): y += b in place; db += column sums of dy.
+void cases_bias(std::vector<KernelCase>& t) {
+  using K = BiasKernel;
+  const int64_t shapes[][2] = {{1, 1}, {7, 13}, {70, 96}, {300, 65}};  // M, N
+  for (bool bf : {false, true})
+    for (const auto& s : shapes) {
+      const int64_t M = s[0], N = s[1];
+      t.push_back(make_case<K>(dims({{"M", M}, {"N", N}}), bf, [=] {
+        const Tensor y = round_bf16(randn({M, N}, 32), bf), bb = round_bf16(randn({N}, 33), bf);
+        const Tensor dy = randn({M, N}, 34), db0 = randn({N}, 35);
+        CaseBody b;
+        b.checks.push_back({.direction = "forward", .run = [=](const std::string& v) {
+                              Tensor z = y.clone();
+                              kernel<K>(v).forward(z, bb);
+                              return Outs{z};
+                            }});
+        b.checks.push_back({.direction = "backward", .run = [=](const std::string& v) {
+                              Tensor db = db0.clone();  // accumulates into an existing gradient
+                              kernel<K>(v).backward(dy, db);
+                              return Outs{db};
+                            }});
+        if (!bf)
+          b.fd = FdCheck{.inputs = {y, bb},
+                         .loss = [=] {
+                           Tensor z = y.clone();
+                           kernel<K>("reference").forward(z, bb);
+                           return dot(z, dy);
+                         },
+                         .grads = [=] {
+                           Tensor db = Tensor::zeros({N}, DType::F32);
+                           kernel<K>("reference").backward(dy, db);
+                           return Outs{dy.clone(), db};
+                         }};
+        return b;
+      }, !bf));
+    }
 }
 
 }  // namespace titan::verify_detail

@@ -176,6 +176,72 @@ TEST(HfConfig, DefaultsFollowTransformersQwen3Config) {
   EXPECT_EQ(parse(j).num_key_value_heads, 16);
 }
 
+// A SmolLM2-135M-like Llama config (transformers 4.x spelling) and a Qwen2 one.
+json llama_json() {
+  return json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 576,
+    "initializer_range": 0.041666666666666664, "intermediate_size": 1536, "max_position_embeddings": 8192,
+    "mlp_bias": false, "model_type": "llama", "num_attention_heads": 9, "num_hidden_layers": 30,
+    "num_key_value_heads": 3, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null,
+    "rope_theta": 100000, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 49152})");
+}
+
+TEST(HfConfig, LlamaAndQwen2Families) {
+  ModelConfig c = parse(llama_json());
+  EXPECT_EQ(c.model_type, "llama");
+  EXPECT_EQ(c.head_dim, 64);  // absent: hidden / heads
+  EXPECT_FALSE(c.has_qk_norm());
+  EXPECT_FALSE(c.has_qkv_bias());
+  EXPECT_EQ(model_param_count(c), 134515008);  // SmolLM2-135M
+  json j = llama_json();
+  j.erase("num_key_value_heads");  // LlamaConfig: absent -> num_attention_heads
+  EXPECT_EQ(parse(j).num_key_value_heads, 9);
+  j = llama_json();
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  c = parse(j);
+  EXPECT_EQ(c.rope_scaling.rope_type, "llama3");
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  ModelConfig back = parse_hf_config(hf_config_json(c, DType::F32), "export");
+  EXPECT_EQ(back.rope_scaling.factor, 8.0);
+  EXPECT_EQ(back.model_type, "llama");
+  EXPECT_EQ(back.head_dim, 64);
+
+  json q = llama_json();
+  q["model_type"] = "qwen2";
+  q["architectures"] = json::array({"Qwen2ForCausalLM"});
+  q.erase("attention_bias");
+  q.erase("mlp_bias");
+  c = parse(q);
+  EXPECT_TRUE(c.has_qkv_bias());
+  EXPECT_FALSE(c.has_qk_norm());
+  const auto specs = model_param_specs(c);
+  EXPECT_EQ(specs[3].name, "model.layers.0.self_attn.q_proj.bias");
+  EXPECT_EQ(specs[3].shape, (Shape{576}));
+
+  struct Case {
+    const char* key;
+    json value;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"attention_bias", true, "attention_bias is true; biased attention projections are not supported for llama"},
+      {"mlp_bias", true, "mlp_bias is true"},
+      {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}}, "needs factor, low_freq_factor, high_freq_factor"},
+      {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                        {"original_max_position_embeddings", 8192}, {"beta_fast", 2}}, "rope_scaling.beta_fast\" is not supported"},
+      {"partial_rotary_factor", 0.5, "partial_rotary_factor 0.5 is not supported"},
+      {"hidden_size", 577, "hidden_size (577) is not a multiple of num_attention_heads (9) and head_dim is absent"},
+  };
+  for (const auto& k : cases) {
+    json x = llama_json();
+    x[k.key] = k.value;
+    const std::string e = parse_error(x);
+    EXPECT_NE(e.find(k.message), std::string::npos) << k.key << ": " << e;
+  }
+}
+
 TEST(HfConfig, RefusedFieldsEachNameTheProblem) {
   struct Case {
     const char* key;
@@ -184,7 +250,8 @@ TEST(HfConfig, RefusedFieldsEachNameTheProblem) {
   };
   const Case cases[] = {
       {"model_type", "mixtral", "model_type \"mixtral\" is not supported"},
-      {"model_type", "llama", "model_type \"llama\" is not supported"},
+      {"model_type", "gemma", "model_type \"gemma\" is not supported"},
+      {"model_type", "llama", "architectures [\"Qwen3ForCausalLM\"] has no \"LlamaForCausalLM\""},
       {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}, "rope_scaling of type \"yarn\" is not supported"},
       {"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}, "rope_scaling of type \"linear\" is not supported"},
       {"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}, "rope_scaling of type \"dynamic\" is not supported"},

@@ -1,0 +1,45 @@
+// GGUF -> Hugging Face folder (`titan import gguf`): config.json, model.safetensors,
+// tokenizer.json and tokenizer_config.json, so that every other command (train, score, generate,
+// export) reads a model published as GGUF like any HF checkpoint.
+//
+//   config       from the {arch}.* metadata; architectures llama, qwen2, qwen3, qwen3moe;
+//                tie_word_embeddings when there is no output.weight
+//   weights      every tensor dequantized (io/gguf_quants.h) to f32, stored as f32 or bf16 under
+//                its HF name; for llama, the rows of q_proj and k_proj are put back in HF's order
+//                (llama.cpp's converter interleaves the two rotary halves of each head)
+//   tokenizer    byte-level BPE (tokenizer.ggml.model "gpt2"): vocabulary, merges, the control
+//                and user-defined tokens as added tokens, and the pre-tokenizer named by
+//                tokenizer.ggml.pre; tokenizer_config.json carries the chat template and the
+//                bos / eos / pad / unk tokens
+// Anything the engine cannot represent (another architecture or tokenizer, rope_freqs, an
+// unknown tensor) is an error naming it; nothing is written then.
+#pragma once
+#include <string>
+
+#include "core/dtype.h"
+#include "io/gguf.h"
+#include "model/config.h"
+
+namespace titan {
+
+struct GgufImportReport {
+  ModelConfig config;
+  int64_t tensors = 0, params = 0, vocab = 0, merges = 0;
+  std::string architecture, pre_tokenizer;
+};
+
+// The model configuration a GGUF file describes (the fuzzing and unit-test entry point).
+ModelConfig gguf_model_config(const GgufFile& f);
+// HF name of a GGUF tensor name of a `layers`-layer model ("" when not a known name).
+std::string gguf_to_hf_name(const std::string& gguf_name);
+// Inverse of llama.cpp's q/k row permutation: rows [n_heads * head_dim] of `w` (row length `cols`)
+// from the GGUF order (each head's rows as pairs (i, i + D/2) interleaved) back to HF's order.
+void unpermute_qk_rows(const float* src, float* dst, int64_t n_heads, int64_t head_dim, int64_t cols);
+// tokenizer.json / tokenizer_config.json texts from the tokenizer.* metadata.
+std::string gguf_tokenizer_json(const GgufFile& f);
+std::string gguf_tokenizer_config_json(const GgufFile& f, const ModelConfig& c);
+
+// Writes the folder `out_dir` (created; existing files of those names are replaced atomically).
+GgufImportReport import_gguf(const std::string& gguf_path, const std::string& out_dir, DType dtype);
+
+}  // namespace titan
