@@ -11,28 +11,19 @@
 namespace titan::cli {
 namespace fs = std::filesystem;
 
-std::vector<std::string> take_repeated(std::vector<std::string>& argv, const std::string& key) {
+namespace {
+// Removes every `--key V` / `--key=V` from argv and returns the values; `many`: `--key V1 V2 ...`
+// takes the values up to the next option.
+std::vector<std::string> take_values(std::vector<std::string>& argv, const std::string& key, bool many) {
   std::vector<std::string> values, rest;
   const std::string flag = "--" + key, prefix = flag + "=";
   for (size_t i = 0; i < argv.size(); ++i) {
     if (argv[i] == flag) {
-      TITAN_CHECK(i + 1 < argv.size(), "option ", flag, " needs a value");
-      values.push_back(argv[++i]);
-    } else if (argv[i].rfind(prefix, 0) == 0) {
-      values.push_back(argv[i].substr(prefix.size()));
-    } else {
-      rest.push_back(argv[i]);
-    }
-  }
-  argv = std::move(rest);
-  return values;
-}
-
-std::vector<std::string> take_list(std::vector<std::string>& argv, const std::string& key) {
-  std::vector<std::string> values, rest;
-  const std::string flag = "--" + key, prefix = flag + "=";
-  for (size_t i = 0; i < argv.size(); ++i) {
-    if (argv[i] == flag) {
+      if (!many) {
+        TITAN_CHECK(i + 1 < argv.size(), "option ", flag, " needs a value");
+        values.push_back(argv[++i]);
+        continue;
+      }
       size_t j = i + 1;
       while (j < argv.size() && argv[j].rfind("--", 0) != 0) values.push_back(argv[j++]);
       TITAN_CHECK(j > i + 1, "option ", flag, " needs at least one value");
@@ -45,6 +36,15 @@ std::vector<std::string> take_list(std::vector<std::string>& argv, const std::st
   }
   argv = std::move(rest);
   return values;
+}
+}  // namespace
+
+std::vector<std::string> take_repeated(std::vector<std::string>& argv, const std::string& key) {
+  return take_values(argv, key, false);
+}
+
+std::vector<std::string> take_list(std::vector<std::string>& argv, const std::string& key) {
+  return take_values(argv, key, true);
 }
 
 std::vector<uint32_t> parse_id_list(const std::string& text, const std::string& what) {
