@@ -13,6 +13,7 @@
 // input norms, SwiGLU and its backward), so no separate rounding pass runs over them.
 #include <cmath>
 
+#include "model/positions.h"
 #include "model/qwen3_layer.h"
 
 namespace titan {
@@ -50,12 +51,12 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs
     const RowView q = RowView::of(a.q, nh, D), kk = RowView::of(a.k, nkv, D);
     k.rmsnorm->forward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, eps, q, a.rstd_q);
     k.rmsnorm->forward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, eps, kk, a.rstd_k);
-    k.rope->forward_rows(q, S, pos.start, rope_);
-    k.rope->forward_rows(kk, S, pos.start, rope_);
+    rope_rows(*k.rope, false, q, S, pos, rope_);
+    rope_rows(*k.rope, false, kk, S, pos, rope_);
     a.attn = f32({B, S, nh, D});
     a.lse = f32({B, nh, S});
-    k.attention->forward_rows(q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, float(1.0 / std::sqrt(double(D))),
-                              a.attn, a.lse);
+    k.attention->forward_rows_seg(q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, pos.doc_start,
+                                  float(1.0 / std::sqrt(double(D))), a.attn, a.lse);
     a.attn = a.attn.view({T, Q});
     a.h = f32({T, H});
     k.linear->forward_residual(a.attn, Wo, &x, a.h, compute_);  // h = x + attn @ Wo^T
@@ -149,13 +150,13 @@ void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor&
     // dq, dk, dv land in their columns of the fused gradient; RoPE and the q/k norm go back in place.
     Tensor dqkv = f32({T, Q + 2 * K});
     const RowView dq = RowView::columns(dqkv, 0, nh, D), dk = RowView::columns(dqkv, Q, nkv, D);
-    k.attention->backward_rows(RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
-                               RowView::columns(a.qkv, Q + K, nkv, D), a.attn.view({B, S, nh, D}), a.lse,
-                               dattn.view({B, S, nh, D}), S, float(1.0 / std::sqrt(double(D))), dq, dk,
-                               RowView::columns(dqkv, Q + K, nkv, D));
+    k.attention->backward_rows_seg(RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
+                                   RowView::columns(a.qkv, Q + K, nkv, D), a.attn.view({B, S, nh, D}), a.lse,
+                                   dattn.view({B, S, nh, D}), S, pos.doc_start, float(1.0 / std::sqrt(double(D))),
+                                   dq, dk, RowView::columns(dqkv, Q + K, nkv, D));
     dattn = Tensor();
-    k.rope->backward_rows(dq, S, pos.start, rope_);
-    k.rope->backward_rows(dk, S, pos.start, rope_);
+    rope_rows(*k.rope, true, dq, S, pos, rope_);
+    rope_rows(*k.rope, true, dk, S, pos, rope_);
     k.rmsnorm->backward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, L.g_qn, false);
     k.rmsnorm->backward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, L.g_kn, false);
     Tensor dxn1 = f32({T, H});

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "ops/adamw/adamw.h"
 #include "ops/attention/attention.h"
@@ -75,6 +76,39 @@ void verify_attention(std::vector<VerifyRow>& rows) {
         d.add(g1, g2);
         emit(rows, "attention", var, bf, sh, "backward", d, kTolF32);
       }
+  // Block-causal: packed documents of lengths 1, 63, 9, 57 (and one whole row), each token seeing
+  // only its own document's prefix.
+  {
+    const int64_t B = 2, S = 130, Hq = 4, Hkv = 2, D = 16;
+    std::vector<int64_t> seg;
+    for (int64_t n : {1, 63, 9, 57})
+      for (int64_t i = 0, a = int64_t(seg.size()); i < n; ++i) seg.push_back(a);
+    for (int64_t i = 0; i < S; ++i) seg.push_back(0);
+    for (const auto& var : variants_to_check<AttentionKernel>())
+      for (bool bf : {false, true}) {
+        const Tensor q = round_bf16(randn({B, S, Hq, D}, 41), bf), k = round_bf16(randn({B, S, Hkv, D}, 42), bf);
+        const Tensor v = round_bf16(randn({B, S, Hkv, D}, 43), bf), dout = round_bf16(randn({B, S, Hq, D}, 44), bf);
+        const float scale = float(1.0 / std::sqrt(double(D)));
+        const std::string sh = "block_causal:" + dims({{"B", B}, {"S", S}, {"Hq", Hq}, {"Hkv", Hkv}, {"D", D}});
+        Tensor o1 = Tensor::empty(q.shape(), DType::F32), o2 = o1.clone();
+        Tensor l1 = Tensor::empty({B, Hq, S}, DType::F32), l2 = l1.clone();
+        kernel<AttentionKernel>(var).forward(q, k, v, scale, o1, l1, seg.data());
+        ref.forward(q, k, v, scale, o2, l2, seg.data());
+        Diff f;
+        f.add(o1, o2);
+        f.add(l1, l2);
+        emit(rows, "attention", var, bf, sh, "forward", f, kTolF32);
+        Tensor dq1 = Tensor::empty(q.shape(), DType::F32), dq2 = dq1.clone();
+        Tensor dk1 = Tensor::empty(k.shape(), DType::F32), dk2 = dk1.clone(), dv1 = dk1.clone(), dv2 = dk1.clone();
+        kernel<AttentionKernel>(var).backward(q, k, v, o2, l2, dout, scale, dq1, dk1, dv1, seg.data());
+        ref.backward(q, k, v, o2, l2, dout, scale, dq2, dk2, dv2, seg.data());
+        Diff d;
+        d.add(dq1, dq2);
+        d.add(dk1, dk2);
+        d.add(dv1, dv2);
+        emit(rows, "attention", var, bf, sh, "backward", d, kTolF32);
+      }
+  }
 }
 
 void verify_swiglu(std::vector<VerifyRow>& rows) {
