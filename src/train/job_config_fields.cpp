@@ -105,8 +105,7 @@ std::vector<Field> fields_of(JobConfig& c) {
             "qwen3_moe: aux-loss-free balancing, the expert-bias update per step (0 = off)",
             {{[](double v) { return v >= 0 && std::isfinite(v); }, "must be >= 0 (0 = off)"}}),
       field("model", "attn_mask_type", &c.model.attn_mask_type,
-            "causal, or block_causal: packed documents (ending at <|endoftext|>) attend only within themselves, "
-            "positions restarting at each"),
+            "block_causal: packed documents (ending at <|endoftext|>) attend within themselves, positions restart"),
 
       field("optimizer", "name", &c.optimizer.name, "optimizer, with PyTorch's semantics"),
       field("optimizer", "lr", &c.optimizer.lr, "peak learning rate, reached after the warm-up",
@@ -149,8 +148,7 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("training", "dataset_path", &c.training.dataset_path,
             "dataset files or folders, comma-separated (.jsonl, .json, .txt, .bin); \"\": dataset"),
       field("training", "dataset_format", &c.training.dataset_format,
-            "text (documents packed as a stream) or chat (JSON lines of messages or instruction/output, rendered "
-            "with the chat template, whole conversations per row)"),
+            "text: documents packed as a stream; chat: conversations via the chat template, whole per row"),
       field("training", "train_on_prompt", &c.training.train_on_prompt,
             "chat: the loss on every token, not only on the assistant's turns"),
       field("training", "seed", &c.training.seed, "seed of the weight initialization (a resume loads the weights)"),

@@ -103,6 +103,8 @@ TEST(SftArithmetic, ValidationLossFallsAndHeldOutAnswersAreScored) {
   const double accuracy = double(right) / double(results.size());
   std::printf("held-out exact match: %lld / %zu = %.1f%% after %lld steps\n", (long long)right, results.size(),
               100 * accuracy, (long long)cfg.training.steps);
-  if (full) EXPECT_GE(accuracy, 0.9);
+  if (full) {
+    EXPECT_GE(accuracy, 0.9);
+  }
   fs::remove_all(work);
 }
