@@ -49,6 +49,12 @@ class ChatTemplate {
   std::vector<uint32_t> encode(const Tokenizer& tok, const std::vector<ChatMessage>& messages,
                                const ChatOptions& opt) const;
   const std::string& origin() const { return origin_; }
+  // A special token's text by name ("eos_token"), "" when the template has none.
+  std::string special_token_text(const std::string& name) const {
+    for (const auto& [k, v] : special_)
+      if (k == name) return v;
+    return "";
+  }
 
  private:
   jinja::Template tmpl_;

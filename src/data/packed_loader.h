@@ -33,6 +33,7 @@ struct LoaderState {
 struct Batch {
   Tensor inputs;   // i64 [local_batch, seq_len]
   Tensor labels;   // i64 [local_batch, seq_len]
+  Tensor positions;  // i64 [local_batch, seq_len] of packed documents (block-causal), else undefined
   uint64_t epoch = 0;  // epoch of the batch's first token
 };
 

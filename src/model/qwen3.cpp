@@ -5,6 +5,7 @@
 
 #include "core/rng.h"
 #include "model/kv_cache.h"
+#include "model/positions.h"
 #include "model/qwen3_layer.h"
 #include "ops/matmul/bf16_convert.h"
 
@@ -290,6 +291,39 @@ void check_batch(const Tensor& ids, const Tensor& labels, int64_t max_pos) {
   TITAN_CHECK(ids.dim(1) <= max_pos, "sequence length ", ids.dim(1), " exceeds max_position_embeddings ", max_pos);
 }
 
+// The rows of labels [T] that count (label != -100), when they are at most half of them: the
+// lm_head and cross-entropy then run on those rows alone, exactly (an ignored row has no loss and
+// no gradient), which on chat data with the loss on the assistant's tokens only is most of the
+// head's work. Empty: run on every row.
+std::vector<int64_t> sparse_label_rows(const Tensor& labels) {
+  const int64_t T = labels.numel();
+  const int64_t* l = labels.data<int64_t>();
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < T; ++i)
+    if (l[i] != kIgnoreIndex) rows.push_back(i);
+  if (rows.empty() || int64_t(rows.size()) * 2 > T) rows.clear();
+  return rows;
+}
+
+// x[rows] -> [rows.size(), H] (gather), and back (scatter into a zeroed [T, H]).
+Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows) {
+  const int64_t H = x.dim(1);
+  Tensor out = f32({int64_t(rows.size()), H});
+  for (size_t i = 0; i < rows.size(); ++i) std::memcpy(out.data<float>() + i * H, x.data<float>() + rows[i] * H, H * 4);
+  return out;
+}
+void scatter_rows(const Tensor& src, const std::vector<int64_t>& rows, Tensor& dst) {
+  const int64_t H = dst.dim(1);
+  dst.zero_();
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(dst.data<float>() + rows[i] * H, src.data<float>() + i * H, H * 4);
+}
+Tensor gather_labels(const Tensor& labels, const std::vector<int64_t>& rows) {
+  Tensor out = Tensor::empty({int64_t(rows.size())}, DType::I64);
+  for (size_t i = 0; i < rows.size(); ++i) out.data<int64_t>()[i] = labels.data<int64_t>()[rows[i]];
+  return out;
+}
+
 }  // namespace
 
 Qwen3Model::Hidden Qwen3Model::forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps,
@@ -352,17 +386,21 @@ void Qwen3Model::backward_layers(ActivationStore& store, Tensor& dx, std::vector
   }
 }
 
-double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out) {
+double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out, const Tensor* positions) {
   check_batch(ids, labels, cfg_.max_position_embeddings);
+  const std::vector<int64_t> doc_start = document_starts(positions, ids);
   const int64_t T = ids.numel(), H = cfg_.hidden_size;
   round_weights_for_compute();
   Steps steps(*this, Pass::Score);
-  Hidden hid = forward_layers(ids, Positions{}, nullptr, steps);
+  Hidden hid = forward_layers(ids, Positions{0, doc_start.empty() ? nullptr : doc_start.data()}, nullptr, steps);
   steps.at(num_units() - 1, Phase::Forward);
   const KernelSet& hk = kernels_.back();
   Tensor xf = f32({T, H}), rstd = f32({T});
   hk.rmsnorm->forward(hid.x, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
-  double loss = hk.cross_entropy->forward(xf, lm_head_weight(), labels.view({T}), logits_out, compute_);
+  const std::vector<int64_t> rows = logits_out ? std::vector<int64_t>() : sparse_label_rows(labels);
+  double loss = rows.empty() ? hk.cross_entropy->forward(xf, lm_head_weight(), labels.view({T}), logits_out, compute_)
+                             : hk.cross_entropy->forward(gather_rows(xf, rows), lm_head_weight(),
+                                                         gather_labels(labels, rows), nullptr, compute_);
   steps.finish();
   if (!hold_wbf_) wbf_.reset();
   last_aux_ = 0;
@@ -412,14 +450,17 @@ void Qwen3Model::forward_cached(const Tensor& ids, KvCache& cache, Tensor& logit
   if (!hold_wbf_) wbf_.reset();
 }
 
-double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale) {
+double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale,
+                                    const Tensor* positions) {
   check_batch(ids, labels, cfg_.max_position_embeddings);
+  const std::vector<int64_t> doc_start = document_starts(positions, ids);
+  const Positions pos{0, doc_start.empty() ? nullptr : doc_start.data()};
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
   const size_t n = layers_.size();
   round_weights_for_compute();
   Steps steps(*this, Pass::Train);
   ActivationStore store;
-  Hidden hid = forward_layers(ids, Positions{}, &store, steps);
+  Hidden hid = forward_layers(ids, pos, &store, steps);
   // Auxiliary loss: its value joins the loss sum as n * coef * aux (n counted tokens), so its
   // gradient, fed to each sparse layer's router logits, is grad_scale * n * coef * d(aux).
   // Recomputation under checkpointing reproduces the same logits, so the counts stay valid.
@@ -451,11 +492,19 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
   {
     Tensor xf = f32({T, H}), rstd = f32({T}), dxf = f32({T, H});
     hk.rmsnorm->forward(store.x[n], norm.value, float(cfg_.rms_norm_eps), xf, rstd);
-    loss = hk.cross_entropy->forward_backward(xf, lm_head_weight(), labels.view({T}), grad_scale, dxf, lm_head_grad(),
-                                              compute_);
+    const std::vector<int64_t> rows = sparse_label_rows(labels);
+    if (rows.empty()) {
+      loss = hk.cross_entropy->forward_backward(xf, lm_head_weight(), labels.view({T}), grad_scale, dxf,
+                                                lm_head_grad(), compute_);
+    } else {
+      Tensor dxc = f32({int64_t(rows.size()), H});
+      loss = hk.cross_entropy->forward_backward(gather_rows(xf, rows), lm_head_weight(), gather_labels(labels, rows),
+                                                grad_scale, dxc, lm_head_grad(), compute_);
+      scatter_rows(dxc, rows, dxf);
+    }
     hk.rmsnorm->backward(store.x[n], norm.value, rstd, dxf, dx, params_.at("model.norm.weight").grad);
   }
-  backward_layers(store, dx, dlogits, B, S, Positions{}, steps);
+  backward_layers(store, dx, dlogits, B, S, pos, steps);
   steps.at(0, Phase::Backward);
   hk.embedding->backward(ids.view({T}), dx, params_.at("model.embed_tokens.weight").grad);
   steps.finish();

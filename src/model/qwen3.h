@@ -41,8 +41,12 @@ struct KvCache;         // per-layer keys and values of a generating batch (mode
 
 // Positions of the tokens of a call: each sequence's S tokens are at positions start..start+S-1
 // (start > 0: a continuation after cached positions, for generation with a KV cache).
+// Packed documents (block-causal, model/positions.h): doc_start [B * S] gives, per token, the
+// index in its sequence of its document's first token; each document's positions restart at 0
+// and its tokens attend only within it. nullptr: one document per sequence.
 struct Positions {
   int64_t start = 0;
+  const int64_t* doc_start = nullptr;
 };
 
 class Qwen3Model {
@@ -96,10 +100,15 @@ class Qwen3Model {
 
   // ids, labels: [B, S] i64; label -100 is ignored. Returns the SUM of token losses; the number
   // of counted tokens is count_labels(labels). logits_out (optional): [B*S, V] f32.
-  double forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out = nullptr);
+  // positions (optional, [B, S] i64, transformers' position_ids of packed documents): each
+  // document's positions count 0, 1, ... and its tokens attend only within it (block-causal);
+  // without, each sequence is one document at positions 0..S-1.
+  double forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out = nullptr,
+                 const Tensor* positions = nullptr);
   // Forward and backward: gradients of grad_scale * (sum of token losses) are ADDED to the
   // params' grads. Returns the loss sum.
-  double forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale);
+  double forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale,
+                          const Tensor* positions = nullptr);
   // Generation: ids [rows, S] i64 are the next S columns of every row of the left-padded batch
   // whose keys and values `cache` holds (S = the padded prompt width at the first call, with
   // cache.first = each row's padding; then 1 per decoding step). Their keys and values join the

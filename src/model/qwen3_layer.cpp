@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "core/threading.h"
+#include "model/positions.h"
 #include "model/qwen3_layer.h"
 
 namespace titan {
@@ -74,11 +75,11 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs
     if (cache) {
       attend_cached(l, a, B, S, *cache);  // generation: per-row positions, attention over the KV cache
     } else {
-      k.rope->forward_rows(q, S, pos.start, rope_);
-      k.rope->forward_rows(kk, S, pos.start, rope_);
+      rope_rows(*k.rope, false, q, S, pos, rope_);
+      rope_rows(*k.rope, false, kk, S, pos, rope_);
       a.lse = f32({B, nh, S});
-      k.attention->forward_rows(q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, float(1.0 / std::sqrt(double(D))),
-                                a.attn, a.lse);
+      k.attention->forward_rows_seg(q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, pos.doc_start,
+                                    float(1.0 / std::sqrt(double(D))), a.attn, a.lse);
     }
     a.attn = a.attn.view({T, Q});
     a.h = f32({T, H});
@@ -173,13 +174,13 @@ void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor&
     // dq, dk, dv land in their columns of the fused gradient; RoPE and the q/k norm go back in place.
     Tensor dqkv = f32({T, Q + 2 * K});
     const RowView dq = RowView::columns(dqkv, 0, nh, D), dk = RowView::columns(dqkv, Q, nkv, D);
-    k.attention->backward_rows(RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
-                               RowView::columns(a.qkv, Q + K, nkv, D), a.attn.view({B, S, nh, D}), a.lse,
-                               dattn.view({B, S, nh, D}), S, float(1.0 / std::sqrt(double(D))), dq, dk,
-                               RowView::columns(dqkv, Q + K, nkv, D));
+    k.attention->backward_rows_seg(RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
+                                   RowView::columns(a.qkv, Q + K, nkv, D), a.attn.view({B, S, nh, D}), a.lse,
+                                   dattn.view({B, S, nh, D}), S, pos.doc_start, float(1.0 / std::sqrt(double(D))),
+                                   dq, dk, RowView::columns(dqkv, Q + K, nkv, D));
     dattn = Tensor();
-    k.rope->backward_rows(dq, S, pos.start, rope_);
-    k.rope->backward_rows(dk, S, pos.start, rope_);
+    rope_rows(*k.rope, true, dq, S, pos, rope_);
+    rope_rows(*k.rope, true, dk, S, pos, rope_);
     if (cfg_.has_qk_norm()) {
       k.rmsnorm->backward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, L.g_qn, false);
       k.rmsnorm->backward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, L.g_kn, false);

@@ -34,6 +34,12 @@ struct RowView {
     return {t.view({t.numel()}).slice0(c0, t.numel()), t.dim(0), h, d, t.dim(1)};
   }
 
+  // Rows [r0, r0 + count) of this view, as a view.
+  RowView rows(int64_t r0, int64_t count) const {
+    TITAN_CHECK(r0 >= 0 && count >= 0 && r0 + count <= n, "row view: rows [", r0, ", ", r0 + count, ") of ", n);
+    return {t.view({t.numel()}).slice0(r0 * ld, t.numel()), count, h, d, ld};
+  }
+
   int64_t vectors() const { return n * h; }  // the n h vectors of length d
   bool contiguous() const { return ld == h * d; }
 

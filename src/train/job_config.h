@@ -31,6 +31,8 @@ enum class OptimizerName { AdamW };
 enum class DecayType { Linear, Sqrt, Cosine };
 enum class ReshardAfterForward { Default, Always, Never };
 enum class ActivationCheckpointMode { None, Selective, Full };
+enum class AttnMaskType { Causal, BlockCausal };
+enum class DatasetFormat { Text, Chat };
 
 template <class E>
 struct OptionNames;  // static constexpr std::pair<E, const char*> values[]: every value, in order
@@ -62,6 +64,16 @@ struct OptionNames<ActivationCheckpointMode> {
       {ActivationCheckpointMode::None, "none"},
       {ActivationCheckpointMode::Selective, "selective"},
       {ActivationCheckpointMode::Full, "full"}};
+};
+template <>
+struct OptionNames<AttnMaskType> {
+  static constexpr std::pair<AttnMaskType, const char*> values[] = {{AttnMaskType::Causal, "causal"},
+                                                                    {AttnMaskType::BlockCausal, "block_causal"}};
+};
+template <>
+struct OptionNames<DatasetFormat> {
+  static constexpr std::pair<DatasetFormat, const char*> values[] = {{DatasetFormat::Text, "text"},
+                                                                     {DatasetFormat::Chat, "chat"}};
 };
 // Floating dtypes by torch's names; a key may allow a subset (its field's allowed values).
 template <>
@@ -102,6 +114,9 @@ struct ModelSection {
   // qwen3_moe: torchtitan's auxiliary-loss-free load balancing; > 0 enables a per-layer expert
   // bias updated by this much (times a sign) before each optimizer step. 0 = off.
   double load_balance_coeff = 0;
+  // torchtitan's key: "block_causal" keeps packed documents apart (no attention across their
+  // boundaries, positions restarting at each), documents ending at <|endoftext|>.
+  AttnMaskType attn_mask_type = AttnMaskType::Causal;
 };
 
 struct OptimizerSection {
@@ -128,6 +143,9 @@ struct TrainingSection {
   int64_t steps = 10000;
   std::string dataset = "c4_test";  // torchtitan: "c4"; c4_test is the bundled sample
   std::string dataset_path;
+  // "chat": JSON lines of conversations (data/chat_data.h), the loss on the assistant's tokens.
+  DatasetFormat dataset_format = DatasetFormat::Text;
+  bool train_on_prompt = false;  // chat: the loss on every token, not only the assistant's
   int64_t seed = 0;  // torchtitan: unset (random); a fixed default keeps runs reproducible
   bool deterministic = false;
   // torchtitan: bfloat16. Here f32 stays the default until bf16 mixed precision measures better.
@@ -213,6 +231,19 @@ struct CommSection {
   int64_t train_timeout_seconds = 100;
 };
 
+// torchtitan's [validation]: a held-out loss every freq steps (train/validation.h).
+struct ValidationSection {
+  bool enable = false;
+  std::string dataset;       // a bundled dataset's name, used when dataset_path is ""
+  std::string dataset_path;  // files, in [training] dataset_format
+  int64_t freq = 10;
+  int64_t steps = 1;  // the held-out set is steps x local_batch_size rows, whatever the rank count
+  int64_t local_batch_size = 8;
+  int64_t seq_len = 2048;
+  std::vector<std::string> sample_prompts;  // greedy continuations printed at each validation
+  int64_t sample_max_tokens = 16;
+};
+
 struct JobConfig {
   JobSection job;
   ModelSection model;
@@ -226,6 +257,7 @@ struct JobConfig {
   KernelsSection kernels;
   ComputeSection compute;
   CommSection comm;
+  ValidationSection validation;
 
   // Each key's own checks (the field table: ranges, allowed values, parallel degrees that are not
   // implemented yet), then the checks across keys. `origin` names the source in the error (a file

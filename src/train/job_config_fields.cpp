@@ -71,7 +71,7 @@ const std::vector<std::string>& section_names() {
   static const std::vector<std::string> names = {"job",      "model",      "optimizer",
                                                  "lr_scheduler", "training", "parallelism",
                                                  "checkpoint", "activation_checkpoint", "metrics",
-                                                 "kernels",  "compute",    "comm"};
+                                                 "kernels",  "compute",    "comm",       "validation"};
   return names;
 }
 
@@ -104,6 +104,8 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("model", "load_balance_coeff", &c.model.load_balance_coeff,
             "qwen3_moe: aux-loss-free balancing, the expert-bias update per step (0 = off)",
             {{[](double v) { return v >= 0 && std::isfinite(v); }, "must be >= 0 (0 = off)"}}),
+      field("model", "attn_mask_type", &c.model.attn_mask_type,
+            "block_causal: packed documents (ending at <|endoftext|>) attend within themselves, positions restart"),
 
       field("optimizer", "name", &c.optimizer.name, "optimizer, with PyTorch's semantics"),
       field("optimizer", "lr", &c.optimizer.lr, "peak learning rate, reached after the warm-up",
@@ -145,6 +147,10 @@ std::vector<Field> fields_of(JobConfig& c) {
             {{[](const std::string& v) { return !v.empty(); }, "must not be empty"}}, &dataset_names),
       field("training", "dataset_path", &c.training.dataset_path,
             "dataset files or folders, comma-separated (.jsonl, .json, .txt, .bin); \"\": dataset"),
+      field("training", "dataset_format", &c.training.dataset_format,
+            "text: documents packed as a stream; chat: conversations via the chat template, whole per row"),
+      field("training", "train_on_prompt", &c.training.train_on_prompt,
+            "chat: the loss on every token, not only on the assistant's turns"),
       field("training", "seed", &c.training.seed, "seed of the weight initialization (a resume loads the weights)"),
       field("training", "deterministic", &c.training.deterministic,
             "torchtitan's flag: accepted, no effect in this build"),
@@ -221,6 +227,24 @@ std::vector<Field> fields_of(JobConfig& c) {
             {positive_seconds}),
       field("comm", "train_timeout_seconds", &c.comm.train_timeout_seconds,
             "the same timeout after the first step", {positive_seconds}),
+
+      field("validation", "enable", &c.validation.enable, "a held-out loss and perplexity every freq steps"),
+      field("validation", "dataset", &c.validation.dataset,
+            "a bundled dataset's name (used when dataset_path is \"\"; \"\" too: c4_demo)"),
+      field("validation", "dataset_path", &c.validation.dataset_path,
+            "held-out files, in [training] dataset_format"),
+      field("validation", "freq", &c.validation.freq, "steps between validations (the last step validates too)",
+            {at_least_1}),
+      field("validation", "steps", &c.validation.steps,
+            "held-out batches: the set is steps x local_batch_size rows, split over the ranks", {at_least_1}),
+      field("validation", "local_batch_size", &c.validation.local_batch_size, "rows per forward on a rank",
+            {at_least_1, {[](int64_t v) { return v <= kMaxLocalBatch; }, up_to(kMaxLocalBatch)}}),
+      field("validation", "seq_len", &c.validation.seq_len, "tokens per held-out row",
+            {at_least_1, {[](int64_t v) { return v <= kMaxSeqLen; }, up_to(kMaxSeqLen)}}),
+      field("validation", "sample_prompts", &c.validation.sample_prompts,
+            "prompts whose greedy continuation is printed at each validation (one process only)"),
+      field("validation", "sample_max_tokens", &c.validation.sample_max_tokens,
+            "tokens generated per sample prompt", {at_least_1}),
   };
 }
 

@@ -221,6 +221,24 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
   return l;
 }
 
+void MetricsLogger::record_validation(int64_t step, double loss, int64_t tokens, double seconds) {
+  const double ppl = std::exp(loss);
+  if (opt_.console) {
+    std::fprintf(opt_.console, "%svalidate step %5lld  loss %8.4f  perplexity %10.3f  (%lld tokens, %.2f s)%s\n",
+                 color_ ? "\033[36m" : "", (long long)step, loss, ppl, (long long)tokens, seconds,
+                 color_ ? "\033[0m" : "");
+    std::fflush(opt_.console);
+  }
+  if (jsonl_fd_ >= 0) {
+    const nlohmann::json j = {{"step", step},
+                              {"validation_loss", num(loss)},
+                              {"validation_perplexity", num(ppl)},
+                              {"validation_tokens", tokens}};
+    write_jsonl(j.dump() + "\n");
+  }
+  if (tb_) tb_->add_scalars(step, {{"validation_metrics/loss", loss}, {"validation_metrics/perplexity", ppl}});
+}
+
 RunSummary MetricsLogger::summary() const {
   RunSummary s;
   s.steps = steps_;

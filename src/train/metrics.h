@@ -98,6 +98,10 @@ class MetricsLogger {
   // Record one finished step; returns the log line when this step is logged.
   std::optional<LogLine> record(const StepRecord& r);
   RunSummary summary() const;
+  // A validation result: a console line, a metrics.jsonl line {"step", "validation_loss",
+  // "validation_perplexity", "validation_tokens"} and TensorBoard's validation_metrics/loss and
+  // validation_metrics/perplexity.
+  void record_validation(int64_t step, double loss, int64_t tokens, double seconds);
   // Print the summary, write <dump_folder>/summary.json, flush everything; returns the summary.
   // A run that recorded no step (resumed at its last step) leaves the console and summary.json
   // alone: the summary there is the one of the run that trained.

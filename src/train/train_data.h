@@ -1,10 +1,13 @@
 // The trainer's data: the tokenizer ([model] hf_assets_path's tokenizer.json, else the bundled
 // Qwen3 tokenizer), the dataset ([training] dataset_path, else the registry name [training]
-// dataset), and the packing loader with its resumable position.
+// dataset) in its format ([training] dataset_format: a text stream packed by data/packed_loader.h,
+// or chat conversations packed whole by data/chat_data.h), the resumable position, and with
+// [model] attn_mask_type = "block_causal" each batch's document positions.
 #pragma once
 #include <memory>
 #include <string>
 
+#include "data/chat_data.h"
 #include "data/packed_loader.h"
 #include "data/tokenizer.h"
 #include "model/config.h"
@@ -14,6 +17,25 @@ namespace titan {
 
 using data::Batch;
 
+// The rows of a dataset for a fixed pass (validation): row i of a text stream is its i-th window
+// of seq_len + 1 tokens, of a chat dataset its i-th packed row (both wrapping around).
+class DataRows {
+ public:
+  // `files_or_name` as [training] dataset_path / dataset; format and masks as `cfg`'s [training].
+  DataRows(const JobConfig& cfg, const data::Tokenizer& tok, const std::string& files_or_name, int64_t seq_len);
+  // Rows [first, first + n) as a batch (positions when block-causal).
+  Batch rows(uint64_t first, int64_t n) const;
+  uint64_t size() const;  // rows before the data repeats (at least 1)
+  std::string describe() const;
+
+ private:
+  int64_t seq_len_;
+  bool block_causal_;
+  uint32_t eot_;
+  std::shared_ptr<const data::TokenDataset> text_;
+  std::shared_ptr<const data::ChatRows> chat_;
+};
+
 class TrainData {
  public:
   TrainData(const JobConfig& cfg, const ModelConfig& model);
@@ -22,11 +44,20 @@ class TrainData {
   std::string state() const;                // opaque, for checkpoints
   void restore(const std::string& state);   // error names the checkpoint's data state
   const std::string& tokenizer_dir() const { return tokenizer_dir_; }
+  const data::Tokenizer& tokenizer() const { return *tok_; }
+  std::string describe() const { return chat_ ? "chat data: " + chat_->describe() : ""; }
 
  private:
   std::string tokenizer_dir_;
+  std::unique_ptr<data::Tokenizer> tok_;
   int64_t local_batch_, seq_len_;
-  std::unique_ptr<data::PackedLoader> loader_;
+  bool block_causal_;
+  std::unique_ptr<data::PackedLoader> loader_;  // text
+  std::unique_ptr<DataRows> chat_;              // chat: rows consumed so far in chat_position_
+  uint64_t chat_position_ = 0;
 };
+
+// Adds the document positions of `b` (block-causal: documents end at `separator`).
+void add_document_positions(Batch& b, uint32_t separator);
 
 }  // namespace titan

@@ -58,6 +58,7 @@ Trainer::Trainer(const JobConfig& cfg, dist::Comm& comm)
   build_model();
   log_model();
   data_ = std::make_unique<TrainData>(cfg_, model().config());
+  if (lead_ && !data_->describe().empty()) std::fprintf(stderr, "[titan] %s\n", data_->describe().c_str());
   sched_ = std::make_unique<LrSchedule>(make_lr_schedule(cfg_));
   // The model's own config.json travels with each checkpoint, so export and verification need
   // nothing but the checkpoint folder (and a resume checks it).
@@ -68,6 +69,7 @@ Trainer::Trainer(const JobConfig& cfg, dist::Comm& comm)
   add_hook(make_metrics_hook());
   add_hook(make_checkpoint_hook());
   add_hook(make_hf_export_hook());
+  if (cfg_.validation.enable) add_hook(make_validation_hook(*this));
 }
 
 Trainer::~Trainer() = default;
@@ -285,7 +287,9 @@ std::vector<Batch> Trainer::next_global_batch(int64_t* local_count) {
 double Trainer::forward_backward_step(const std::vector<Batch>& micro, int64_t global_count) {
   Qwen3Model& m = model();
   double loss_sum = 0;
-  for (auto& b : micro) loss_sum += m.forward_backward(b.inputs, b.labels, float(1.0 / double(global_count)));
+  for (auto& b : micro)
+    loss_sum += m.forward_backward(b.inputs, b.labels, float(1.0 / double(global_count)),
+                                   b.positions.defined() ? &b.positions : nullptr);
   return loss_sum;
 }
 

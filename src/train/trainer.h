@@ -90,6 +90,7 @@ class Trainer {
 
   // For hooks.
   const JobConfig& cfg() const { return cfg_; }
+  TrainData& data() { return *data_; }
   dist::Comm& comm() { return comm_; }
   bool lead() const { return lead_; }  // the rank that logs and writes metrics
   Qwen3Model& model() { return state_->model(); }
@@ -139,6 +140,9 @@ class Trainer {
 std::unique_ptr<TrainerHook> make_metrics_hook();     // logs each step; the run summary at the end
 std::unique_ptr<TrainerHook> make_checkpoint_hook();  // [checkpoint] interval, a stop, the last step
 std::unique_ptr<TrainerHook> make_hf_export_hook();   // [checkpoint] last_save_in_hf, unless stopped
+// [validation] enable: a held-out loss every freq steps (train/validation.cpp); setup is
+// collective (the held-out data is loaded here, so a bad path fails before the first step).
+std::unique_ptr<TrainerHook> make_validation_hook(Trainer& trainer);
 
 // One process (a LocalComm).
 TrainResult run_training(const JobConfig& cfg);

@@ -10,10 +10,15 @@
 // the fused gradient in place. out, dout [B, S, Hq, D] and lse are contiguous and defined.
 // The 4-d tensor forms below check their arguments the same way, allocate undefined outputs and
 // call the row forms.
+//
+// Block-causal (packed documents, ops/attention/segments.h): the *_segments forms take seg [B * S],
+// the start of each token's document within its sequence; query s sees keys seg[s] <= t <= s.
+// With seg == nullptr they are the causal forms.
 #pragma once
 #include <string>
 
 #include "core/tensor.h"
+#include "ops/attention/segments.h"
 #include "ops/attention/shape.h"
 #include "ops/registry.h"
 #include "ops/row_view.h"
@@ -28,18 +33,41 @@ struct AttentionKernel {
   void (*backward_rows)(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
                         const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk,
                         const RowView& dv);
+  // Block-causal forms (seg never null here; the members below route a null seg to the causal ones).
+  void (*forward_segments)(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
+                           float scale, Tensor& out, Tensor& lse) = nullptr;
+  void (*backward_segments)(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                            const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg, float scale,
+                            const RowView& dq, const RowView& dk, const RowView& dv) = nullptr;
 
-  void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) const {
+  void forward_rows_seg(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
+                        float scale, Tensor& out, Tensor& lse) const {
+    if (!seg) return forward_rows(q, k, v, seq, scale, out, lse);
+    TITAN_CHECK(forward_segments, who("forward"), ": block-causal attention is not implemented by this variant");
+    forward_segments(q, k, v, seq, seg, scale, out, lse);
+  }
+  void backward_rows_seg(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+                         const Tensor& dout, int64_t seq, const int64_t* seg, float scale, const RowView& dq,
+                         const RowView& dk, const RowView& dv) const {
+    if (!seg) return backward_rows(q, k, v, out, lse, dout, seq, scale, dq, dk, dv);
+    TITAN_CHECK(backward_segments, who("backward"), ": block-causal attention is not implemented by this variant");
+    backward_segments(q, k, v, out, lse, dout, seq, seg, scale, dq, dk, dv);
+  }
+
+  void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse,
+               const int64_t* seg = nullptr) const {
     const attention::Dims d = attention::check_forward(q, k, v, scale, out, lse, who("forward").c_str());
-    forward_rows(RowView::of(q, d.Hq, d.D), RowView::of(k, d.Hkv, d.D), RowView::of(v, d.Hkv, d.D), d.S, scale, out,
-                 lse);
+    forward_rows_seg(RowView::of(q, d.Hq, d.D), RowView::of(k, d.Hkv, d.D), RowView::of(v, d.Hkv, d.D), d.S, seg,
+                     scale, out, lse);
   }
   void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) const {
+                const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv,
+                const int64_t* seg = nullptr) const {
     const attention::Dims d =
         attention::check_backward(q, k, v, out, lse, dout, scale, dq, dk, dv, who("backward").c_str());
-    backward_rows(RowView::of(q, d.Hq, d.D), RowView::of(k, d.Hkv, d.D), RowView::of(v, d.Hkv, d.D), out, lse, dout,
-                  d.S, scale, RowView::of(dq, d.Hq, d.D), RowView::of(dk, d.Hkv, d.D), RowView::of(dv, d.Hkv, d.D));
+    backward_rows_seg(RowView::of(q, d.Hq, d.D), RowView::of(k, d.Hkv, d.D), RowView::of(v, d.Hkv, d.D), out, lse,
+                      dout, d.S, seg, scale, RowView::of(dq, d.Hq, d.D), RowView::of(dk, d.Hkv, d.D),
+                      RowView::of(dv, d.Hkv, d.D));
   }
 
  private:

@@ -12,6 +12,10 @@
 // When there are few (b, kv head) pairs the key blocks are split into several ranges whose dQ
 // contributions go to separate buffers summed in range order afterwards. The split depends only on
 // the shapes, so results are bitwise identical for any thread count.
+//
+// Block-causal (packed documents): each document is attended as a sequence of its own (views of
+// its rows, its lse rows gathered and scattered), so a packed row's result is bitwise that of its
+// documents run one by one, and no work is spent on the masked blocks between documents.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -276,7 +280,40 @@ void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor
   }
 }
 
-const AttentionKernel kCpu{"cpu", forward, backward};
+// Elements [e0, e0 + n) of a contiguous tensor, as a 1-d view.
+Tensor flat_part(const Tensor& t, int64_t e0, int64_t n) { return t.view({t.numel()}).slice0(e0, e0 + n); }
+
+void forward_segments(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
+                      float scale, Tensor& out, Tensor& lse) {
+  const Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, "attention.cpu forward");
+  check_segments(seg, d.B, d.S, "attention.cpu forward");
+  const int64_t os = d.Hq * d.D;
+  float* L = lse.data<float>();  // [B, Hq, S]
+  for_each_document(seg, d.B, d.S, [&](int64_t b, int64_t a, int64_t e) {
+    const int64_t n = e - a, r0 = b * d.S + a;
+    Tensor o = flat_part(out, r0 * os, n * os), l = Tensor::empty({1, d.Hq, n}, DType::F32);
+    forward(q.rows(r0, n), k.rows(r0, n), v.rows(r0, n), n, scale, o, l);
+    for (int64_t h = 0; h < d.Hq; ++h) std::copy_n(l.data<float>() + h * n, n, L + (b * d.Hq + h) * d.S + a);
+  });
+}
+
+void backward_segments(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+                       const Tensor& dout, int64_t seq, const int64_t* seg, float scale, const RowView& dq,
+                       const RowView& dk, const RowView& dv) {
+  const Dims d = check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.cpu backward");
+  check_segments(seg, d.B, d.S, "attention.cpu backward");
+  const int64_t os = d.Hq * d.D;
+  const float* L = lse.data<float>();
+  for_each_document(seg, d.B, d.S, [&](int64_t b, int64_t a, int64_t e) {
+    const int64_t n = e - a, r0 = b * d.S + a;
+    Tensor l = Tensor::empty({1, d.Hq, n}, DType::F32);
+    for (int64_t h = 0; h < d.Hq; ++h) std::copy_n(L + (b * d.Hq + h) * d.S + a, n, l.data<float>() + h * n);
+    backward(q.rows(r0, n), k.rows(r0, n), v.rows(r0, n), flat_part(out, r0 * os, n * os), l,
+             flat_part(dout, r0 * os, n * os), n, scale, dq.rows(r0, n), dk.rows(r0, n), dv.rows(r0, n));
+  });
+}
+
+const AttentionKernel kCpu{"cpu", forward, backward, forward_segments, backward_segments};
 TITAN_REGISTER_KERNEL(AttentionKernel, "cpu", DeviceType::CPU, kCpu);
 
 }  // namespace

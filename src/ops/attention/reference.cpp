@@ -4,6 +4,7 @@
 //   out_s = sum_t P_t v_t,    lse_s = m + log sum_t exp(z_t - m).
 // Backward (softmax Jacobian): dP_t = dO_s . v_t, D_s = sum_t P_t dP_t, dS_t = P_t (dP_t - D_s),
 //   dq_s = scale sum_t dS_t k_t,  dk_t += scale dS_t q_s,  dv_t += P_t dO_s.
+// Block-causal (seg given): the sums run over seg[s] <= t <= s instead of 0 <= t <= s.
 // One [S] row of scores is held at a time.
 #include "ops/attention/reference.h"
 
@@ -25,35 +26,40 @@ double dot(const double* a, const double* b, int64_t n) {
   return r;
 }
 
-// Fills p[0..s] with the softmax probabilities of query (b, s, h); returns the log-sum-exp.
+// The first key query (b, s) sees.
+inline int64_t first_key(const Dims& d, const int64_t* seg, int64_t b, int64_t s) { return seg ? seg[b * d.S + s] : 0; }
+
+// Fills p[t0..s] with the softmax probabilities of query (b, s, h) over keys t0..s; returns the
+// log-sum-exp.
 double probabilities(const Dims& d, const double* q, const double* k, double scale, int64_t b, int64_t s, int64_t h,
-                     double* p) {
+                     int64_t t0, double* p) {
   const int64_t g = h / d.group();
   const double* qs = q + at(d, d.Hq, b, s, h);
   double m = -INFINITY;
-  for (int64_t t = 0; t <= s; ++t) {
+  for (int64_t t = t0; t <= s; ++t) {
     p[t] = scale * dot(qs, k + at(d, d.Hkv, b, t, g), d.D);
     m = std::max(m, p[t]);
   }
   double sum = 0;
-  for (int64_t t = 0; t <= s; ++t) sum += (p[t] = std::exp(p[t] - m));
-  for (int64_t t = 0; t <= s; ++t) p[t] /= sum;
+  for (int64_t t = t0; t <= s; ++t) sum += (p[t] = std::exp(p[t] - m));
+  for (int64_t t = t0; t <= s; ++t) p[t] /= sum;
   return m + std::log(sum);
 }
 
 }  // namespace
 
 void reference_forward(const Dims& d, const double* q, const double* k, const double* v, double scale, double* out,
-                       double* lse) {
+                       double* lse, const int64_t* seg) {
   std::vector<double> p(size_t(d.S));
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.Hq; ++h) {
       const int64_t g = h / d.group();
       for (int64_t s = 0; s < d.S; ++s) {
-        lse[(b * d.Hq + h) * d.S + s] = probabilities(d, q, k, scale, b, s, h, p.data());
+        const int64_t t0 = first_key(d, seg, b, s);
+        lse[(b * d.Hq + h) * d.S + s] = probabilities(d, q, k, scale, b, s, h, t0, p.data());
         double* o = out + at(d, d.Hq, b, s, h);
         std::fill(o, o + d.D, 0.0);
-        for (int64_t t = 0; t <= s; ++t) {
+        for (int64_t t = t0; t <= s; ++t) {
           const double* vt = v + at(d, d.Hkv, b, t, g);
           for (int64_t i = 0; i < d.D; ++i) o[i] += p[t] * vt[i];
         }
@@ -62,7 +68,7 @@ void reference_forward(const Dims& d, const double* q, const double* k, const do
 }
 
 void reference_backward(const Dims& d, const double* q, const double* k, const double* v, const double* dout,
-                        double scale, double* dq, double* dk, double* dv) {
+                        double scale, double* dq, double* dk, double* dv, const int64_t* seg) {
   std::fill(dk, dk + d.B * d.S * d.Hkv * d.D, 0.0);
   std::fill(dv, dv + d.B * d.S * d.Hkv * d.D, 0.0);
   std::vector<double> p(size_t(d.S)), dp(size_t(d.S));
@@ -70,17 +76,18 @@ void reference_backward(const Dims& d, const double* q, const double* k, const d
     for (int64_t h = 0; h < d.Hq; ++h) {
       const int64_t g = h / d.group();
       for (int64_t s = 0; s < d.S; ++s) {
-        probabilities(d, q, k, scale, b, s, h, p.data());
+        const int64_t t0 = first_key(d, seg, b, s);
+        probabilities(d, q, k, scale, b, s, h, t0, p.data());
         const double* dos = dout + at(d, d.Hq, b, s, h);
         const double* qs = q + at(d, d.Hq, b, s, h);
         double D = 0;
-        for (int64_t t = 0; t <= s; ++t) {
+        for (int64_t t = t0; t <= s; ++t) {
           dp[t] = dot(dos, v + at(d, d.Hkv, b, t, g), d.D);
           D += p[t] * dp[t];
         }
         double* dqs = dq + at(d, d.Hq, b, s, h);
         std::fill(dqs, dqs + d.D, 0.0);
-        for (int64_t t = 0; t <= s; ++t) {
+        for (int64_t t = t0; t <= s; ++t) {
           const double ds = p[t] * (dp[t] - D) * scale;
           const double* kt = k + at(d, d.Hkv, b, t, g);
           double* dkt = dk + at(d, d.Hkv, b, t, g);
@@ -119,28 +126,41 @@ void from_double(const std::vector<double>& src, Tensor& t) {
   for (size_t i = 0; i < src.size(); ++i) p[i] = float(src[i]);
 }
 
-void forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
-             Tensor& lse) {
+void forward_segments(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
+                      float scale, Tensor& out, Tensor& lse) {
   Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, "attention.reference forward");
+  check_segments(seg, d.B, d.S, "attention.reference forward");
   auto qd = to_double(q), kd = to_double(k), vd = to_double(v);
   std::vector<double> od(size_t(out.numel())), ld(size_t(lse.numel()));
-  reference_forward(d, qd.data(), kd.data(), vd.data(), scale, od.data(), ld.data());
+  reference_forward(d, qd.data(), kd.data(), vd.data(), scale, od.data(), ld.data(), seg);
   from_double(od, out);
   from_double(ld, lse);
 }
 
-void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-              const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk, const RowView& dv) {
+void forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
+             Tensor& lse) {
+  forward_segments(q, k, v, seq, nullptr, scale, out, lse);
+}
+
+void backward_segments(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+                       const Tensor& dout, int64_t seq, const int64_t* seg, float scale, const RowView& dq,
+                       const RowView& dk, const RowView& dv) {
   Dims d = check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.reference backward");
+  check_segments(seg, d.B, d.S, "attention.reference backward");
   auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
   std::vector<double> dqd(qd.size()), dkd(kd.size()), dvd(vd.size());
-  reference_backward(d, qd.data(), kd.data(), vd.data(), dod.data(), scale, dqd.data(), dkd.data(), dvd.data());
+  reference_backward(d, qd.data(), kd.data(), vd.data(), dod.data(), scale, dqd.data(), dkd.data(), dvd.data(), seg);
   from_double(dqd, dq);
   from_double(dkd, dk);
   from_double(dvd, dv);
 }
 
-const AttentionKernel kReference{"reference", forward, backward};
+void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+              const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk, const RowView& dv) {
+  backward_segments(q, k, v, out, lse, dout, seq, nullptr, scale, dq, dk, dv);
+}
+
+const AttentionKernel kReference{"reference", forward, backward, forward_segments, backward_segments};
 TITAN_REGISTER_KERNEL(AttentionKernel, "reference", DeviceType::CPU, kReference);
 
 }  // namespace

@@ -9,12 +9,13 @@
 namespace titan::attention {
 
 // out [B, S, Hq, D], lse [B, Hq, S].
+// seg [B * S] (optional): block-causal, query s sees keys seg[s] <= t <= s (ops/attention/segments.h).
 void reference_forward(const Dims& d, const double* q, const double* k, const double* v, double scale, double* out,
-                       double* lse);
+                       double* lse, const int64_t* seg = nullptr);
 
 // dq [B, S, Hq, D], dk and dv [B, S, Hkv, D], all overwritten. The probabilities are recomputed in
 // double from q and k, and D_s = sum_t P_st dP_st, so out and lse are not needed.
 void reference_backward(const Dims& d, const double* q, const double* k, const double* v, const double* dout,
-                        double scale, double* dq, double* dk, double* dv);
+                        double scale, double* dq, double* dk, double* dv, const int64_t* seg = nullptr);
 
 }  // namespace titan::attention

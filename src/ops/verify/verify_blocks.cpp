@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "ops/adamw/adamw.h"
 #include "ops/attention/attention.h"
@@ -85,6 +86,41 @@ void cases_attention(std::vector<KernelCase>& t) {
         return b;
       }));
     }
+  // Block-causal: packed documents of lengths 1, 63, 9, 57 in one sequence and one whole
+  // sequence in the other, each token seeing only its own document's prefix.
+  for (bool bf : {false, true}) {
+    const int64_t B = 2, S = 130, Hq = 4, Hkv = 2, D = 16;
+    const std::string sh = "block_causal:" + dims({{"B", B}, {"S", S}, {"Hq", Hq}, {"Hkv", Hkv}, {"D", D}});
+    t.push_back(make_case<K>(sh, bf, [=] {
+      std::vector<int64_t> seg;
+      for (int64_t n : {1, 63, 9, 57})
+        for (int64_t i = 0, a = int64_t(seg.size()); i < n; ++i) seg.push_back(a);
+      for (int64_t i = 0; i < S; ++i) seg.push_back(0);
+      const Tensor q = round_bf16(randn({B, S, Hq, D}, 41), bf), k = round_bf16(randn({B, S, Hkv, D}, 42), bf);
+      const Tensor v = round_bf16(randn({B, S, Hkv, D}, 43), bf), dout = round_bf16(randn({B, S, Hq, D}, 44), bf);
+      const float scale = float(1.0 / std::sqrt(double(D)));
+      auto forward = [=](const std::string& var) {
+        Tensor o = Tensor::empty(q.shape(), DType::F32), l = Tensor::empty({B, Hq, S}, DType::F32);
+        kernel<K>(var).forward(q, k, v, scale, o, l, seg.data());
+        return Outs{o, l};
+      };
+      auto backward = [=](const std::string& var, const Outs& ol) {
+        Tensor dq = Tensor::empty(q.shape(), DType::F32), dk = Tensor::empty(k.shape(), DType::F32),
+               dv = Tensor::empty(k.shape(), DType::F32);
+        kernel<K>(var).backward(q, k, v, ol[0], ol[1], dout, scale, dq, dk, dv, seg.data());
+        return Outs{dq, dk, dv};
+      };
+      const Outs saved = forward("reference");
+      CaseBody b;
+      b.checks.push_back({.direction = "forward", .run = forward});
+      b.checks.push_back({.direction = "backward", .run = [=](const std::string& var) { return backward(var, saved); }});
+      if (!bf)
+        b.fd = FdCheck{.inputs = {q, k, v},
+                       .loss = [=] { return dot(forward("reference")[0], dout); },
+                       .grads = [=] { return backward("reference", forward("reference")); }};
+      return b;
+    }, !bf));
+  }
 }
 
 namespace {

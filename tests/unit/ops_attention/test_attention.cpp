@@ -280,3 +280,113 @@ TEST(Attention, RowViewsOfAFusedBufferMatchContiguousTensors) {
     }
   }
 }
+
+// ---- block-causal (packed documents) ----
+namespace {
+
+// Segment starts [B * S] of documents with the given lengths per sequence (each row's lengths sum to S).
+std::vector<int64_t> segments(const std::vector<std::vector<int64_t>>& lengths, int64_t S) {
+  std::vector<int64_t> seg;
+  for (const auto& row : lengths) {
+    int64_t a = 0;
+    for (int64_t n : row) {
+      for (int64_t i = 0; i < n; ++i) seg.push_back(a);
+      a += n;
+    }
+    EXPECT_EQ(a, S);
+  }
+  return seg;
+}
+
+Grads run_seg(const AttentionKernel& kern, const Inputs& in, const int64_t* seg) {
+  Grads r;
+  kern.forward(in.q, in.k, in.v, in.scale, r.out, r.lse, seg);
+  kern.backward(in.q, in.k, in.v, r.out, r.lse, in.dout, in.scale, r.dq, r.dk, r.dv, seg);
+  return r;
+}
+
+// Rows [a, e) of sequence b of a [B, S, H, D] tensor, as a [1, e - a, H, D] copy.
+Tensor doc_rows(const Tensor& t, int64_t b, int64_t a, int64_t e) {
+  const int64_t row = t.dim(2) * t.dim(3);
+  Tensor r = Tensor::empty({1, e - a, t.dim(2), t.dim(3)}, DType::F32);
+  std::copy_n(t.data<float>() + (b * t.dim(1) + a) * row, (e - a) * row, r.data<float>());
+  return r;
+}
+
+}  // namespace
+
+// Each document of a packed row, run alone as a causal sequence, gives that row's rows: the
+// reference's block mask is the definition, and the cpu kernel equals it bitwise.
+TEST(AttentionSegments, PackedRowEqualsItsDocumentsRunOneByOne) {
+  const Case c{2, 150, 4, 2, 24};
+  const Inputs in = inputs(c);
+  const std::vector<int64_t> seg = segments({{1, 70, 9, 70}, {150}}, c.S);
+  for (const char* var : {"reference", "cpu"}) {
+    const AttentionKernel& kern = kernel<AttentionKernel>(var);
+    const Grads packed = run_seg(kern, in, seg.data());
+    attention::for_each_document(seg.data(), c.B, c.S, [&](int64_t b, int64_t a, int64_t e) {
+      const Inputs one{doc_rows(in.q, b, a, e), doc_rows(in.k, b, a, e), doc_rows(in.v, b, a, e),
+                       doc_rows(in.dout, b, a, e), in.scale};
+      const Grads alone = run(kern, one.q, one.k, one.v, one.dout, one.scale);
+      SCOPED_TRACE(std::string(var) + " doc " + std::to_string(b) + ":" + std::to_string(a));
+      const double tol = std::string(var) == "cpu" ? 0.0 : 1e-7;  // the reference sums in another order per row
+      EXPECT_LE(rel_err(doc_rows(packed.out, b, a, e), alone.out), tol);
+      EXPECT_LE(rel_err(doc_rows(packed.dq, b, a, e), alone.dq), tol);
+      EXPECT_LE(rel_err(doc_rows(packed.dk, b, a, e), alone.dk), tol);
+      EXPECT_LE(rel_err(doc_rows(packed.dv, b, a, e), alone.dv), tol);
+      for (int64_t h = 0; h < c.Hq; ++h)
+        for (int64_t i = 0; i < e - a; ++i)
+          EXPECT_NEAR(packed.lse.data<float>()[(b * c.Hq + h) * c.S + a + i],
+                      alone.lse.data<float>()[h * (e - a) + i], 1e-6);
+    });
+  }
+}
+
+TEST(AttentionSegments, CpuMatchesReferenceAndReferenceMatchesFiniteDifferences) {
+  const Case c{2, 67, 4, 1, 16};
+  const Inputs in = inputs(c);
+  const std::vector<int64_t> seg = segments({{3, 64}, {20, 1, 1, 45}}, c.S);
+  const Grads want = run_seg(kernel<AttentionKernel>("reference"), in, seg.data());
+  expect_close(c, run_seg(kernel<AttentionKernel>("cpu"), in, seg.data()), want, 1e-5);
+  // The masked reference against finite differences of L = sum(dout * out), in double.
+  const Dims d{1, 6, 2, 1, 3};
+  const std::vector<int64_t> s6 = segments({{2, 4}}, 6);
+  const int64_t nq = d.B * d.S * d.Hq * d.D, nk = d.B * d.S * d.Hkv * d.D;
+  std::vector<double> q(nq), k(nk), v(nk), dout(nq), out(nq), lse(d.B * d.Hq * d.S), dq(nq), dk(nk), dv(nk);
+  const Philox rng{7, 9};
+  uint64_t counter = 0;
+  for (auto* vec : {&q, &k, &v, &dout})
+    for (auto& x : *vec) x = rng.normal(counter++);
+  attention::reference_backward(d, q.data(), k.data(), v.data(), dout.data(), 0.7, dq.data(), dk.data(), dv.data(),
+                                s6.data());
+  auto loss = [&] {
+    attention::reference_forward(d, q.data(), k.data(), v.data(), 0.7, out.data(), lse.data(), s6.data());
+    double l = 0;
+    for (int64_t i = 0; i < nq; ++i) l += out[i] * dout[i];
+    return l;
+  };
+  const double eps = 1e-6;
+  for (auto [x, g] : {std::pair{&q, &dq}, std::pair{&k, &dk}, std::pair{&v, &dv}})
+    for (size_t i = 0; i < x->size(); ++i) {
+      const double keep = (*x)[i];
+      (*x)[i] = keep + eps;
+      const double lp = loss();
+      (*x)[i] = keep - eps;
+      const double lm = loss();
+      (*x)[i] = keep;
+      EXPECT_NEAR((*g)[i], (lp - lm) / (2 * eps), 1e-7) << i;
+    }
+}
+
+TEST(AttentionSegments, RejectsSegmentsThatAreNotContiguousDocuments) {
+  const Case c{1, 4, 2, 1, 8};
+  const Inputs in = inputs(c);
+  const std::vector<int64_t> bad{0, 0, 1, 2};  // token 2 starts at 1, which is not its predecessor's start
+  Grads r;
+  try {
+    kernel<AttentionKernel>("cpu").forward(in.q, in.k, in.v, in.scale, r.out, r.lse, bad.data());
+    FAIL() << "accepted bad segments";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("segment start 1 of token 2"), std::string::npos) << e.what();
+  }
+}

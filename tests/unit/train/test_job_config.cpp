@@ -211,7 +211,9 @@ TEST(JobConfig, RenderRoundTrips) {
   JobConfig f;
   apply_toml(f, et, "rendered");
   EXPECT_FALSE(f.lr_scheduler.decay_ratio.has_value());
-  EXPECT_EQ(job_config_keys().size(), 57u);  // 52 + [model] load_balance_coeff + 2 [comm] timeouts
+  // 52 + [model] load_balance_coeff + 2 [comm] timeouts + [model] attn_mask_type + [training]
+  // dataset_format, train_on_prompt + 9 [validation] keys
+  EXPECT_EQ(job_config_keys().size(), 69u);
 }
 
 TEST(JobConfig, HashCoversTheTrajectoryOnly) {
