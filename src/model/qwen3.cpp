@@ -394,7 +394,8 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
   }
   backward_layers(store, dx, dlogits, B, S, Positions{}, steps);
   steps.at(0, Phase::Backward);
-  hk.embedding->backward(ids.view({T}), dx, params_.at("model.embed_tokens.weight").grad);
+  Tensor& gemb = params_.at("model.embed_tokens.weight").grad;
+  if (gemb.defined()) hk.embedding->backward(ids.view({T}), dx, gemb);
   steps.finish();
   wbf_.reset();
   return loss + aux_term;
