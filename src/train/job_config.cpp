@@ -484,7 +484,8 @@ std::map<std::string, std::string> trajectory_config(const JobConfig& cfg, int64
       "optimizer.beta1",     "optimizer.beta2",       "optimizer.eps",           "optimizer.weight_decay",
       "lr_scheduler.warmup_steps", "lr_scheduler.decay_ratio", "lr_scheduler.decay_type",
       "lr_scheduler.min_lr_factor", "training.seq_len",  "training.max_norm",      "training.dataset",
-      "training.mixed_precision_param", "kernels.replace"};
+      "training.mixed_precision_param", "kernels.replace", "lora.enable", "lora.rank", "lora.alpha",
+      "lora.dropout", "lora.target_modules", "lora.use_rslora", "lora.init"};
   JobConfig copy = cfg;  // fields_of binds mutable pointers; nothing is written through them
   std::map<std::string, std::string> out;
   for (auto& f : fields_of(copy)) {
