@@ -62,7 +62,10 @@ class Qwen3Model {
  public:
   // deferred: parameters and gradients get no memory (Tensor::deferred) until someone allocates
   // their storage, as fully sharded data parallelism does one unit at a time.
-  Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false);
+  // frozen: built with the base frozen (freeze_base()) from the start: no gradient buffer is ever
+  // allocated, so a LoRA run's memory never holds base gradients, not even during setup.
+  Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false,
+             bool frozen = false);
   ~Qwen3Model();
 
   const ModelConfig& config() const { return cfg_; }

@@ -72,7 +72,7 @@ std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir_in, int
     TITAN_CHECK(!base.empty(), where, ": the run's base was not loaded from a Hugging Face folder, so the checkpoint "
                 "names no base to put its adapters on");
     // The run's model config (its [model] n_layers may keep fewer layers than the base has).
-    model = std::make_unique<Qwen3Model>(mc, "cpu");
+    model = std::make_unique<Qwen3Model>(mc, "cpu", false, /*frozen=*/true);
     load_weights(*model, HfCheckpoint::open(base));
     model->enable_lora(lc, 0);
     stored = &model->lora_params();

@@ -63,7 +63,7 @@ void JobModel::fill(int64_t unit, uint64_t seed) {
 JobModel build_job_model(const JobConfig& cfg, bool deferred) {
   JobModel jm;
   const ModelConfig mc = job_model_config(cfg, &jm.hf);
-  jm.model = std::make_unique<Qwen3Model>(mc, "cpu", deferred);
+  jm.model = std::make_unique<Qwen3Model>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable);
   if (cfg.model.load_balance_coeff > 0) {
     TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
     jm.model->enable_expert_bias();
