@@ -211,7 +211,7 @@ TEST(JobConfig, RenderRoundTrips) {
   JobConfig f;
   apply_toml(f, et, "rendered");
   EXPECT_FALSE(f.lr_scheduler.decay_ratio.has_value());
-  EXPECT_EQ(job_config_keys().size(), 57u);  // 52 + [model] load_balance_coeff + 2 [comm] timeouts
+  EXPECT_EQ(job_config_keys().size(), 65u);  // 52 + [model] load_balance_coeff + 2 [comm] timeouts + 8 [lora]
 }
 
 TEST(JobConfig, HashCoversTheTrajectoryOnly) {
