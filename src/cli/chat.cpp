@@ -30,7 +30,7 @@ int cmd_chat(const std::vector<std::string>& argv_in) {
   std::vector<std::string> argv = argv_in;
   const std::vector<std::string> stops = take_repeated(argv, "stop");
   Args args(argv, {});
-  args.check_known({"model", "tokenizer", "system", "thinking", "max-new-tokens", "temperature", "top-k", "top-p",
+  args.check_known({"model", "adapter", "tokenizer", "system", "thinking", "max-new-tokens", "temperature", "top-k", "top-p",
                     "min-p", "repetition-penalty", "seed", "dtype", "kernels"});
   TITAN_CHECK(args.positional().empty(), "unexpected argument '", args.positional().empty() ? "" : args.positional()[0], "'");
   InferenceModel m = load_inference_model(args);

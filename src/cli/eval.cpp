@@ -26,7 +26,7 @@ int cmd_eval(const std::vector<std::string>& argv_in) {
   std::vector<std::string> argv = argv_in;
   const std::vector<std::string> files = take_list(argv, "data");
   Args args(argv, {"json", "quiet"});
-  args.check_known({"model", "tokenizer", "seq-len", "stride", "json", "quiet", "field", "dtype", "kernels"});
+  args.check_known({"model", "adapter", "tokenizer", "seq-len", "stride", "json", "quiet", "field", "dtype", "kernels"});
   TITAN_CHECK(args.positional().empty(), "unexpected argument '", args.positional().empty() ? "" : args.positional()[0], "'");
   TITAN_CHECK(!files.empty(), "missing required option --data FILE...");
 

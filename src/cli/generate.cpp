@@ -70,7 +70,7 @@ int cmd_generate(const std::vector<std::string>& argv_in) {
   std::vector<std::string> argv = argv_in;
   const std::vector<std::string> stops = take_repeated(argv, "stop");
   Args args(argv, {"json", "chat"});
-  args.check_known({"model", "tokenizer", "prompt", "prompt-ids", "prompts", "chat", "system", "thinking",
+  args.check_known({"model", "adapter", "tokenizer", "prompt", "prompt-ids", "prompts", "chat", "system", "thinking",
                     "max-new-tokens", "temperature", "top-k", "top-p", "min-p", "repetition-penalty", "seed", "dtype",
                     "kernels", "batch-size", "json"});
   TITAN_CHECK(args.positional().empty(), "unexpected argument '", args.positional().empty() ? "" : args.positional()[0], "'");

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/hf_model.h"
+#include "model/peft_adapter.h"
 #include "train/checkpoint_model.h"
 
 namespace titan::cli {
@@ -78,6 +79,7 @@ InferenceModel load_inference_model(const Args& args) {
   m.hf = is_hf_folder(m.dir);
   const std::string kernels = args.get("kernels", "cpu");
   m.model = m.hf ? load_hf_model(m.dir, kernels) : load_checkpoint_model(m.dir);
+  if (args.has("adapter")) load_peft_adapter(*m.model, args.get("adapter"));  // LoRA, not merged
   const std::string dtype = args.get("dtype", "f32");
   TITAN_CHECK(dtype == "f32" || dtype == "bf16", "--dtype must be f32 or bf16, got '", dtype, "'");
   m.model->set_compute_dtype(dtype == "bf16" ? DType::BF16 : DType::F32);

@@ -2,7 +2,9 @@
 // given as an HF folder or a built-in flavor name; with --dp N, the training state per rank of N
 // fully sharded data-parallel ranks (src/dist/fsdp.h: parameters, gradients and AdamW moments
 // 1/N per unit, the staging buffer of the collectives, and the gathered units of a step).
-// --n-layers overrides the layer count. `titan info --peak` prints the peak FLOP/s MFU is measured
+// --n-layers overrides the layer count. Dense models on one process also get one training step's
+// predicted peak memory (model/train_memory.h): --batch N, and --lora-rank R for LoRA (attention and
+// MLP projections, base frozen); with --config, the job's batch, [lora], checkpointing and dtype. `titan info --peak` prints the peak FLOP/s MFU is measured
 // against on this machine (src/train/peak_flops.h), f32 and bf16.
 #include <sys/stat.h>
 
@@ -12,6 +14,8 @@
 #include "core/allocator.h"
 #include "dist/fsdp.h"
 #include "model/flops.h"
+#include "model/train_memory.h"
+#include "train/model_state.h"
 #include "train/peak_flops.h"
 #include "train/trainer.h"
 #include "util/numbers.h"
@@ -21,7 +25,40 @@ namespace titan::cli {
 // Bounds of the numbers info computes with: far beyond any real job, well inside int64 arithmetic.
 constexpr int64_t kMaxRanks = int64_t(1) << 24, kMaxSeqLen = int64_t(1) << 30;
 
-static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t dp, bool json) {
+// What one training step of a job would take (model/train_memory.h), when it can be predicted.
+struct StepMemory {
+  TrainMemory mem;
+  int64_t batch = 1;
+  std::string what;  // "full fine-tuning" / "LoRA r=16 (N modules)", checkpointing, dtype
+};
+
+static std::string step_json(const StepMemory* s) {
+  if (!s) return "";
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                ", \"step_batch\": %lld, \"step_weights_bytes\": %lld, \"step_grads_bytes\": %lld, "
+                "\"step_optimizer_bytes\": %lld, \"step_activation_bytes\": %lld, \"step_peak_bytes\": %lld",
+                (long long)s->batch, (long long)s->mem.weights, (long long)s->mem.grads, (long long)s->mem.optimizer,
+                (long long)s->mem.activations, (long long)s->mem.total());
+  return buf;
+}
+
+static StepMemory step_memory(const ModelConfig& cfg, int64_t batch, int64_t seq, Checkpointing ck, DType compute,
+                              const LoraConfig* lora) {
+  StepMemory s;
+  s.mem = predict_train_memory(cfg, batch, seq, ck, compute, lora);
+  s.batch = batch;
+  s.what = lora ? "LoRA r=" + std::to_string(lora->rank) + " (" + std::to_string(lora_select(cfg, *lora).size()) +
+                      " modules, base frozen)"
+                : std::string("full fine-tuning");
+  s.what += std::string(", activation checkpointing ") +
+            (ck == Checkpointing::None ? "none" : ck == Checkpointing::Selective ? "selective" : "full") +
+            (compute == DType::BF16 ? ", bf16 GEMMs" : ", f32");
+  return s;
+}
+
+static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t dp, bool json,
+                      const StepMemory* step = nullptr) {
   ModelSize s = model_size(cfg, seq);
   // Per rank of dp fully sharded ranks: the shards, the staging buffer, and what a step gathers.
   const dist::FsdpPlan plan = dist::fsdp_plan(cfg, dp);
@@ -39,11 +76,11 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
         "\"flops_per_token\": %.6g, \"seq_len\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, "
         "\"optimizer_bytes\": %lld, \"dp\": %lld, \"rank_param_bytes\": %lld, \"rank_grad_bytes\": %lld, "
         "\"rank_optimizer_bytes\": %lld, \"rank_comm_bytes\": %lld, \"rank_state_bytes\": %lld, "
-        "\"rank_gather_bytes\": %lld}\n",
+        "\"rank_gather_bytes\": %lld%s}\n",
         m.c_str(), (long long)s.params, (long long)s.active_params, (long long)s.embedding_params, s.flops_per_token,
         (long long)seq, (long long)s.param_bytes(), (long long)s.grad_bytes(), (long long)s.optimizer_bytes(),
         (long long)dp, (long long)rank_param, (long long)rank_grad, (long long)rank_opt, (long long)rank_comm,
-        (long long)rank_state, (long long)rank_gather);
+        (long long)rank_state, (long long)rank_gather, step_json(step).c_str());
     return 0;
   }
   std::printf("model            %s (%s, %lld layers, hidden %lld, heads %lld/%lld, head_dim %lld, ffn %lld, vocab %lld%s)\n",
@@ -69,6 +106,12 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
   if (state > 24.0 * gib)
     std::printf("fits             NO: %.2f GiB of f32 training state exceeds a 24 GiB machine%s\n", state / gib,
                 state > double(machine_memory_bytes()) ? " and this one" : "");
+  if (step && dp == 1)
+    std::printf("step memory      %.3f GiB predicted peak for %s, batch %lld x seq %lld: weights %.3f + grads %.3f + "
+                "adamw %.3f + activations %.3f GiB\n",
+                double(step->mem.total()) / gib, step->what.c_str(), (long long)step->batch, (long long)seq,
+                double(step->mem.weights) / gib, double(step->mem.grads) / gib, double(step->mem.optimizer) / gib,
+                double(step->mem.activations) / gib);
   if (dp > 1)
     std::printf("per rank (FSDP over %lld ranks) %.3f GiB between steps: weights %.3f + grads %.3f + adamw %.3f GiB "
                 "(1/%lld each), comm buffers %.3f GiB; a step gathers up to %.3f GiB more (parameters and "
@@ -95,7 +138,15 @@ static int info_for_job(const std::vector<std::string>& argv, int64_t ranks, boo
   TITAN_CHECK(job.data_parallel_degree(ranks) == ranks, "--dp ", ranks, ": the job's [parallelism] degrees give ",
               job.data_parallel_degree(ranks), " data-parallel ranks");
   const int64_t shard = par.data_parallel_shard_degree == 1 ? 1 : ranks / par.data_parallel_replicate_degree;
-  return print_info(name, cfg, job.training.seq_len, shard, json);
+  if (cfg.is_moe() || shard > 1) return print_info(name, cfg, job.training.seq_len, shard, json);
+  const LoraConfig lc = job_lora_config(job);
+  const auto am = job.activation_checkpoint.mode;
+  const Checkpointing ck = am == ActivationCheckpointMode::Full        ? Checkpointing::Full
+                           : am == ActivationCheckpointMode::Selective ? Checkpointing::Selective
+                                                                       : Checkpointing::None;
+  const StepMemory sm = step_memory(cfg, job.training.local_batch_size, job.training.seq_len, ck,
+                                    job.training.mixed_precision_param, job.lora.enable ? &lc : nullptr);
+  return print_info(name, cfg, job.training.seq_len, shard, json, &sm);
 }
 
 // `titan info --peak [--threads N] [--remeasure] [--json]`: the f32 and bf16 peaks a training run
@@ -146,7 +197,7 @@ static int cmd_info(const std::vector<std::string>& argv) {
       return info_for_job(rest, ranks, json);
     }
   Args args(argv, {"json"});
-  args.check_known({"model", "seq-len", "json", "dp", "n-layers"});
+  args.check_known({"model", "seq-len", "json", "dp", "n-layers", "batch", "lora-rank"});
   const std::string m = args.require("model");
   struct stat st {};
   ModelConfig cfg = (::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ? load_hf_config(m + "/config.json")
@@ -154,7 +205,16 @@ static int cmd_info(const std::vector<std::string>& argv) {
   const int64_t seq = args.get_int("seq-len", 2048, 1, kMaxSeqLen);
   const int64_t dp = args.get_int("dp", 1, 1, kMaxRanks);
   cfg.num_hidden_layers = args.get_int("n-layers", cfg.num_hidden_layers, 1, cfg.num_hidden_layers);
-  return print_info(m, cfg, seq, dp, args.has("json"));
+  if (cfg.is_moe() || dp > 1) return print_info(m, cfg, seq, dp, args.has("json"));
+  // One step's predicted peak: batch --batch (1), full fine-tuning or, with --lora-rank R, LoRA
+  // rank R on the attention and MLP projections ([lora]'s default targets, alpha 2R).
+  const int64_t batch = args.get_int("batch", 1, 1, int64_t(1) << 24);
+  LoraConfig lc;
+  lc.rank = args.get_int("lora-rank", 0, 0, int64_t(1) << 20);
+  lc.alpha = double(2 * lc.rank);
+  lc.target_modules = JobConfig().lora.target_modules;
+  const StepMemory sm = step_memory(cfg, batch, seq, Checkpointing::None, DType::F32, lc.rank > 0 ? &lc : nullptr);
+  return print_info(m, cfg, seq, dp, args.has("json"), &sm);
 }
 
 TITAN_COMMAND("info", "parameters, FLOPs per token and memory of a model folder or flavor; --peak: MFU's peak FLOP/s here",

@@ -7,6 +7,7 @@
 #include "io/safetensors.h"
 #include "io/token_lines.h"
 #include "model/hf_model.h"
+#include "model/peft_adapter.h"
 
 namespace titan::cli {
 
@@ -22,10 +23,11 @@ static const char* float_name(double v) { return std::isnan(v) ? "nan" : v > 0 ?
 
 static int cmd_score(const std::vector<std::string>& argv) {
   Args args(argv, {"json"});
-  args.check_known({"model", "tokens", "dump-logits", "dump-grads", "json", "kernels", "compute"});
+  args.check_known({"model", "adapter", "tokens", "dump-logits", "dump-grads", "json", "kernels", "compute"});
   const std::string kernels = args.get("kernels", "cpu");
   const std::string model_dir = args.require("model");
   auto model = load_hf_model(model_dir, kernels);
+  if (args.has("adapter")) load_peft_adapter(*model, args.get("adapter"));  // LoRA on the base, not merged
   // A NaN or infinite weight makes every loss NaN; name it instead (one pass over the weights,
   // small next to a forward).
   for (const auto& p : model->params().all()) {

@@ -33,7 +33,8 @@ int64_t ParamStore::numel() const {
 }
 
 void ParamStore::zero_grad() {
-  for (auto& p : params_) p.grad.zero_();
+  for (auto& p : params_)
+    if (p.grad.defined()) p.grad.zero_();  // undefined: a frozen parameter
 }
 
 }  // namespace titan

@@ -13,7 +13,7 @@ namespace titan {
 struct Param {
   std::string name;
   Tensor value;  // f32
-  Tensor grad;   // f32, same shape; accumulated by backward
+  Tensor grad;   // f32, same shape; accumulated by backward (undefined: frozen, no gradient)
 };
 
 class ParamStore {

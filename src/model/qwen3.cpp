@@ -89,8 +89,8 @@ InitScheme parse_init_scheme(const std::string& s) {
   fail("unknown init scheme '", s, "' (expected torchtitan or hf)");
 }
 
-Qwen3Model::Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred)
-    : cfg_(cfg), deferred_(deferred) {
+Qwen3Model::Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred, bool frozen)
+    : cfg_(cfg), deferred_(deferred), base_frozen_(frozen) {
   cfg_.validate(cfg.flavor.empty() ? "model config" : "flavor " + cfg.flavor);
   kernels_.assign(size_t(cfg_.num_hidden_layers + 1), kernel_set(kernel_variant));
   build_params();
@@ -116,9 +116,12 @@ void Qwen3Model::build_params() {
   (void)I;
   const int64_t Q = cfg_.q_dim(), K = cfg_.kv_dim();
   auto pair = [&](const Shape& s) {
-    if (deferred_) return std::make_pair(Tensor::deferred(s, DType::F32), Tensor::deferred(s, DType::F32));
-    return std::make_pair(Tensor::zeros(s, DType::F32), Tensor::zeros(s, DType::F32));
+    if (deferred_)
+      return std::make_pair(Tensor::deferred(s, DType::F32), base_frozen_ ? Tensor() : Tensor::deferred(s, DType::F32));
+    return std::make_pair(Tensor::zeros(s, DType::F32), base_frozen_ ? Tensor() : Tensor::zeros(s, DType::F32));
   };
+  // A frozen base has no gradients: slicing an undefined gradient gives an undefined one.
+  auto rows = [](const Tensor& t, int64_t b, int64_t e) { return t.defined() ? t.slice0(b, e) : Tensor(); };
   auto [emb, gemb] = pair({V, H});
   params_.add("model.embed_tokens.weight", emb, gemb);
   layers_.resize(size_t(cfg_.num_hidden_layers));
@@ -137,8 +140,8 @@ void Qwen3Model::build_params() {
     const char* proj[3] = {"q_proj", "k_proj", "v_proj"};
     for (int j = 0; j < 3; ++j) {
       const std::string n = p + "self_attn." + proj[j];
-      params_.add(n + ".weight", L.w_qkv.slice0(cuts[j], cuts[j + 1]), L.g_qkv.slice0(cuts[j], cuts[j + 1]));
-      if (bias) params_.add(n + ".bias", L.b_qkv.slice0(cuts[j], cuts[j + 1]), L.gb_qkv.slice0(cuts[j], cuts[j + 1]));
+      params_.add(n + ".weight", L.w_qkv.slice0(cuts[j], cuts[j + 1]), rows(L.g_qkv, cuts[j], cuts[j + 1]));
+      if (bias) params_.add(n + ".bias", L.b_qkv.slice0(cuts[j], cuts[j + 1]), rows(L.gb_qkv, cuts[j], cuts[j + 1]));
     }
     params_.add(p + "self_attn.o_proj.weight", L.w_o, L.g_o);
     if (cfg_.has_qk_norm()) {
@@ -157,18 +160,19 @@ void Qwen3Model::build_params() {
       params_.add(p + "mlp.gate.weight", L.w_router, L.g_router);
       for (int64_t e = 0; e < E; ++e) {
         const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-        Tensor wgu = L.w_egu.slice0(e, e + 1).view({2 * MI, H}), ggu = L.g_egu.slice0(e, e + 1).view({2 * MI, H});
-        params_.add(x + "gate_proj.weight", wgu.slice0(0, MI), ggu.slice0(0, MI));
-        params_.add(x + "up_proj.weight", wgu.slice0(MI, 2 * MI), ggu.slice0(MI, 2 * MI));
+        Tensor wgu = L.w_egu.slice0(e, e + 1).view({2 * MI, H});
+        Tensor ggu = L.g_egu.defined() ? L.g_egu.slice0(e, e + 1).view({2 * MI, H}) : Tensor();
+        params_.add(x + "gate_proj.weight", wgu.slice0(0, MI), rows(ggu, 0, MI));
+        params_.add(x + "up_proj.weight", wgu.slice0(MI, 2 * MI), rows(ggu, MI, 2 * MI));
         params_.add(x + "down_proj.weight", L.w_edown.slice0(e, e + 1).view({H, MI}),
-                    L.g_edown.slice0(e, e + 1).view({H, MI}));
+                    L.g_edown.defined() ? L.g_edown.slice0(e, e + 1).view({H, MI}) : Tensor());
       }
       continue;
     }
     std::tie(L.w_gu, L.g_gu) = pair({2 * I, H});
     std::tie(L.w_down, L.g_down) = pair({H, I});
-    params_.add(p + "mlp.gate_proj.weight", L.w_gu.slice0(0, I), L.g_gu.slice0(0, I));
-    params_.add(p + "mlp.up_proj.weight", L.w_gu.slice0(I, 2 * I), L.g_gu.slice0(I, 2 * I));
+    params_.add(p + "mlp.gate_proj.weight", L.w_gu.slice0(0, I), rows(L.g_gu, 0, I));
+    params_.add(p + "mlp.up_proj.weight", L.w_gu.slice0(I, 2 * I), rows(L.g_gu, I, 2 * I));
     params_.add(p + "mlp.down_proj.weight", L.w_down, L.g_down);
   }
   auto [nw, gnw] = pair({H});
@@ -506,7 +510,8 @@ double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, flo
   }
   backward_layers(store, dx, dlogits, B, S, pos, steps);
   steps.at(0, Phase::Backward);
-  hk.embedding->backward(ids.view({T}), dx, params_.at("model.embed_tokens.weight").grad);
+  Tensor& gemb = params_.at("model.embed_tokens.weight").grad;
+  if (gemb.defined()) hk.embedding->backward(ids.view({T}), dx, gemb);
   steps.finish();
   if (!hold_wbf_) wbf_.reset();
   return loss + aux_term;

@@ -26,6 +26,7 @@
 
 #include "model/config.h"
 #include "model/kernels.h"
+#include "model/lora.h"
 #include "model/params.h"
 #include "model/unit_hooks.h"
 #include "model/unit_schedule.h"
@@ -53,7 +54,10 @@ class Qwen3Model {
  public:
   // deferred: parameters and gradients get no memory (Tensor::deferred) until someone allocates
   // their storage, as fully sharded data parallelism does one unit at a time.
-  Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false);
+  // frozen: built with the base frozen (freeze_base()) from the start: no gradient buffer is ever
+  // allocated, so a LoRA run's memory never holds base gradients, not even during setup.
+  Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false,
+             bool frozen = false);
   ~Qwen3Model();
 
   const ModelConfig& config() const { return cfg_; }
@@ -97,6 +101,23 @@ class Qwen3Model {
   void update_expert_bias(float coeff);
   // name "model.layers.N.mlp.expert_bias" -> bias [E], then "...tokens_per_expert" -> counts [E] f32.
   std::vector<NamedTensor> expert_bias_state();
+
+  // LoRA (model/lora.h): adapters on the linears that c.target_modules names, their parameters
+  // in lora_params() (PEFT's init: A Kaiming-uniform from `seed`, B zeros), computed in every
+  // pass from then on. Their gradients accumulate like the base's.
+  void enable_lora(const LoraConfig& c, uint64_t seed);
+  bool lora_enabled() const { return !lora_.empty(); }
+  const LoraConfig& lora_config() const { return lora_cfg_; }
+  const std::vector<LoraAdapter>& lora_adapters() const { return lora_; }
+  ParamStore& lora_params() { return lora_params_; }
+  const ParamStore& lora_params() const { return lora_params_; }
+  // Freezes every base parameter: their gradient buffers are released (Param::grad undefined)
+  // and the backward computes no base weight gradient, only the input gradients it needs.
+  void freeze_base();
+  // W += scale * B A into every adapted module's weight (its rows of the fused buffer), then the
+  // adapters are removed: the plain model that computes what the adapted one did.
+  void merge_lora();
+  bool base_frozen() const { return base_frozen_; }
 
   // ids, labels: [B, S] i64; label -100 is ignored. Returns the SUM of token losses; the number
   // of counted tokens is count_labels(labels). logits_out (optional): [B*S, V] f32.
@@ -154,6 +175,11 @@ class Qwen3Model {
   void mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T);
   void mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T, const Tensor* dlogits_extra);
   MoEArgs moe_args(size_t l, const LayerActs& a) const;
+  // LoRA on one projection group of layer l (model/qwen3_lora.cpp; no-ops without adapters
+  // there): forward adds each adapter into its rows of the group's output y (y null: only the
+  // saved x A^T, for a recomputation); backward takes d(output) and adds into dx.
+  void lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tensor* y, LayerActs& a);
+  void lora_backward_group(size_t l, LoraGroup g, const Tensor& x, LayerActs& a, const Tensor& dy, Tensor& dx);
   bool aux_loss_on() const;
   // A schedule step's hook call (no-op without hooks) plus the per-layer bf16 weight copies that
   // go with a unit's values.
@@ -182,6 +208,11 @@ class Qwen3Model {
   Checkpointing ckpt_ = Checkpointing::None;
   double last_aux_ = 0;
   std::vector<Tensor> bias_, counts_;  // per layer (undefined for dense layers); empty when off
+  bool base_frozen_ = false;
+  LoraConfig lora_cfg_;
+  std::vector<LoraAdapter> lora_;               // HF order
+  ParamStore lora_params_;                      // lora_A, lora_B of each adapter, in that order
+  std::vector<std::vector<size_t>> lora_layer_;  // per layer: indices into lora_
 };
 
 }  // namespace titan

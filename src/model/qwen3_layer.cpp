@@ -23,6 +23,8 @@ namespace titan {
 namespace {
 
 Tensor f32(const Shape& s) { return Tensor::empty(s, DType::F32); }
+// A weight gradient to accumulate into, or null for a frozen weight (Qwen3Model::freeze_base).
+Tensor* grad_or_null(Tensor& g) { return g.defined() ? &g : nullptr; }
 
 // dst (contiguous, [T, n] as any shape) = columns [c0, c0 + n) of src [T, W].
 void copy_columns(const Tensor& src, int64_t c0, Tensor& dst) {
@@ -56,6 +58,7 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs
     a.qkv = f32({T, Q + 2 * K});
     k.linear->forward(a.xn1, Wqkv, a.qkv, compute_);
     if (L.b_qkv.defined()) k.bias->forward(a.qkv, L.b_qkv);
+    lora_forward_group(l, LoraGroup::Qkv, a.xn1, &a.qkv, a);
     // Per-head norm of q and k read in place from qkv, written to their own buffers (the backward
     // needs qkv as it was), then RoPE in place there. Without the q/k norm (llama, qwen2), q and k
     // are copied out of qkv for RoPE.
@@ -84,6 +87,7 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs
     a.attn = a.attn.view({T, Q});
     a.h = f32({T, H});
     k.linear->forward_residual(a.attn, Wo, &x, a.h, compute_);  // h = x + attn @ Wo^T
+    lora_forward_group(l, LoraGroup::O, a.attn, &a.h, a);
     a.have_attn = true;
   }
   // A sparse layer's xn2 also feeds the router (f32), so only a dense one is kept in bf16.
@@ -120,9 +124,11 @@ void Qwen3Model::mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Ten
   const int64_t I = cfg_.intermediate_size;
   a.gu = f32({T, 2 * I});
   k.linear->forward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, a.gu, compute_);
+  lora_forward_group(l, LoraGroup::GateUp, a.xn2, &a.gu, a);
   a.act = Tensor::empty({T, I}, compute_ == DType::BF16 ? DType::BF16 : DType::F32);
   k.swiglu->forward(a.gu, a.act);
   if (out) k.linear->forward_residual(a.act, wbf_ ? wbf_->down[l] : L.w_down, &residual, *out, compute_);
+  lora_forward_group(l, LoraGroup::Down, a.act, out, a);
 }
 
 // dy [T, H] = d(mlp output) -> dxn2 [T, H] = d(xn2) (overwritten); parameter grads accumulate.
@@ -133,21 +139,24 @@ void Qwen3Model::mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& 
   if (L.sparse) {
     const MoEArgs m = moe_args(l, a);
     MoEGrads g;
-    g.dx = &dxn2, g.drouter = &L.g_router, g.dgate_up = &L.g_egu, g.ddown = &L.g_edown, g.dlogits_extra = dlogits_extra;
+    g.dx = &dxn2, g.drouter = grad_or_null(L.g_router), g.dgate_up = grad_or_null(L.g_egu),
+    g.ddown = grad_or_null(L.g_edown), g.dlogits_extra = dlogits_extra;
     k.moe->backward(m, a.moe, dy, g);
     a.moe = MoESaved();
     return;
   }
   const int64_t I = cfg_.intermediate_size;
   Tensor dact = f32({T, I});
-  k.linear->backward(a.act, wbf_ ? wbf_->down[l] : L.w_down, dy, &dact, &L.g_down, compute_);
+  k.linear->backward(a.act, wbf_ ? wbf_->down[l] : L.w_down, dy, &dact, grad_or_null(L.g_down), compute_);
+  lora_backward_group(l, LoraGroup::Down, a.act, a, dy, dact);
   a.act = Tensor();
   // d(gate/up): in bf16 straight from SwiGLU's backward for the bf16 GEMMs; in f32 in place of gu.
   Tensor dgu = compute_ == DType::BF16 ? Tensor::empty({T, 2 * I}, DType::BF16) : a.gu;
   k.swiglu->backward(a.gu, dact, dgu);
   a.gu = Tensor();
   dact = Tensor();
-  k.linear->backward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, dgu, &dxn2, &L.g_gu, compute_);
+  k.linear->backward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, dgu, &dxn2, grad_or_null(L.g_gu), compute_);
+  lora_backward_group(l, LoraGroup::GateUp, a.xn2, a, dgu, dxn2);
 }
 
 // dx: on entry d(layer output) [T, H]; on exit d(layer input). Parameter grads accumulate. `a`
@@ -170,7 +179,8 @@ void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor&
   // Attention block: h = x + o(attention(rope(norm(q)), rope(norm(k)), v))
   {
     Tensor dattn = f32({T, Q});
-    k.linear->backward(a.attn, Wo, dx, &dattn, &L.g_o, compute_);
+    k.linear->backward(a.attn, Wo, dx, &dattn, grad_or_null(L.g_o), compute_);
+    lora_backward_group(l, LoraGroup::O, a.attn, a, dx, dattn);
     // dq, dk, dv land in their columns of the fused gradient; RoPE and the q/k norm go back in place.
     Tensor dqkv = f32({T, Q + 2 * K});
     const RowView dq = RowView::columns(dqkv, 0, nh, D), dk = RowView::columns(dqkv, Q, nkv, D);
@@ -187,7 +197,8 @@ void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor&
     }
     if (L.gb_qkv.defined()) k.bias->backward(dqkv, L.gb_qkv);
     Tensor dxn1 = f32({T, H});
-    k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, &L.g_qkv, compute_);
+    k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
+    lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);
     k.rmsnorm->backward_add(x, L.w_in, a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
   }
   a = LayerActs();

@@ -23,6 +23,7 @@ struct LayerActs {
   Tensor xn2, rstd2;      // [T, H], [T]
   Tensor gu, act;         // [T, 2I], [T, I]  (dense MLP)
   MoESaved moe;           // sparse MLP: routing and the variant's saved activations
+  std::vector<Tensor> lora_t;  // per adapter of the layer (Qwen3Model::lora_layer_): x A^T [T, r]
   bool have_attn = false, have_mlp = false;
 };
 

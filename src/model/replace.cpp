@@ -36,6 +36,14 @@ bool match_from(const std::string& p, size_t pi, const std::string& n, size_t ni
         if (k >= n.size() || (!any && n[k] == '.')) return false;
       }
     }
+    if (p[pi] == '[') {  // a character class: [qkvo] matches one of those characters
+      const size_t close = p.find(']', pi + 1);
+      if (close != std::string::npos) {
+        if (ni >= n.size() || n[ni] == '.' || p.find(n[ni], pi + 1) >= close) return false;
+        pi = close + 1, ++ni;
+        continue;
+      }
+    }
     if (ni >= n.size() || p[pi] != n[ni]) return false;
     ++pi, ++ni;
   }

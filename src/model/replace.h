@@ -7,6 +7,7 @@
 //   *   any run of characters that contains no '.'  (one dotted component, or part of one:
 //       "model.layers.1*.mlp" matches layers 1 and 10-19, "model.layers.*.mlp" every layer)
 //   **  any run of characters, dots included ("**.rope" matches every rope module)
+//   [abc] one of the listed characters ("self_attn.[qkv]_proj")
 //   anything else matches itself.
 // Rules apply in order (a later rule overrides an earlier one on the same module). Errors, each one
 // line, before anything is changed: a malformed entry, an unknown op or variant, a pattern that

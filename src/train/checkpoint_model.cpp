@@ -23,13 +23,15 @@ FolderWeights load_folder_weights(const std::string& dir) {
     w.tensors = ck.load_all(DType::F32);
   } else {
     w.model = load_checkpoint_model(dir);
+    TITAN_CHECK(!w.model->lora_enabled(), dir, ": a LoRA checkpoint (adapters on a frozen base): export it with "
+                "--adapter (a PEFT folder) or --merge-lora (a full folder with the adapters merged)");
     w.config = w.model->config();
     w.tensors = model_state(*w.model);
   }
   return w;
 }
 
-std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir_in, int64_t* step_out) {
+std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir_in, int64_t* step_out, std::string* lora_base) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::string folder, base = dir.substr(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/') + 1);
@@ -51,12 +53,39 @@ std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir_in, int
   TITAN_CHECK(st.extra.contains("model_config"), ckm.step_dir(step),
               "/state.json: no model_config recorded (written by an older titan?)");
   ModelConfig mc = parse_hf_config(st.extra["model_config"].dump(), ckm.step_dir(step) + "/state.json model_config");
-  auto model = std::make_unique<Qwen3Model>(mc, "cpu");
+  std::unique_ptr<Qwen3Model> model;
+  ParamStore* stored = nullptr;  // what the model files hold
+  if (st.extra.contains("lora")) {
+    // A LoRA run's checkpoint holds the adapters; the frozen base is the HF folder it names.
+    const std::string where = ckm.step_dir(step) + "/state.json lora";
+    LoraConfig lc;
+    std::string base;
+    try {
+      const auto& r = st.extra["lora"];
+      base = r.at("base").get<std::string>();
+      lc.rank = r.at("rank").get<int64_t>(), lc.alpha = r.at("alpha").get<double>();
+      lc.use_rslora = r.at("use_rslora").get<bool>();
+      lc.target_modules = r.at("target_modules").get<std::vector<std::string>>();
+    } catch (const nlohmann::json::exception& e) {
+      fail(where, ": ", e.what());
+    }
+    TITAN_CHECK(!base.empty(), where, ": the run's base was not loaded from a Hugging Face folder, so the checkpoint "
+                "names no base to put its adapters on");
+    // The run's model config (its [model] n_layers may keep fewer layers than the base has).
+    model = std::make_unique<Qwen3Model>(mc, "cpu", false, /*frozen=*/true);
+    load_weights(*model, HfCheckpoint::open(base));
+    model->enable_lora(lc, 0);
+    stored = &model->lora_params();
+    if (lora_base) *lora_base = base;
+  } else {
+    model = std::make_unique<Qwen3Model>(mc, "cpu");
+    stored = &model->params();
+  }
   // Whole parameters as pieces: from one model.tensors or assembled from every rank's pieces.
   // Optimizer state is not needed: only the model files are opened.
   std::vector<std::string> names;
   std::vector<TensorPiece> pieces;
-  for (auto& p : model->params().all()) {
+  for (auto& p : stored->all()) {
     names.push_back(p.name);
     pieces.push_back({p.name, p.value.shape(), 0, p.value});
   }

@@ -10,8 +10,11 @@
 
 namespace titan {
 
-// `dir` is a step-N folder, or a checkpoint folder (its latest step is used).
-std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir, int64_t* step = nullptr);
+// `dir` is a step-N folder, or a checkpoint folder (its latest step is used). A LoRA run's
+// checkpoint (state.json extra "lora") gives its base HF folder with the adapters on it
+// (lora_base: that folder).
+std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir, int64_t* step = nullptr,
+                                                  std::string* lora_base = nullptr);
 
 // True when `dir` looks like an HF folder (has config.json) rather than a training checkpoint.
 bool is_hf_folder(const std::string& dir);

@@ -199,6 +199,20 @@ struct KernelsSection {
   std::vector<std::string> replace;  // "pattern=kernel" entries, interpreted by the kernel registry
 };
 
+// LoRA fine-tuning (model/lora.h): adapters on the linears the glob patterns name, the base
+// frozen (no gradients, no optimizer state); checkpoints hold the adapters and their AdamW state
+// and name the base; last_save_in_hf writes a PEFT adapter folder.
+struct LoraSection {
+  bool enable = false;
+  int64_t rank = 8;
+  double alpha = 16;
+  double dropout = 0;  // only 0 is implemented
+  std::vector<std::string> target_modules = {"model.layers.*.self_attn.[qkvo]_proj", "model.layers.*.mlp.*_proj"};
+  bool use_rslora = false;
+  std::string init = "peft";          // PEFT's default: A Kaiming-uniform, B zeros
+  DType base_dtype = DType::F32;      // of the frozen base weights (only float32 in this build)
+};
+
 struct ComputeSection {
   // 0: leave the thread count as is (TITAN_NUM_THREADS or all cores). At most kMaxThreads.
   int64_t threads = 0;
@@ -255,6 +269,7 @@ struct JobConfig {
   ActivationCheckpointSection activation_checkpoint;
   MetricsSection metrics;
   KernelsSection kernels;
+  LoraSection lora;
   ComputeSection compute;
   CommSection comm;
   ValidationSection validation;

@@ -71,7 +71,8 @@ const std::vector<std::string>& section_names() {
   static const std::vector<std::string> names = {"job",      "model",      "optimizer",
                                                  "lr_scheduler", "training", "parallelism",
                                                  "checkpoint", "activation_checkpoint", "metrics",
-                                                 "kernels",  "compute",    "comm",       "validation"};
+                                                 "kernels",  "lora",       "compute",    "comm",
+                                                 "validation"};
   return names;
 }
 
@@ -213,6 +214,20 @@ std::vector<Field> fields_of(JobConfig& c) {
 
       field("kernels", "replace", &c.kernels.replace,
             "\"pattern=op.variant\" entries: the kernels of the modules whose HF name matches the glob"),
+
+      field("lora", "enable", &c.lora.enable, "train LoRA adapters on a frozen base instead of every parameter"),
+      field("lora", "rank", &c.lora.rank, "rank r of each adapter (A [r, in], B [out, r])",
+            {at_least_1, {[](int64_t v) { return v <= (int64_t(1) << 20); }, "must be <= 2^20"}}),
+      field("lora", "alpha", &c.lora.alpha, "scale numerator: scale = alpha / rank (alpha / sqrt(rank) with use_rslora)",
+            {{[](double v) { return v > 0 && std::isfinite(v); }, "must be a positive number"}}),
+      field("lora", "dropout", &c.lora.dropout, "dropout on the adapters' input (PEFT's lora_dropout)",
+            {{[](double v) { return v == 0; }, "is not implemented yet (only 0 is supported in this build)"}}),
+      field("lora", "target_modules", &c.lora.target_modules,
+            "glob patterns over HF module names (e.g. \"model.layers.*.self_attn.[qkvo]_proj\")"),
+      field("lora", "use_rslora", &c.lora.use_rslora, "rank-stabilized scale alpha / sqrt(rank)"),
+      field("lora", "init", &c.lora.init, "adapter init: peft (A Kaiming-uniform, B zeros)",
+            {{[](const std::string& v) { return v == "peft"; }, "must be \"peft\""}}),
+      field("lora", "base_dtype", &c.lora.base_dtype, "dtype the frozen base weights are kept in", {DType::F32}),
 
       field("compute", "threads", &c.compute.threads,
             "threads of each process (0: leave as is, TITAN_NUM_THREADS or every core)",

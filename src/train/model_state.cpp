@@ -3,9 +3,11 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "dist/data_parallel.h"
 #include "model/hf_model.h"
+#include "model/peft_adapter.h"
 #include "ops/registry.h"
 #include "train/grad_utils.h"
 
@@ -67,7 +69,7 @@ void JobModel::fill(int64_t unit, uint64_t seed) {
 JobModel build_job_model(const JobConfig& cfg, bool deferred) {
   JobModel jm;
   const ModelConfig mc = job_model_config(cfg, &jm.hf);
-  jm.model = std::make_unique<Qwen3Model>(mc, "cpu", deferred);
+  jm.model = std::make_unique<Qwen3Model>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable);
   if (cfg.model.load_balance_coeff > 0) {
     TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
     jm.model->enable_expert_bias();
@@ -75,10 +77,28 @@ JobModel build_job_model(const JobConfig& cfg, bool deferred) {
   return jm;
 }
 
+LoraConfig job_lora_config(const JobConfig& cfg) {
+  LoraConfig c;
+  c.rank = cfg.lora.rank, c.alpha = cfg.lora.alpha, c.dropout = cfg.lora.dropout;
+  c.target_modules = cfg.lora.target_modules, c.use_rslora = cfg.lora.use_rslora;
+  return c;
+}
+
+nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& base) {
+  std::vector<std::string> modules;
+  for (const auto& a : m.lora_adapters()) modules.push_back(a.module);
+  const LoraConfig& c = m.lora_config();
+  return {{"base", base}, {"rank", c.rank}, {"alpha", c.alpha}, {"use_rslora", c.use_rslora},
+          {"target_modules", modules}};
+}
+
 std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, dist::Comm& comm) {
   // Shard groups of world / R ranks (fully sharded; hybrid when R > 1 too); or, with a shard
   // degree of 1, R = world replicas holding everything.
   const int64_t replicate = cfg.parallelism.data_parallel_replicate_degree;
+  TITAN_CHECK(!cfg.lora.enable || comm.size() <= replicate,
+              "[lora] enable with sharded data parallelism (data_parallel_shard_degree > 1) is not implemented yet; "
+              "use data_parallel_replicate_degree for LoRA across ranks");
   if (comm.size() > replicate) return make_sharded_state(cfg, comm);
   return make_full_state(cfg, comm);
 }
@@ -92,15 +112,22 @@ class FullState final : public ModelState {
     jm.fill(-1, uint64_t(cfg.training.seed));
     loaded_ = jm.hf != nullptr;
     model_ = std::move(jm.model);
-    for (auto& p : model_->params().all()) {
+    // LoRA: the trained parameters are the adapters; the base is frozen (no gradients, no moments).
+    if (cfg.lora.enable) {
+      model_->enable_lora(job_lora_config(cfg), uint64_t(cfg.training.seed));
+      model_->freeze_base();
+      if (cfg.checkpoint.initial_load_in_hf)
+        lora_base_ = std::filesystem::absolute(cfg.checkpoint.initial_load_path).lexically_normal().string();
+    }
+    for (auto& p : trained().all()) {
       m_.push_back(Tensor::zeros(p.value.shape(), DType::F32));
       v_.push_back(Tensor::zeros(p.value.shape(), DType::F32));
       grads_.push_back({p.name, p.grad});
     }
-    if (comm.size() > 1) dp_ = std::make_unique<dist::DataParallel>(model_->params(), comm);
+    if (comm.size() > 1) dp_ = std::make_unique<dist::DataParallel>(trained(), comm);
   }
   bool sharded() const override { return false; }
-  void zero_grad() override { model_->params().zero_grad(); }
+  void zero_grad() override { trained().zero_grad(); }
 
   double step(int64_t step, double max_norm, const AdamWParams& hp) override {
     if (dp_) dp_->all_reduce_grads();
@@ -109,14 +136,16 @@ class FullState final : public ModelState {
       auto bad = first_non_finite(grads_);
       fail("step ", step, ": gradient norm is ", norm, "; first non-finite gradient: ", bad ? *bad : "(none found)");
     }
-    ParamStore& ps = model_->params();
+    ParamStore& ps = trained();
     for (size_t i = 0; i < ps.all().size(); ++i) adamw_.step(ps.all()[i].value, ps.all()[i].grad, m_[i], v_[i], hp);
     return norm;
   }
 
   std::string save(CheckpointManager& ckm, const TrainState& st) override {
     std::string dir = ckm.step_dir(st.step);
-    if (comm_.rank() == 0) dir = ckm.save(st, values(), optimizer());
+    TrainState s = st;
+    if (model_->lora_enabled()) s.extra["lora"] = lora_checkpoint_record(*model_, lora_base_);
+    if (comm_.rank() == 0) dir = ckm.save(s, values(), optimizer());
     comm_.barrier();  // the checkpoint is complete before any rank moves on
     return dir;
   }
@@ -128,28 +157,35 @@ class FullState final : public ModelState {
   }
 
   void export_hf(const std::string& dir, const HfExportOptions& opt) override {
-    if (comm_.rank() == 0) export_hf_checkpoint(dir, model_->config(), model_state(*model_), opt);
+    // LoRA: a PEFT adapter folder (the base is unchanged; titan export --merge-lora merges).
+    if (comm_.rank() == 0 && model_->lora_enabled()) save_peft_adapter(*model_, dir, lora_base_);
+    else if (comm_.rank() == 0) export_hf_checkpoint(dir, model_->config(), model_state(*model_), opt);
     comm_.barrier();
   }
 
   Memory memory() const override {
     Memory m;
-    m.params = m.grads = model_->params().numel() * 4;
-    m.optimizer = 2 * m.params;
+    m.params = (model_->params().numel() + model_->lora_params().numel()) * 4;
+    m.grads = trained().numel() * 4;
+    m.optimizer = 2 * m.grads;
     m.staging = dp_ ? dp_->staging_bytes() : 0;
     return m;
   }
   double comm_seconds() const override { return dp_ ? dp_->comm_seconds() : 0.0; }
 
  private:
+  // The parameters this run trains: the adapters with LoRA, else every parameter.
+  ParamStore& trained() { return model_->lora_enabled() ? model_->lora_params() : model_->params(); }
+  const ParamStore& trained() const { return model_->lora_enabled() ? model_->lora_params() : model_->params(); }
+  // What a checkpoint holds: the trained parameters (with LoRA the base is named, not stored).
   std::vector<NamedTensor> values() {
     std::vector<NamedTensor> out;
-    for (auto& p : model_->params().all()) out.push_back({p.name, p.value});
+    for (auto& p : trained().all()) out.push_back({p.name, p.value});
     return out;
   }
   std::vector<NamedTensor> optimizer() {
     std::vector<NamedTensor> out;
-    ParamStore& ps = model_->params();
+    ParamStore& ps = trained();
     for (size_t i = 0; i < ps.all().size(); ++i) {
       out.push_back({ps.all()[i].name + ".exp_avg", m_[i]});
       out.push_back({ps.all()[i].name + ".exp_avg_sq", v_[i]});
@@ -162,6 +198,7 @@ class FullState final : public ModelState {
   std::vector<Tensor> m_, v_;
   std::vector<NamedTensor> grads_;
   std::unique_ptr<dist::DataParallel> dp_;
+  std::string lora_base_;  // the base HF folder of a LoRA run ("" when initialised here)
 };
 
 }  // namespace

@@ -109,7 +109,11 @@ void Trainer::build_model() {
     if (lead_)
       for (auto& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
   }
-  flops_per_token_ = model_size(m.config(), seq_).flops_per_token;
+  const ModelSize size = model_size(m.config(), seq_);
+  flops_per_token_ = size.flops_per_token;
+  // LoRA: the frozen base's weight gradients are not computed (2N of the 6N), the adapters' are
+  // (6 per adapter parameter: their own forward, input gradient and weight gradient).
+  if (m.lora_enabled()) flops_per_token_ += -2.0 * double(size.matmul_params) + 6.0 * double(m.lora_params().numel());
 }
 
 void Trainer::log_model() const {
@@ -158,6 +162,16 @@ void Trainer::log_memory() const {
   std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live (weights, grads, optimizer)\n",
                double(cpu_allocator().stats().live_bytes) / double(1ull << 30));
   const double mib = double(1 << 20);
+  Qwen3Model& model = state_->model();
+  if (model.lora_enabled()) {
+    const LoraConfig& c = model.lora_config();
+    const int64_t n = model.lora_params().numel(), base = model.params().numel();
+    std::fprintf(stderr,
+                 "[titan] lora: %zu adapted modules, rank %lld, alpha %g, scale %g%s; trains %lld parameters (%.3f%% of "
+                 "the frozen base's %lld)\n",
+                 model.lora_adapters().size(), (long long)c.rank, c.alpha, c.scale(), c.use_rslora ? " (rslora)" : "",
+                 (long long)n, 100.0 * double(n) / double(base), (long long)base);
+  }
   const ModelState::Memory m = state_->memory();
   std::fprintf(stderr,
                "[titan] data parallel: %lld rank(s), %s; per rank: params %.3f MiB, grads %.3f MiB, optimizer %.3f MiB, "

@@ -158,7 +158,7 @@ double cpu_forward_backward(const GemmKernel& gemm, const Tensor& h, const Tenso
   Tensor hb;
   std::vector<double> row_loss(size_t(d.n), 0.0);
   float* dhp = dh.data<float>();  // [N, H]
-  float* dwp = dw.data<float>();  // [V, H]
+  float* dwp = dw.defined() ? dw.data<float>() : nullptr;  // [V, H]; null: frozen weight
   for (int64_t r0 = 0; r0 < d.n; r0 += rows) {
     const int64_t r1 = std::min(d.n, r0 + rows), R = r1 - r0;
     if (!any_counted(lab, r0, r1)) {
@@ -199,7 +199,7 @@ double cpu_forward_backward(const GemmKernel& gemm, const Tensor& h, const Tenso
     });
     const void* dlp = zb ? static_cast<const void*>(zb) : static_cast<const void*>(z);
     g.run(false, false, R, d.h, d.v, dlp, d.v, wop.ptr, d.h, 0.f, dhp + r0 * d.h, d.h);  // dh_c = dl @ W
-    g.run(true, false, d.v, d.h, R, dlp, d.v, hc, d.h, 1.f, dwp, d.h);                   // dW += dl^T @ h_c
+    if (dwp) g.run(true, false, d.v, d.h, R, dlp, d.v, hc, d.h, 1.f, dwp, d.h);          // dW += dl^T @ h_c
   }
   return sum_in_order(row_loss);
 }

@@ -71,7 +71,7 @@ double forward_backward(const Tensor& h, const Tensor& w, const Tensor& labels, 
   const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(d.n, (int64_t(1) << 22) / d.v));
   std::vector<double> dl(size_t(rows * d.v));  // [rows, V] dlogits of the chunk
   float* dhp = dh.data<float>();                // [N, H]
-  float* dwp = dw.data<float>();                // [V, H]
+  float* dwp = dw.defined() ? dw.data<float>() : nullptr;  // [V, H]; null: frozen weight
   double total = 0;
   for (int64_t r0 = 0; r0 < d.n; r0 += rows) {
     const int64_t r1 = std::min(d.n, r0 + rows);
@@ -96,7 +96,7 @@ double forward_backward(const Tensor& h, const Tensor& w, const Tensor& labels, 
         dhp[n * d.h + k] = float(s);
       }
     }
-    for (int64_t v = 0; v < d.v; ++v)  // dW += dlogits^T @ h over the chunk's rows
+    for (int64_t v = 0; v < (dwp ? d.v : 0); ++v)  // dW += dlogits^T @ h over the chunk's rows
       for (int64_t k = 0; k < d.h; ++k) {
         double s = dwp[v * d.h + k];
         for (int64_t n = r0; n < r1; ++n) s += dl[size_t((n - r0) * d.v + v)] * hv[n * d.h + k];

@@ -30,8 +30,10 @@ inline Dims check_backward(const RowView& x, const Tensor& w, const Tensor& rstd
   Dims d = check_forward(x, w, dy, rstd, "dy", false);
   check_view(dx, DType::F32, "rmsnorm", "dx");
   check_same_rows(x, dx, "rmsnorm", "x", "dx");
-  opcheck::f32(dw, "rmsnorm", "dw");
-  opcheck::numel(dw, d.d, "rmsnorm", "dw");
+  if (dw.defined()) {  // undefined: the weight is frozen and gets no gradient
+    opcheck::f32(dw, "rmsnorm", "dw");
+    opcheck::numel(dw, d.d, "rmsnorm", "dw");
+  }
   return d;
 }
 

@@ -85,6 +85,7 @@ void backward(const RowView& x, const Tensor& w, const Tensor& rstd, const RowVi
       }
     }
   });
+  if (!dw.defined()) return;
   float* __restrict dwp = dw.data<float>();
   parallel_for(D, 1024, [&](int64_t j0, int64_t j1) {
     for (int64_t b = 0; b < nblocks; ++b) {

@@ -62,6 +62,7 @@ void backward(const RowView& x, const Tensor& w, const Tensor& rstd, const RowVi
       dxr[j] = accumulate ? float(double(dxr[j]) + v) : float(v);
     }
   }
+  if (!dw.defined()) return;  // a frozen weight
   float* dwp = dw.data<float>();
   for (int64_t j = 0; j < D; ++j) dwp[j] = float(double(dwp[j]) + dw_acc[size_t(j)]);
 }

@@ -38,6 +38,13 @@ TEST(ModulePattern, GlobSemantics) {
   EXPECT_TRUE(module_pattern_match("model.layers.3.mlp", "model.layers.3.mlp"));
   EXPECT_FALSE(module_pattern_match("model.layers.3.mlp", "model.layers.31.mlp"));
   EXPECT_TRUE(module_pattern_match("*", "lm_head"));
+  // Character classes: one character of the set.
+  EXPECT_TRUE(module_pattern_match("model.layers.*.self_attn.[qkvo]_proj", "model.layers.2.self_attn.k_proj"));
+  EXPECT_TRUE(module_pattern_match("model.layers.*.self_attn.[qkvo]_proj", "model.layers.2.self_attn.o_proj"));
+  EXPECT_FALSE(module_pattern_match("model.layers.*.self_attn.[qkv]_proj", "model.layers.2.self_attn.o_proj"));
+  EXPECT_FALSE(module_pattern_match("model.layers.*.self_attn.[qkv]_proj", "model.layers.2.self_attn.qk_proj"));
+  EXPECT_TRUE(module_pattern_match("model.layers.[13].mlp", "model.layers.3.mlp"));
+  EXPECT_FALSE(module_pattern_match("model.layers.[13].mlp", "model.layers.2.mlp"));
 }
 
 TEST(ReplaceRule, Parses) {

@@ -1,0 +1,142 @@
+#include "model/lora.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "model/replace.h"
+#include "ops/matmul/bf16_convert.h"
+#include "ops/matmul/matmul.h"
+
+namespace titan {
+
+double LoraConfig::scale() const {
+  return use_rslora ? alpha / std::sqrt(double(rank)) : alpha / double(rank);
+}
+
+void LoraConfig::validate(const std::string& where) const {
+  TITAN_CHECK(rank > 0, where, ": [lora] rank must be positive, got ", rank);
+  TITAN_CHECK(std::isfinite(alpha) && alpha > 0, where, ": [lora] alpha must be positive, got ", alpha);
+  TITAN_CHECK(dropout == 0, where, ": [lora] dropout ", dropout, " is not implemented (only 0)");
+  TITAN_CHECK(!target_modules.empty(), where, ": [lora] target_modules is empty");
+}
+
+std::vector<LoraAdapter> lora_candidates(const ModelConfig& cfg) {
+  const int64_t H = cfg.hidden_size, Q = cfg.q_dim(), K = cfg.kv_dim(), I = cfg.intermediate_size;
+  std::vector<LoraAdapter> v;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    auto add = [&](const std::string& name, LoraGroup g, int64_t row0, int64_t out, int64_t in) {
+      LoraAdapter a;
+      a.module = p + name, a.layer = l, a.group = g, a.row0 = row0, a.out = out, a.in = in;
+      v.push_back(a);
+    };
+    add("self_attn.q_proj", LoraGroup::Qkv, 0, Q, H);
+    add("self_attn.k_proj", LoraGroup::Qkv, Q, K, H);
+    add("self_attn.v_proj", LoraGroup::Qkv, Q + K, K, H);
+    add("self_attn.o_proj", LoraGroup::O, 0, H, Q);
+    if (cfg.layer_is_sparse(l)) continue;
+    add("mlp.gate_proj", LoraGroup::GateUp, 0, I, H);
+    add("mlp.up_proj", LoraGroup::GateUp, I, I, H);
+    add("mlp.down_proj", LoraGroup::Down, 0, H, I);
+  }
+  return v;
+}
+
+std::vector<LoraAdapter> lora_select(const ModelConfig& cfg, const LoraConfig& c) {
+  const std::vector<LoraAdapter> all = lora_candidates(cfg);
+  std::vector<bool> chosen(all.size(), false);
+  for (const auto& pat : c.target_modules) {
+    size_t matched = 0;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (module_pattern_match(pat, all[i].module)) chosen[i] = true, ++matched;
+    if (matched > 0) continue;
+    // Say why a pattern that names a real but unsupported module matched nothing.
+    for (int64_t l = 0; l < cfg.num_hidden_layers && cfg.is_moe(); ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".mlp.";
+      TITAN_CHECK(!module_pattern_match(pat, p + "gate") && !module_pattern_match(pat, p + "experts.0.gate_proj") &&
+                      !module_pattern_match(pat, p + "experts.0.up_proj") &&
+                      !module_pattern_match(pat, p + "experts.0.down_proj"),
+                  "[lora] target_modules '", pat, "': LoRA on MoE router and expert projections is not supported yet");
+    }
+    fail("[lora] target_modules '", pat, "' matches no module (modules look like ",
+         all.empty() ? std::string("(none)") : all.front().module, ")");
+  }
+  std::vector<LoraAdapter> out;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (chosen[i]) out.push_back(all[i]);
+  return out;
+}
+
+std::string lora_a_name(const std::string& module) { return module + ".lora_A.weight"; }
+std::string lora_b_name(const std::string& module) { return module + ".lora_B.weight"; }
+
+namespace {
+
+// An operand of a LoRA product: rows of `cols` values at row stride ld, f32 or bf16.
+struct Mat {
+  const void* p;
+  int64_t ld;
+  DType dt;
+};
+
+Mat mat(const Tensor& t) { return Mat{t.raw(), t.dim(t.ndim() - 1), t.dtype()}; }
+
+// The operand in the product's input dtype: as is when it already matches; f32 -> bf16 packs a
+// rounded copy (rows x cols) into `keep`.
+Mat as(const Mat& m, int64_t rows, int64_t cols, DType want, Tensor& keep) {
+  if (m.dt == want) return m;
+  TITAN_ASSERT(m.dt == DType::F32 && want == DType::BF16, "lora: unexpected operand dtype");
+  keep = Tensor::empty({rows, cols}, DType::BF16);
+  const float* src = static_cast<const float*>(m.p);
+  uint16_t* dst = static_cast<uint16_t*>(keep.raw());
+  if (m.ld == cols) {
+    f32_to_bf16_array(src, dst, size_t(rows * cols));
+  } else {
+    for (int64_t i = 0; i < rows; ++i) f32_to_bf16_row(src + i * m.ld, dst + i * cols, size_t(cols));
+  }
+  return Mat{keep.raw(), cols, DType::BF16};
+}
+
+// c[m, n] (ldc) = alpha * op(a) op(b) + beta * c; a is op(a) [m, k] stored with a's rows of
+// (ta ? m : k) values, b likewise; both rounded to `in` first when they are f32 and in is BF16.
+void prod(const GemmKernel& gk, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, Mat a, Mat b,
+          float beta, float* c, int64_t ldc, DType in) {
+  Tensor ka, kb;
+  a = as(a, ta ? k : m, ta ? m : k, in, ka);
+  b = as(b, tb ? n : k, tb ? k : n, in, kb);
+  GemmArgs g;
+  g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k, g.alpha = alpha, g.beta = beta;
+  g.a = a.p, g.lda = a.ld, g.b = b.p, g.ldb = b.ld, g.c = c, g.ldc = ldc, g.in_dtype = in;
+  gemm(gk, g);
+}
+
+DType input_dtype(DType compute) { return compute == DType::BF16 ? DType::BF16 : DType::F32; }
+
+}  // namespace
+
+void lora_forward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x, Tensor& t,
+                  float* y, int64_t ldy, DType compute) {
+  const int64_t r = A.dim(0), in = A.dim(1), out = B.dim(0), T = x.numel() / in;
+  const DType dt = input_dtype(compute);
+  t = Tensor::empty({T, r}, DType::F32);
+  prod(gk, false, true, T, r, in, 1.f, mat(x), mat(A), 0.f, t.data<float>(), r, dt);  // t = x A^T
+  if (y) prod(gk, false, true, T, out, r, scale, mat(t), mat(B), 1.f, y, ldy, dt);    // y += s t B^T
+}
+
+void lora_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x,
+                   const Tensor& t, const void* dy, int64_t lddy, DType dy_dtype, Tensor& dx, Tensor& gA, Tensor& gB,
+                   DType compute) {
+  const int64_t r = A.dim(0), in = A.dim(1), out = B.dim(0), T = x.numel() / in;
+  const DType dt = input_dtype(compute);
+  Tensor dyk;
+  const Mat dym = as(Mat{dy, lddy, dy_dtype}, T, out, dt, dyk);  // rounded once, read twice
+  prod(gk, true, false, out, r, T, scale, dym, mat(t), 1.f, gB.data<float>(), r, dt);  // gB += s dy^T t
+  Tensor dts = Tensor::empty({T, r}, DType::F32);
+  prod(gk, false, false, T, r, out, scale, dym, mat(B), 0.f, dts.data<float>(), r, dt);  // dt = s dy B
+  Tensor dtk;
+  const Mat dtm = as(mat(dts), T, r, dt, dtk);
+  prod(gk, true, false, r, in, T, 1.f, dtm, mat(x), 1.f, gA.data<float>(), in, dt);   // gA += dt^T x
+  prod(gk, false, false, T, in, r, 1.f, dtm, mat(A), 1.f, dx.data<float>(), in, dt);  // dx += dt A
+}
+
+}  // namespace titan

@@ -1,0 +1,68 @@
+// LoRA adapters (Hu et al. 2021), as PEFT defines them: a targeted linear y = x W^T becomes
+//   y = x W^T + scale * (x A^T) B^T,   A [r, in], B [out, r],
+//   scale = alpha / r, or alpha / sqrt(r) with use_rslora (Kalajdzievski 2023);
+// PEFT's default init: A Kaiming-uniform (a = sqrt(5): U(-1/sqrt(in), 1/sqrt(in))), B zeros, so a
+// fresh adapter is a no-op. Backward, with t = x A^T saved and dy the output gradient:
+//   dB += scale * dy^T t;   dt = scale * dy B;   dA += dt^T x;   dx += dt A.
+//
+// Targets are glob patterns (model/replace.h syntax, plus [abc] classes) over the HF module names
+// of the decoder's linears: model.layers.N.self_attn.{q,k,v,o}_proj, model.layers.N.mlp.
+// {gate,up,down}_proj. The engine keeps q/k/v and gate/up fused (model/params.h), so an adapter
+// acts on its module's row range of the fused projection output (q_proj: rows [0, Q) of qkv).
+// Adapter parameters keep PEFT's names without its "base_model.model." prefix:
+//   model.layers.0.self_attn.q_proj.lora_A.weight [r, in], ...lora_B.weight [out, r].
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/config.h"
+
+namespace titan {
+
+struct GemmKernel;
+
+struct LoraConfig {
+  int64_t rank = 8;
+  double alpha = 16;
+  double dropout = 0;  // PEFT's lora_dropout; only 0 is implemented
+  std::vector<std::string> target_modules;
+  bool use_rslora = false;
+  double scale() const;
+  void validate(const std::string& where) const;
+};
+
+// Which fused projection output an adapter adds into.
+enum class LoraGroup { Qkv, O, GateUp, Down };
+
+struct LoraAdapter {
+  std::string module;  // HF module name, "model.layers.3.self_attn.q_proj"
+  int64_t layer = 0;
+  LoraGroup group = LoraGroup::Qkv;
+  int64_t row0 = 0, out = 0, in = 0;  // rows [row0, row0 + out) of the group's output; in-features
+  size_t param = 0;                    // index of lora_A in the adapter ParamStore (lora_B follows)
+};
+
+// Every linear module of `cfg` that LoRA can target, in HF order. A sparse (MoE) layer's
+// attention projections are targetable; its router and expert projections are not yet.
+std::vector<LoraAdapter> lora_candidates(const ModelConfig& cfg);
+
+// The candidates matched by c.target_modules (each pattern must match at least one module; a
+// pattern naming an MoE expert or router is an error saying that is not supported).
+std::vector<LoraAdapter> lora_select(const ModelConfig& cfg, const LoraConfig& c);
+
+std::string lora_a_name(const std::string& module);
+std::string lora_b_name(const std::string& module);
+
+// The adapter's forward on one projection: t [T, r] = x A^T (kept for backward); when y is not
+// null, y[:, 0:out] (rows at ldy, f32) += scale * t B^T. x is [T, in] f32 or bf16. With compute
+// BF16 the products round their inputs to bf16 (f32 accumulation), as the base GEMMs do.
+void lora_forward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x, Tensor& t,
+                  float* y, int64_t ldy, DType compute);
+// Its backward: dy is [T, out] at lddy, f32 or bf16 (dy_dtype); dx [T, in] f32 += the adapter's
+// input gradient; gA, gB accumulate.
+void lora_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x,
+                   const Tensor& t, const void* dy, int64_t lddy, DType dy_dtype, Tensor& dx, Tensor& gA, Tensor& gB,
+                   DType compute);
+
+}  // namespace titan

@@ -1,0 +1,97 @@
+// LoRA adapters inside the decoder layer (model/lora.h has the math): each adapter adds into its
+// module's rows of a fused projection output, and its backward reads d(output) there.
+#include "core/rng.h"
+#include "model/qwen3_layer.h"
+#include "ops/registry.h"
+
+namespace titan {
+namespace {
+
+// The GEMM behind the layer's linear variant (the "cpu" one for variants without a GEMM of their name).
+const GemmKernel& lora_gemm(const LinearKernel& lin) {
+  const GemmKernel* g = KernelRegistry<GemmKernel>::get().find(lin.variant);
+  return g ? *g : kernel<GemmKernel>("cpu");
+}
+
+}  // namespace
+
+void Qwen3Model::enable_lora(const LoraConfig& c, uint64_t seed) {
+  TITAN_CHECK(lora_.empty(), "LoRA is already enabled on this model");
+  c.validate("lora");
+  lora_cfg_ = c;
+  lora_ = lora_select(cfg_, c);
+  lora_layer_.assign(layers_.size(), {});
+  for (size_t i = 0; i < lora_.size(); ++i) {
+    LoraAdapter& ad = lora_[i];
+    ad.param = lora_params_.all().size();
+    Tensor A = Tensor::zeros({c.rank, ad.in}, DType::F32), B = Tensor::zeros({ad.out, c.rank}, DType::F32);
+    // PEFT: kaiming_uniform_(A, a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); B = 0.
+    const double bound = 1.0 / std::sqrt(double(ad.in));
+    fill_uniform(A, -bound, bound, Philox{seed, stream_id(lora_a_name(ad.module).c_str())});
+    lora_params_.add(lora_a_name(ad.module), A, Tensor::zeros(A.shape(), DType::F32));
+    lora_params_.add(lora_b_name(ad.module), B, Tensor::zeros(B.shape(), DType::F32));
+    lora_layer_[size_t(ad.layer)].push_back(i);
+  }
+}
+
+void Qwen3Model::freeze_base() {
+  for (auto& p : params_.all()) p.grad = Tensor();
+  for (Layer& L : layers_)
+    for (Tensor* g : {&L.g_in, &L.g_qkv, &L.g_qn, &L.g_kn, &L.g_o, &L.g_post, &L.g_gu, &L.g_down, &L.g_router,
+                      &L.g_egu, &L.g_edown})
+      *g = Tensor();
+  base_frozen_ = true;
+}
+
+void Qwen3Model::merge_lora() {
+  const GemmKernel& gk = kernel<GemmKernel>("cpu");
+  const float scale = float(lora_cfg_.scale());
+  for (const LoraAdapter& ad : lora_) {
+    Tensor& w = params_.at(ad.module + ".weight").value;  // [out, in], a contiguous row range
+    const auto& ps = lora_params_.all();
+    GemmArgs g;  // W[out, in] += scale * B[out, r] @ A[r, in]
+    g.m = ad.out, g.n = ad.in, g.k = lora_cfg_.rank, g.alpha = scale, g.beta = 1.f;
+    g.a = ps[ad.param + 1].value.data<float>(), g.lda = lora_cfg_.rank;
+    g.b = ps[ad.param].value.data<float>(), g.ldb = ad.in;
+    g.c = w.data<float>(), g.ldc = ad.in;
+    gemm(gk, g);
+  }
+  lora_.clear();
+  lora_layer_.clear();
+  lora_params_ = ParamStore();
+}
+
+void Qwen3Model::lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tensor* y, LayerActs& a) {
+  if (lora_layer_.empty() || lora_layer_[l].empty()) return;
+  const auto& ids = lora_layer_[l];
+  a.lora_t.resize(ids.size());
+  const GemmKernel& gk = lora_gemm(*kernels_[l].linear);
+  const float scale = float(lora_cfg_.scale());
+  for (size_t j = 0; j < ids.size(); ++j) {
+    const LoraAdapter& ad = lora_[ids[j]];
+    if (ad.group != g) continue;
+    const auto& ps = lora_params_.all();
+    float* yp = y ? y->data<float>() + ad.row0 : nullptr;
+    lora_forward(gk, ps[ad.param].value, ps[ad.param + 1].value, scale, x, a.lora_t[j], yp, y ? y->dim(1) : 0,
+                 compute_);
+  }
+}
+
+void Qwen3Model::lora_backward_group(size_t l, LoraGroup g, const Tensor& x, LayerActs& a, const Tensor& dy,
+                                     Tensor& dx) {
+  if (lora_layer_.empty() || lora_layer_[l].empty()) return;
+  const auto& ids = lora_layer_[l];
+  const GemmKernel& gk = lora_gemm(*kernels_[l].linear);
+  const float scale = float(lora_cfg_.scale());
+  const size_t esize = dy.dtype() == DType::BF16 ? 2 : 4;
+  for (size_t j = 0; j < ids.size(); ++j) {
+    const LoraAdapter& ad = lora_[ids[j]];
+    if (ad.group != g) continue;
+    auto& ps = lora_params_.all();
+    const void* dyp = static_cast<const char*>(dy.raw()) + size_t(ad.row0) * esize;
+    lora_backward(gk, ps[ad.param].value, ps[ad.param + 1].value, scale, x, a.lora_t.at(j), dyp, dy.dim(1),
+                  dy.dtype(), dx, ps[ad.param].grad, ps[ad.param + 1].grad, compute_);
+  }
+}
+
+}  // namespace titan

@@ -1,0 +1,32 @@
+// Predicted peak memory of one training step (what the allocator's peak counts: tensors), for
+// `titan info` and the LoRA memory benchmark. Dense Qwen3 models on one process; the parts:
+//   weights    f32 parameters (and LoRA adapters), and the RoPE tables
+//   grads      f32 gradients of what is trained (every parameter, or only the adapters with the
+//              base frozen)
+//   optimizer  AdamW exp_avg + exp_avg_sq of what is trained
+//   activations  what the forward keeps for the backward at its largest point: each layer's input
+//              x [T, H] and, by the checkpointing mode, the saved tensors of model/qwen3_layer.h
+//              (LayerActs, LoRA's x A^T [T, r] per adapter included), plus the largest working set
+//              on top of them (the head's fused lm_head + cross-entropy chunk, or one layer's
+//              backward and recomputation buffers), plus the bf16 weight copies of a bf16 step.
+// The formula follows the buffers the code allocates; tests/unit/model/test_train_memory.cpp
+// holds it to the allocator's measured peak.
+#pragma once
+#include <cstdint>
+
+#include "model/config.h"
+#include "model/lora.h"
+#include "model/unit_schedule.h"
+
+namespace titan {
+
+struct TrainMemory {
+  int64_t weights = 0, grads = 0, optimizer = 0, activations = 0;
+  int64_t total() const { return weights + grads + optimizer + activations; }
+};
+
+// lora: null for full fine-tuning; else the adapters lora_select(cfg, *lora) picks, base frozen.
+TrainMemory predict_train_memory(const ModelConfig& cfg, int64_t batch, int64_t seq, Checkpointing ckpt, DType compute,
+                                 const LoraConfig* lora);
+
+}  // namespace titan

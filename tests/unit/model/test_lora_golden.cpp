@@ -1,0 +1,136 @@
+// LoRA against transformers + peft (tools/oracle/lora_goldens.py): from the same PEFT adapter
+// folder on a qwen3 golden base, logits, loss and every adapter gradient, then 5 AdamW steps with
+// the base frozen (losses per step and the trained adapters), for each kernel set.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "io/token_lines.h"
+#include "model/hf_model.h"
+#include "model/peft_adapter.h"
+#include "ops/adamw/adamw.h"
+#include "util/strings.h"
+#include "unit/model/golden_check.h"
+
+using namespace titan;
+
+namespace {
+
+struct Case {
+  std::string name, kernels;
+};
+
+std::string fixtures() { return std::string(TITAN_FIXTURES); }
+
+class LoraGolden : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LoraGolden, LossGradientsAndTrainingMatchPeft) {
+  const Case& c = GetParam();
+  const std::string dir = fixtures() + "/lora/" + c.name;
+  auto meta = nlohmann::json::parse(read_file(dir + "/golden.json"));
+  const std::string base = fixtures() + "/" + meta["base"].get<std::string>();
+  auto model = load_hf_model(base, c.kernels);
+  load_peft_adapter(*model, dir + "/adapter");
+  ASSERT_TRUE(model->lora_enabled());
+  model->freeze_base();  // as PEFT: the base gets no gradients
+  for (auto& p : model->params().all()) EXPECT_FALSE(p.grad.defined()) << p.name;
+  Tensor ids = read_token_lines(base + "/tokens.txt");
+  Tensor labels = next_token_labels(ids);
+  const int64_t count = count_labels(labels);
+  auto golden = SafetensorsFile::open(dir + "/golden.safetensors");
+  const double want_loss = meta["loss"].get<double>();
+
+  Tensor logits = Tensor::empty({ids.numel(), model->config().vocab_size}, DType::F32);
+  const double loss = model->forward(ids, labels, &logits) / double(count);
+  EXPECT_NEAR(loss, want_loss, 1e-5);
+  const double logit_diff = titan::testing::max_abs_diff(golden.get("logits", DType::F32), logits);
+  EXPECT_LE(logit_diff, 1e-4);
+
+  model->params().zero_grad();
+  model->lora_params().zero_grad();
+  EXPECT_NEAR(model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count), want_loss, 1e-5);
+  double worst = 0;
+  size_t n = 0;
+  for (auto& p : model->lora_params().all()) {
+    SCOPED_TRACE(p.name);
+    ASSERT_TRUE(golden.contains(p.name));
+    const double rel = titan::testing::max_diff_rel_to_peak(golden.get(p.name, DType::F32), p.grad);
+    EXPECT_LE(rel, 1e-3);
+    worst = std::max(worst, rel);
+    ++n;
+  }
+  EXPECT_EQ(n + 1, golden.size());  // every adapter gradient of the oracle, plus its logits
+
+  // Training: torch.optim.AdamW over the adapters only, the same batch each step.
+  const auto& hp = meta["adamw"];
+  AdamWParams h;
+  h.lr = hp["lr"].get<float>(), h.beta1 = hp["beta1"].get<float>(), h.beta2 = hp["beta2"].get<float>();
+  h.eps = hp["eps"].get<float>(), h.weight_decay = hp["weight_decay"].get<float>();
+  const auto& adamw = kernel<AdamWKernel>("cpu");
+  auto& ps = model->lora_params().all();
+  std::vector<Tensor> m, v;
+  for (auto& p : ps) m.push_back(Tensor::zeros(p.value.shape(), DType::F32)), v.push_back(Tensor::zeros(p.value.shape(), DType::F32));
+  const auto want_losses = meta["step_losses"].get<std::vector<double>>();
+  double worst_step_loss = 0;
+  for (size_t s = 0; s < want_losses.size(); ++s) {
+    model->lora_params().zero_grad();
+    const double l = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
+    EXPECT_NEAR(l, want_losses[s], 1e-4) << "step " << s + 1;
+    worst_step_loss = std::max(worst_step_loss, std::fabs(l - want_losses[s]));
+    h.step = int64_t(s) + 1;
+    for (size_t i = 0; i < ps.size(); ++i) adamw.step(ps[i].value, ps[i].grad, m[i], v[i], h);
+  }
+  auto trained = SafetensorsFile::open(dir + "/trained.safetensors");
+  double worst_w = 0;
+  for (auto& p : ps) {
+    SCOPED_TRACE(p.name);
+    const double rel = titan::testing::max_diff_rel_to_peak(trained.get(p.name, DType::F32), p.value);
+    EXPECT_LE(rel, 1e-4);
+    worst_w = std::max(worst_w, rel);
+  }
+  std::printf("%s/%s: |loss - peft| %.2e, logits %.2e, worst adapter grad rel %.2e; after %zu steps: |loss| %.2e, "
+              "adapters rel %.2e\n",
+              c.name.c_str(), c.kernels.c_str(), std::fabs(loss - want_loss), logit_diff, worst, want_losses.size(),
+              worst_step_loss, worst_w);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (const char* n : {"all_linear_r4", "qv_down_rslora"})
+    for (const char* k : {"reference", "cpu"}) v.push_back({n, k});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Lora, LoraGolden, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name + "_" + info.param.kernels; });
+
+}  // namespace
+
+// Activation checkpointing recomputes what it dropped, LoRA's x A^T included: the adapter
+// gradients are bit-identical to a step that kept everything, in f32 and with bf16 GEMMs.
+TEST(LoraCheckpointing, AdapterGradientsEqualWithoutCheckpointing) {
+  const std::string dir = fixtures() + "/lora/all_linear_r4";
+  const std::string base = fixtures() + "/qwen3/tied_gqa2_hd16";
+  Tensor ids = read_token_lines(base + "/tokens.txt");
+  Tensor labels = next_token_labels(ids);
+  for (DType compute : {DType::F32, DType::BF16}) {
+    std::vector<std::vector<float>> ref;
+    for (Checkpointing ck : {Checkpointing::None, Checkpointing::Selective, Checkpointing::Full}) {
+      SCOPED_TRACE(int(ck));
+      auto model = load_hf_model(base, "cpu");
+      load_peft_adapter(*model, dir + "/adapter");
+      model->freeze_base();
+      model->set_compute_dtype(compute);
+      model->set_checkpointing(ck);
+      model->forward_backward(ids, labels, 0.01f);
+      std::vector<std::vector<float>> got;
+      for (auto& p : model->lora_params().all())
+        got.emplace_back(p.grad.data<float>(), p.grad.data<float>() + p.grad.numel());
+      if (ref.empty()) ref = got;
+      else EXPECT_EQ(got, ref);
+    }
+  }
+}

@@ -1,0 +1,71 @@
+// The predicted step memory (model/train_memory.h) against the allocator's measured peak of a
+// real step: weights, trained gradients and AdamW moments allocated as the trainer does, then one
+// forward_backward, for full fine-tuning and LoRA, each checkpointing mode, f32 and bf16 GEMMs.
+#include <gtest/gtest.h>
+
+#include "core/allocator.h"
+#include "model/qwen3.h"
+#include "model/train_memory.h"
+
+using namespace titan;
+
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig c = flavor_config("debug-tiny");
+  c.hidden_size = 128, c.intermediate_size = 352, c.num_hidden_layers = 3, c.vocab_size = 1000;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 32, c.max_position_embeddings = 512;
+  return c;
+}
+
+struct Case {
+  bool lora;
+  Checkpointing ckpt;
+  DType compute;
+};
+
+class TrainMemoryTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TrainMemoryTest, PredictionWithinTenPercentOfTheMeasuredPeak) {
+  const Case& c = GetParam();
+  const ModelConfig cfg = small_config();
+  const int64_t B = 2, S = 192;
+  LoraConfig lc;
+  lc.rank = 8, lc.alpha = 16;
+  lc.target_modules = {"model.layers.*.self_attn.[qkvo]_proj", "model.layers.*.mlp.*_proj"};
+  cpu_allocator().reset_peak();
+  const size_t before = cpu_allocator().stats().live_bytes;
+  size_t peak = 0;
+  {
+    Qwen3Model model(cfg, "cpu", false, /*frozen=*/c.lora);  // as the trainer builds a LoRA run's base
+    model.init_weights(InitScheme::HF, 1);
+    if (c.lora) model.enable_lora(lc, 2);
+    model.set_checkpointing(c.ckpt);
+    model.set_compute_dtype(c.compute);
+    std::vector<Tensor> moments;  // AdamW's exp_avg and exp_avg_sq of what is trained
+    for (auto& p : (c.lora ? model.lora_params() : model.params()).all())
+      for (int k = 0; k < 2; ++k) moments.push_back(Tensor::zeros(p.value.shape(), DType::F32));
+    Tensor ids = Tensor::empty({B, S}, DType::I64), labels = Tensor::empty({B, S}, DType::I64);
+    for (int64_t i = 0; i < B * S; ++i) ids.data<int64_t>()[i] = labels.data<int64_t>()[i] = (i * 7919) % cfg.vocab_size;
+    model.forward_backward(ids, labels, 1.0f / float(B * S));  // the peak since before the model: setup included
+    peak = cpu_allocator().stats().peak_bytes - before;
+  }
+  const TrainMemory m = predict_train_memory(cfg, B, S, c.ckpt, c.compute, c.lora ? &lc : nullptr);
+  const double ratio = double(m.total()) / double(peak);
+  std::printf("lora=%d ckpt=%d %s: predicted %.3f MiB, measured %.3f MiB (ratio %.3f)\n", int(c.lora), int(c.ckpt),
+              dtype_name(c.compute), double(m.total()) / 1048576.0, double(peak) / 1048576.0, ratio);
+  EXPECT_GT(ratio, 0.9);
+  EXPECT_LT(ratio, 1.1);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (bool lora : {false, true})
+    for (Checkpointing ck : {Checkpointing::None, Checkpointing::Selective, Checkpointing::Full})
+      for (DType d : {DType::F32, DType::BF16}) v.push_back({lora, ck, d});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Steps, TrainMemoryTest, ::testing::ValuesIn(cases()));
+
+}  // namespace

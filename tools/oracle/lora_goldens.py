@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Golden fixtures for LoRA, from Hugging Face transformers + peft (the oracle).
+
+For each case this writes tests/fixtures/lora/<name>/ over a base model of tests/fixtures/qwen3
+(not copied: golden.json names it):
+  adapter/                         a PEFT adapter folder (PeftModel.save_pretrained:
+                                   adapter_config.json, adapter_model.safetensors) with random,
+                                   non-zero A and B so every gradient is exercised
+  golden.safetensors               f32 `logits` [B, S, V] and the gradient of the mean loss for
+                                   every adapter tensor, under titan's names (PEFT's without
+                                   "base_model.model." and with no adapter name)
+  trained.safetensors              the adapters after `steps` torch.optim.AdamW steps on the same
+                                   batch (base frozen), same names
+  golden.json                      {"base", "loss", "step_losses", "adamw": {...}, versions}
+The loss is transformers' own: model(input_ids, labels=input_ids).loss.
+
+Run: python tools/oracle/lora_goldens.py [--out tests/fixtures/lora]
+Needs: pip install torch transformers peft safetensors (never needed to build or test titan).
+"""
+import argparse
+import json
+import os
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "..", "tests", "fixtures")
+
+# name, base (under tests/fixtures), rank, alpha, targets (PEFT suffixes), use_rslora
+CASES = [
+    ("all_linear_r4", "qwen3/tied_gqa2_hd16", 4, 8.0,
+     ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], False),
+    ("qv_down_rslora", "qwen3/untied_gqa2_long", 3, 5.0, ["q_proj", "v_proj", "down_proj"], True),
+]
+ADAMW = {"lr": 2e-2, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "steps": 5}
+
+
+def titan_name(peft_name):
+    n = peft_name[len("base_model.model."):] if peft_name.startswith("base_model.model.") else peft_name
+    return n.replace(".default", "")
+
+
+def read_ids(path):
+    with open(path) as f:
+        return torch.tensor([[int(t) for t in line.split()] for line in f if line.strip()])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(FIXTURES, "lora"))
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    for i, (name, base, r, alpha, targets, rslora) in enumerate(CASES):
+        base_dir = os.path.join(FIXTURES, base)
+        model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32, attn_implementation="eager")
+        cfg = LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, use_rslora=rslora,
+                         bias="none", task_type="CAUSAL_LM")
+        model = get_peft_model(model, cfg)
+        torch.manual_seed(4321 + i)
+        with torch.no_grad():
+            for pname, p in model.named_parameters():
+                if "lora_" in pname:
+                    p.copy_(0.3 * torch.randn_like(p))
+        out = os.path.join(args.out, name)
+        os.makedirs(out, exist_ok=True)
+        adir = os.path.join(out, "adapter")
+        model.save_pretrained(adir)
+        os.remove(os.path.join(adir, "README.md"))  # a generated model card, not needed
+        with open(os.path.join(adir, "adapter_config.json")) as f:
+            ac = json.load(f)
+        ac["base_model_name_or_path"] = base  # not this machine's absolute path
+        with open(os.path.join(adir, "adapter_config.json"), "w") as f:
+            json.dump(ac, f, indent=2, sort_keys=True)
+        ids = read_ids(os.path.join(base_dir, "tokens.txt"))
+        lora = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        assert lora and all("lora_" in n for n, _ in lora)
+        model.zero_grad()
+        res = model(input_ids=ids, labels=ids)
+        res.loss.backward()
+        tensors = {"logits": res.logits.detach().float().contiguous()}
+        for n, p in lora:
+            tensors[titan_name(n)] = p.grad.detach().float().contiguous()
+        save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
+        opt = torch.optim.AdamW([p for _, p in lora], lr=ADAMW["lr"], betas=(ADAMW["beta1"], ADAMW["beta2"]),
+                                eps=ADAMW["eps"], weight_decay=ADAMW["weight_decay"])
+        losses = []
+        for _ in range(ADAMW["steps"]):
+            opt.zero_grad()
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.item()))
+        save_file({titan_name(n): p.detach().float().contiguous() for n, p in lora},
+                  os.path.join(out, "trained.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(out, "golden.json"), "w") as f:
+            json.dump({"base": base, "loss": float(res.loss.item()), "step_losses": losses, "adamw": ADAMW,
+                       "transformers": __import__("transformers").__version__,
+                       "peft": __import__("peft").__version__, "torch": torch.__version__}, f, indent=1)
+        print(name, "loss", res.loss.item(), "after", losses)
+
+
+if __name__ == "__main__":
+    main()
