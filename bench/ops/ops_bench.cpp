@@ -151,11 +151,14 @@ void bench_cross_entropy() {
           const int64_t R = std::min(rows, kT - r0);
           const size_t es = dtype_size(c);
           const void* hc = static_cast<const char*>(hp) + size_t(r0 * kHidden) * es;
-          GemmArgs g1{false, true, R, kVocab, kHidden, 1.f, 0.f, hc, kHidden, wp, kHidden, logits.data<float>(), kVocab, c};
+          GemmArgs g1{false, true, R, kVocab, kHidden, 1.f, 0.f, hc, kHidden, wp, kHidden, logits.data<float>(), kVocab,
+                      nullptr, 0, c};
           gemm->gemm(g1);
-          GemmArgs g2{false, false, R, kHidden, kVocab, 1.f, 0.f, lp, kVocab, wp, kHidden, dh.data<float>() + r0 * kHidden, kHidden, c};
+          GemmArgs g2{false, false, R, kHidden, kVocab, 1.f, 0.f, lp, kVocab, wp, kHidden, dh.data<float>() + r0 * kHidden,
+                      kHidden, nullptr, 0, c};
           gemm->gemm(g2);
-          GemmArgs g3{true, false, kVocab, kHidden, R, 1.f, 1.f, lp, kVocab, hc, kHidden, dw.data<float>(), kHidden, c};
+          GemmArgs g3{true, false, kVocab, kHidden, R, 1.f, 1.f, lp, kVocab, hc, kHidden, dw.data<float>(), kHidden,
+                      nullptr, 0, c};
           gemm->gemm(g3);
         }
       });

@@ -124,26 +124,11 @@ void scale_min_k4(const uint8_t* s, int j, int* sc, int* mn) {
 }
 
 // Q4_K: d, dmin f16, scales[12], qs[128]. Sub-block g of 32: bytes (g / 2) * 32.., nibble g % 2.
-void deq_q4_k(const uint8_t* b, float* y) {
-  const float d = h2f(b), dmin = h2f(b + 2);
-  const uint8_t* s = b + 4;
-  const uint8_t* qs = b + 16;
-  for (int g = 0; g < 8; ++g) {
-    int sc, mn;
-    scale_min_k4(s, g, &sc, &mn);
-    const float dl = d * float(sc), ml = dmin * float(mn);
-    const uint8_t* q = qs + (g / 2) * 32;
-    const int shift = 4 * (g % 2);
-    for (int l = 0; l < 32; ++l) y[g * 32 + l] = dl * float((q[l] >> shift) & 0x0F) - ml;
-  }
-}
-
 // Q5_K: d, dmin f16, scales[12], qh[32], qs[128]; the 5th bit of sub-block g is bit g of qh.
-void deq_q5_k(const uint8_t* b, float* y) {
+// One loop serves both (qh null for Q4_K).
+void deq_k4_k5(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, float* y) {
   const float d = h2f(b), dmin = h2f(b + 2);
   const uint8_t* s = b + 4;
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48;
   for (int g = 0; g < 8; ++g) {
     int sc, mn;
     scale_min_k4(s, g, &sc, &mn);
@@ -151,11 +136,13 @@ void deq_q5_k(const uint8_t* b, float* y) {
     const uint8_t* q = qs + (g / 2) * 32;
     const int shift = 4 * (g % 2);
     for (int l = 0; l < 32; ++l) {
-      const int v = int((q[l] >> shift) & 0x0F) | int(((qh[l] >> g) & 1) << 4);
+      const int v = int((q[l] >> shift) & 0x0F) | (qh ? int(((qh[l] >> g) & 1) << 4) : 0);
       y[g * 32 + l] = dl * float(v) - ml;
     }
   }
 }
+void deq_q4_k(const uint8_t* b, float* y) { deq_k4_k5(b, nullptr, b + 16, y); }
+void deq_q5_k(const uint8_t* b, float* y) { deq_k4_k5(b, b + 16, b + 48, y); }
 
 // Q6_K: ql[128], qh[64], int8 scales[16], d f16. In half h (128 elements), element k = G * 32 + l
 // (G < 4): low 4 bits from ql[h * 64 + (G % 2) * 32 + l] (nibble G / 2), high 2 bits from

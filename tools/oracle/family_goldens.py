@@ -15,12 +15,12 @@ Run: python tools/oracle/family_goldens.py [--out tests/fixtures]
 Needs: pip install torch transformers safetensors (never needed to build or test titan).
 """
 import argparse
-import json
 import os
 
 import torch
-from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from model_goldens import randomize, write_fixture
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 16}
@@ -54,15 +54,7 @@ def build(case, seed):
     cfg._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = cls(cfg).float()
-    with torch.no_grad():  # random, non-trivial weights everywhere (norms and biases too)
-        for pname, p in model.named_parameters():
-            if "norm" in pname:
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            else:
-                p.copy_(0.15 * torch.randn_like(p))
-    g = torch.Generator().manual_seed(seed + 1)
-    ids = torch.randint(0, vocab, (batch, seq), generator=g)
-    return model, ids
+    return model, randomize(model, seed, vocab, batch, seq)
 
 
 def main():
@@ -72,27 +64,8 @@ def main():
     torch.set_num_threads(2)
     for i, case in enumerate(CASES):
         model, ids = build(case, 4321 + i)
-        out = os.path.join(args.out, case[0], case[1])
-        os.makedirs(out, exist_ok=True)
-        model.save_pretrained(out, safe_serialization=True)
-        p = os.path.join(out, "generation_config.json")
-        if os.path.exists(p):
-            os.remove(p)
-        model.zero_grad()
-        res = model(input_ids=ids, labels=ids)
-        res.loss.backward()
-        tensors = {"logits": res.logits.detach().float().contiguous()}
-        for pname, p in model.named_parameters():
-            tensors[pname] = p.grad.detach().float().contiguous()
-        save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
-        with open(os.path.join(out, "tokens.txt"), "w") as f:
-            for row in ids.tolist():
-                f.write(" ".join(str(t) for t in row) + "\n")
-        with open(os.path.join(out, "golden.json"), "w") as f:
-            json.dump({"loss": float(res.loss.item()), "tokens": ids.shape[0] * (ids.shape[1] - 1),
-                       "transformers": __import__("transformers").__version__,
-                       "torch": torch.__version__}, f, indent=1)
-        print(case[0], case[1], "loss", res.loss.item())
+        loss = write_fixture(os.path.join(args.out, case[0], case[1]), model, ids)
+        print(case[0], case[1], "loss", loss)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,12 @@ Run: python tools/oracle/qwen3_goldens.py [--out tests/fixtures/qwen3]
 Needs: pip install torch transformers safetensors (never needed to build or test titan).
 """
 import argparse
-import json
 import os
 
 import torch
-from safetensors.torch import save_file
 from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from model_goldens import randomize, write_fixture
 
 # name, hidden, heads, kv_heads, head_dim, layers, intermediate, vocab, tied, batch, seq
 CASES = [
@@ -39,16 +39,7 @@ def build(case, seed):
     cfg._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(cfg).float()
-    # Random, non-trivial weights everywhere (norm weights too, so their gradients are exercised).
-    with torch.no_grad():
-        for pname, p in model.named_parameters():
-            if "norm" in pname:
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            else:
-                p.copy_(0.15 * torch.randn_like(p))
-    g = torch.Generator().manual_seed(seed + 1)
-    ids = torch.randint(0, vocab, (batch, seq), generator=g)
-    return model, ids
+    return model, randomize(model, seed, vocab, batch, seq)
 
 
 def main():
@@ -58,29 +49,8 @@ def main():
     torch.set_num_threads(2)
     for i, case in enumerate(CASES):
         model, ids = build(case, 1234 + i)
-        out = os.path.join(args.out, case[0])
-        os.makedirs(out, exist_ok=True)
-        model.save_pretrained(out, safe_serialization=True)
-        for extra in ("generation_config.json",):
-            p = os.path.join(out, extra)
-            if os.path.exists(p):
-                os.remove(p)
-        model.zero_grad()
-        res = model(input_ids=ids, labels=ids)
-        res.loss.backward()
-        tensors = {"logits": res.logits.detach().float().contiguous()}
-        for pname, p in model.named_parameters():
-            tensors[pname] = p.grad.detach().float().contiguous()
-        save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
-        with open(os.path.join(out, "tokens.txt"), "w") as f:
-            for row in ids.tolist():
-                f.write(" ".join(str(t) for t in row) + "\n")
-        n_tokens = ids.shape[0] * (ids.shape[1] - 1)
-        with open(os.path.join(out, "golden.json"), "w") as f:
-            json.dump({"loss": float(res.loss.item()), "tokens": n_tokens,
-                       "transformers": __import__("transformers").__version__,
-                       "torch": torch.__version__}, f, indent=1)
-        print(case[0], "loss", res.loss.item())
+        loss = write_fixture(os.path.join(args.out, case[0]), model, ids)
+        print(case[0], "loss", loss)
 
 
 if __name__ == "__main__":

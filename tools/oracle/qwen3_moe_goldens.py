@@ -23,12 +23,12 @@ Run: python tools/oracle/qwen3_moe_goldens.py [--out tests/fixtures/qwen3_moe]
 Needs: pip install torch transformers safetensors (never needed to build or test titan).
 """
 import argparse
-import json
 import os
 
 import torch
-from safetensors.torch import save_file
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+from model_goldens import randomize, write_fixture
 
 # name: config fields beyond the shared ones, batch, seq
 CASES = [
@@ -58,15 +58,7 @@ def build(fields, batch, seq, seed):
     cfg._experts_implementation = "eager"  # the plain loop over experts (grouped_mm wants aligned strides)
     torch.manual_seed(seed)
     model = Qwen3MoeForCausalLM(cfg).float()
-    with torch.no_grad():
-        for pname, p in model.named_parameters():
-            if "norm" in pname:
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            else:
-                p.copy_(0.15 * torch.randn_like(p))
-    g = torch.Generator().manual_seed(seed + 1)
-    ids = torch.randint(0, cfg.vocab_size, (batch, seq), generator=g)
-    return model, ids
+    return model, randomize(model, seed, cfg.vocab_size, batch, seq)
 
 
 def check_no_ties(router_logits, k):
@@ -104,35 +96,16 @@ def main():
     torch.set_num_threads(2)
     for i, (name, fields, batch, seq) in enumerate(CASES):
         model, ids = build(fields, batch, seq, 4321 + i)
-        out = os.path.join(args.out, name)
-        os.makedirs(out, exist_ok=True)
-        model.save_pretrained(out, safe_serialization=True)
-        p = os.path.join(out, "generation_config.json")
-        if os.path.exists(p):
-            os.remove(p)
         cfg = model.config
         with torch.no_grad():  # CE alone and the aux loss, whatever the config says
             r = model(input_ids=ids, labels=ids, output_router_logits=True)
             check_no_ties(r.router_logits, cfg.num_experts_per_tok)
             ce = model(input_ids=ids, labels=ids, output_router_logits=False).loss.item()
             aux = r.aux_loss.item()
-        model.zero_grad()
-        res = model(input_ids=ids, labels=ids)
-        res.loss.backward()
-        tensors = {"logits": res.logits.detach().float().contiguous()}
-        tensors.update(per_expert_grads(model))
-        save_file(tensors, os.path.join(out, "golden.safetensors"), metadata={"format": "pt"})
-        with open(os.path.join(out, "tokens.txt"), "w") as f:
-            for row in ids.tolist():
-                f.write(" ".join(str(t) for t in row) + "\n")
-        with open(os.path.join(out, "golden.json"), "w") as f:
-            json.dump({"loss": float(res.loss.item()), "loss_ce": ce, "aux_loss": aux,
-                       "loss_with_aux": ce + cfg.router_aux_loss_coef * aux,
-                       "output_router_logits": bool(cfg.output_router_logits),
-                       "tokens": ids.shape[0] * (ids.shape[1] - 1),
-                       "transformers": __import__("transformers").__version__, "torch": torch.__version__}, f,
-                      indent=1)
-        print(name, "loss", res.loss.item(), "ce", ce, "aux", aux)
+        loss = write_fixture(os.path.join(args.out, name), model, ids, grads=per_expert_grads,
+                             extra={"loss_ce": ce, "aux_loss": aux, "loss_with_aux": ce + cfg.router_aux_loss_coef * aux,
+                                    "output_router_logits": bool(cfg.output_router_logits)})
+        print(name, "loss", loss, "ce", ce, "aux", aux)
 
 
 if __name__ == "__main__":

@@ -283,26 +283,15 @@ void backward(const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGr
   const int32_t* sel = s.topk_idx.data<int32_t>();
   parallel_for(T, 32, [&](int64_t t0, int64_t t1) {
     std::vector<float> p(static_cast<size_t>(E));
-    std::vector<double> dp(static_cast<size_t>(E));
+    std::vector<double> dp(static_cast<size_t>(E)), row(static_cast<size_t>(E));
     for (int64_t t = t0; t < t1; ++t) {
-      moe_softmax_row(s.logits.data<float>() + t * E, E, p.data());
-      std::fill(dp.begin(), dp.end(), 0.0);
-      double S = 0, sw = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        S += p[size_t(sel[t * K + k])];
-        sw += dw[size_t(t * K + k)] * w[t * K + k];
-      }
-      for (int64_t k = 0; k < K; ++k)
-        dp[size_t(sel[t * K + k])] = a.norm_topk_prob ? (dw[size_t(t * K + k)] - sw) / S : dw[size_t(t * K + k)];
-      double dot = 0;
-      for (int64_t e = 0; e < E; ++e) dot += double(p[size_t(e)]) * dp[size_t(e)];
-      for (int64_t e = 0; e < E; ++e) {
-        double v = double(p[size_t(e)]) * (dp[size_t(e)] - dot);
-        if (gr.dlogits_extra) v += gr.dlogits_extra->data<float>()[t * E + e];
-        dl[t * E + e] = float(v);
-      }
+      moe_router_grad_row(s.logits.data<float>() + t * E, sel + t * K, w + t * K, dw.data() + t * K, E, K,
+                          a.norm_topk_prob, gr.dlogits_extra ? gr.dlogits_extra->data<float>() + t * E : nullptr,
+                          p.data(), dp.data(), row.data());
+      for (int64_t e = 0; e < E; ++e) dl[t * E + e] = float(row[size_t(e)]);
     }
   });
+
   if (gr.drouter)  // drouter [E, H] += dlogits^T @ x
     g_call(true, false, E, H, T, dl, E, a.x->data<float>(), H, gr.drouter->data<float>(), H, 1.f, DType::F32);
   if (gr.dx) {

@@ -83,6 +83,12 @@ struct MoEKernel {
 void moe_route_token(const float* p, const float* bias, int64_t E, int64_t K, bool norm, int32_t* idx, float* w);
 // Row softmax of f32 logits with double sums, rounded to f32 (the probabilities both variants use).
 void moe_softmax_row(const float* logits, int64_t E, float* p);
+// The router-logit gradient of one token (both variants): through the top-k renormalization (when
+// norm) and the softmax, the selection held constant. logits [E], sel/w/dw [K] (the chosen experts,
+// their weights and dL/dweight), extra [E] or null (added, e.g. the aux loss's gradient);
+// p [E] and dp [E] are scratch; writes dlogits [E].
+void moe_router_grad_row(const float* logits, const int32_t* sel, const float* w, const double* dw, int64_t E,
+                         int64_t K, bool norm, const float* extra, float* p, double* dp, double* dlogits);
 
 // HF transformers' load_balancing_loss_func over the router logits of all MoE layers (no mask):
 //   N = total rows over layers; p = softmax(logits) per row; sel = top_k of p (ties lowest index)

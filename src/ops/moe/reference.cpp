@@ -178,24 +178,10 @@ void backward(const MoEArgs& args, const MoESaved& s, const Tensor& dy, const Mo
   // Router: through the renormalization and the softmax (selection constant).
   std::vector<float> p(static_cast<size_t>(E));
   std::vector<double> dp(static_cast<size_t>(E));
-  for (int64_t t = 0; t < T; ++t) {
-    moe_softmax_row(s.logits.data<float>() + t * E, E, p.data());
-    std::fill(dp.begin(), dp.end(), 0.0);
-    double S = 0, sw = 0;
-    for (int64_t k = 0; k < K; ++k) {
-      S += p[size_t(sel[t * K + k])];
-      sw += dw[size_t(t * K + k)] * wts[t * K + k];
-    }
-    for (int64_t k = 0; k < K; ++k)
-      dp[size_t(sel[t * K + k])] = a.norm_topk_prob ? (dw[size_t(t * K + k)] - sw) / S : dw[size_t(t * K + k)];
-    double dot = 0;
-    for (int64_t e = 0; e < E; ++e) dot += double(p[size_t(e)]) * dp[size_t(e)];
-    for (int64_t e = 0; e < E; ++e) {
-      double v = double(p[size_t(e)]) * (dp[size_t(e)] - dot);
-      if (gr.dlogits_extra) v += gr.dlogits_extra->data<float>()[t * E + e];
-      dlogits[size_t(t * E + e)] = v;
-    }
-  }
+  for (int64_t t = 0; t < T; ++t)
+    moe_router_grad_row(s.logits.data<float>() + t * E, sel + t * K, wts + t * K, dw.data() + t * K, E, K,
+                        a.norm_topk_prob, gr.dlogits_extra ? gr.dlogits_extra->data<float>() + t * E : nullptr, p.data(),
+                        dp.data(), dlogits.data() + t * E);
   const float* wg = a.router->data<float>();
   if (gr.drouter) {
     float* dr = gr.drouter->data<float>();

@@ -1,5 +1,6 @@
 // MoE routing pieces shared by every variant (see moe.h for the math): argument checks, the
 // per-token softmax and top-k, HF's load-balancing auxiliary loss and torchtitan's expert-bias update.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -42,6 +43,21 @@ void moe_softmax_row(const float* logits, int64_t E, float* p) {
   double sum = 0;
   for (int64_t e = 0; e < E; ++e) sum += std::exp(double(logits[e]) - mx);
   for (int64_t e = 0; e < E; ++e) p[e] = float(std::exp(double(logits[e]) - mx) / sum);
+}
+
+void moe_router_grad_row(const float* logits, const int32_t* sel, const float* w, const double* dw, int64_t E,
+                         int64_t K, bool norm, const float* extra, float* p, double* dp, double* dlogits) {
+  moe_softmax_row(logits, E, p);
+  std::fill(dp, dp + E, 0.0);
+  double S = 0, sw = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    S += p[sel[k]];
+    sw += dw[k] * w[k];
+  }
+  for (int64_t k = 0; k < K; ++k) dp[sel[k]] = norm ? (dw[k] - sw) / S : dw[k];
+  double dot = 0;
+  for (int64_t e = 0; e < E; ++e) dot += double(p[e]) * dp[e];
+  for (int64_t e = 0; e < E; ++e) dlogits[e] = double(p[e]) * (dp[e] - dot) + (extra ? double(extra[e]) : 0.0);
 }
 
 void moe_route_token(const float* p, const float* bias, int64_t E, int64_t K, bool norm, int32_t* idx, float* w) {

@@ -9,6 +9,7 @@
 #include "data/tokenizer.h"
 #include "infer/eval.h"
 #include "model/hf_model.h"
+#include "infer_fixtures.h"
 #include "util/strings.h"
 
 using namespace titan;
@@ -16,11 +17,8 @@ using namespace titan::infer;
 using nlohmann::json;
 
 namespace {
-std::string fixture(const std::string& rel) { return std::string(TITAN_FIXTURES) + "/infer/" + rel; }
-const json& goldens() {
-  static const json j = json::parse(read_file(fixture("eval.json")));
-  return j;
-}
+std::string fixture(const std::string& rel) { return test::infer_fixture(rel); }
+const json& goldens() { return test::infer_goldens("eval.json"); }
 }  // namespace
 
 TEST(Eval, DatasetTokensMatchTransformersTokenizer) {

@@ -10,6 +10,7 @@
 #include "infer/generation_config.h"
 #include "infer/kv_source.h"
 #include "model/hf_model.h"
+#include "infer_fixtures.h"
 #include "util/strings.h"
 
 using namespace titan;
@@ -18,12 +19,8 @@ using nlohmann::json;
 
 namespace {
 
-std::string fixture(const std::string& rel) { return std::string(TITAN_FIXTURES) + "/infer/" + rel; }
-
-const json& goldens() {
-  static const json j = json::parse(read_file(fixture("generate.json")));
-  return j;
-}
+std::string fixture(const std::string& rel) { return test::infer_fixture(rel); }
+const json& goldens() { return test::infer_goldens("generate.json"); }
 
 struct Tiny {
   std::unique_ptr<Qwen3Model> model = load_hf_model(fixture("tiny_chat"));
