@@ -10,7 +10,9 @@
 #   usage: bench/generate/run.sh [TITAN_BIN=build/titan] [MODEL_DIR=a temporary folder]
 #   SIZE=full (default) | small (config_small.json: 42M parameters, prompt 128, 64 new tokens; shows
 #   the ratios in minutes on a busy machine) | tiny (config_tiny.json, prompt 16, 8 new tokens:
-#   checks that the script runs end to end). THREADS (default 2).
+#   checks that the script runs end to end). THREADS (default 2). HF_OMP_WAIT_POLICY=passive gives
+#   transformers the wait policy titan generate uses (docs/inference.md): its best setting on a busy
+#   machine; unset (default) keeps torch's own, its best on a quiet one.
 # A MODEL_DIR that already holds the model of that SIZE is reused (the full one takes a minute to
 # write, 2.4 GB).
 set -euo pipefail
@@ -56,7 +58,8 @@ run_titan() {  # $1 dtype -> "prefill_tps decode_tps"
   sed -n 's/.*prefill \([0-9.]*\) tokens\/s, decode \([0-9.]*\) tokens\/s.*/\1 \2/p' "$out/titan_$1.err"
 }
 run_hf() {  # $1 dtype
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ${jemalloc:+LD_PRELOAD=$jemalloc} /usr/bin/time -f "%U %S %M" \
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ${jemalloc:+LD_PRELOAD=$jemalloc} \
+    ${HF_OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$HF_OMP_WAIT_POLICY} /usr/bin/time -f "%U %S %M" \
     -o "$out/hf_$1.time" "$py" "$here/hf_generate.py" "$model" --dtype "$1" --prompt-len $plen --new $new \
     --threads $threads | tail -1 > "$out/hf_$1.json"
   "$py" -c "import json; s=json.load(open('$out/hf_$1.json')); print(s['prefill_tps'], s['decode_tps'])"
