@@ -146,6 +146,12 @@ TEST(KvCache, Bf16StoredWeightsEqualHeldBf16Copies) {
       bf16_values += matmul ? 1 : 0;
     }
     EXPECT_GT(bf16_values, 0);
+    // Scoring (titan eval's forward; the dense fixture's lm_head is untied, so stored in bf16).
+    const std::vector<uint32_t>& p = g.prompts[1];
+    const int64_t S = int64_t(p.size()) - 1;
+    Tensor ids = Tensor::empty({1, S}, DType::I64), labels = Tensor::empty({1, S}, DType::I64);
+    for (int64_t i = 0; i < S; ++i) ids.data<int64_t>()[i] = p[size_t(i)], labels.data<int64_t>()[i] = p[size_t(i + 1)];
+    EXPECT_EQ(f32w->forward(ids, labels), bf16w->forward(ids, labels));
     KvCacheLogitsSource a(*f32w), b(*bf16w);
     std::vector<std::vector<uint32_t>> ia, ib;
     const double ea = greedy_run(a, nullptr, g, ia), eb = greedy_run(b, nullptr, g, ib);
