@@ -78,12 +78,23 @@ InferenceModel load_inference_model(const Args& args) {
   TITAN_CHECK(fs::is_directory(m.dir), "--model ", m.dir, ": not a folder (an HF model folder or a checkpoint step)");
   m.hf = is_hf_folder(m.dir);
   const std::string kernels = args.get("kernels", "cpu");
-  m.model = m.hf ? load_hf_model(m.dir, kernels) : load_checkpoint_model(m.dir);
-  if (args.has("adapter")) load_peft_adapter(*m.model, args.get("adapter"));  // LoRA, not merged
   const std::string dtype = args.get("dtype", "f32");
   TITAN_CHECK(dtype == "f32" || dtype == "bf16", "--dtype must be f32 or bf16, got '", dtype, "'");
-  m.model->set_compute_dtype(dtype == "bf16" ? DType::BF16 : DType::F32);
-  m.model->hold_compute_weights(true);  // inference: bf16 weight copies made once, not per token
+  const DType compute = dtype == "bf16" ? DType::BF16 : DType::F32;
+  // Inference holds one copy of the weights, no gradients: with bf16, the matmul weights are read
+  // from the files straight into bf16 (half the memory of f32); a training checkpoint is loaded in
+  // f32 and converted. A LoRA adapter (--adapter, or a LoRA run's checkpoint) keeps f32 weights
+  // with bf16 copies made once.
+  const DType weights = args.has("adapter") ? DType::F32 : compute;
+  if (m.hf) {
+    m.model = load_hf_model(m.dir, kernels, /*frozen=*/true, weights);
+  } else {
+    m.model = load_checkpoint_model(m.dir);
+    if (weights == DType::BF16 && !m.model->lora_enabled()) m.model = with_weight_dtype(*m.model, weights);
+  }
+  if (args.has("adapter")) load_peft_adapter(*m.model, args.get("adapter"));  // LoRA, not merged
+  m.model->set_compute_dtype(compute);
+  m.model->hold_compute_weights(true);  // f32 weights with bf16 compute: bf16 copies made once, not per token
   if (args.has("tokenizer")) m.tokenizer_dir = args.get("tokenizer");
   else if (fs::exists(fs::path(m.dir) / "tokenizer.json")) m.tokenizer_dir = m.dir;
   else m.tokenizer_dir = data::Tokenizer::default_dir();

@@ -4,11 +4,22 @@
 
 namespace titan {
 
-std::unique_ptr<Qwen3Model> load_hf_model(const std::string& dir, const std::string& kernel_variant) {
+std::unique_ptr<Qwen3Model> load_hf_model(const std::string& dir, const std::string& kernel_variant, bool frozen,
+                                          DType weight_dtype) {
   HfCheckpoint ckpt = HfCheckpoint::open(dir);
-  auto model = std::make_unique<Qwen3Model>(ckpt.config(), kernel_variant);
+  auto model = std::make_unique<Qwen3Model>(ckpt.config(), kernel_variant, false, frozen, weight_dtype);
   load_weights(*model, ckpt);
   return model;
+}
+
+std::unique_ptr<Qwen3Model> with_weight_dtype(const Qwen3Model& src, DType weight_dtype) {
+  TITAN_CHECK(!src.lora_enabled(), "model: with_weight_dtype takes a model without LoRA adapters");
+  auto m = std::make_unique<Qwen3Model>(src.config(), "cpu", false, /*frozen=*/true, weight_dtype);
+  const auto& from = src.params().all();
+  auto& to = m->params().all();
+  TITAN_ASSERT(from.size() == to.size(), "with_weight_dtype: parameter lists differ");
+  for (size_t i = 0; i < to.size(); ++i) to[i].value.copy_(from[i].value);
+  return m;
 }
 
 void load_weights(Qwen3Model& model, const HfCheckpoint& ckpt, int64_t unit) {

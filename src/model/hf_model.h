@@ -9,7 +9,13 @@
 namespace titan {
 
 // Builds the model from an HF folder (config.json + safetensors) and copies the weights in.
-std::unique_ptr<Qwen3Model> load_hf_model(const std::string& dir, const std::string& kernel_variant = "cpu");
+// frozen / weight_dtype: as Qwen3Model's constructor takes them; for inference (frozen: no
+// gradient buffers; BF16: the matmul weights read from the files straight into bf16).
+std::unique_ptr<Qwen3Model> load_hf_model(const std::string& dir, const std::string& kernel_variant = "cpu",
+                                          bool frozen = false, DType weight_dtype = DType::F32);
+// The same model with its matmul weights in weight_dtype (frozen; the values converted, the
+// LoRA-free `src` unchanged): for a model that was loaded in f32 (a training checkpoint).
+std::unique_ptr<Qwen3Model> with_weight_dtype(const Qwen3Model& src, DType weight_dtype);
 // Copies every parameter of an opened checkpoint into the model (names and shapes checked);
 // unit >= 0: only that parameter unit's (Qwen3Model::unit_params).
 void load_weights(Qwen3Model& model, const HfCheckpoint& ckpt, int64_t unit = -1);

@@ -89,9 +89,15 @@ InitScheme parse_init_scheme(const std::string& s) {
   fail("unknown init scheme '", s, "' (expected torchtitan or hf)");
 }
 
-Qwen3Model::Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred, bool frozen)
+Qwen3Model::Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred, bool frozen,
+                       DType weight_dtype)
     : cfg_(cfg), deferred_(deferred), base_frozen_(frozen) {
   cfg_.validate(cfg.flavor.empty() ? "model config" : "flavor " + cfg.flavor);
+  TITAN_CHECK(weight_dtype == DType::F32 || (weight_dtype == DType::BF16 && frozen),
+              "model: weights can be stored in f32, or in bf16 for a frozen (inference) model; got ",
+              dtype_name(weight_dtype), frozen ? "" : " on a trainable model");
+  weight_dtype_ = weight_dtype;
+  if (weight_dtype == DType::BF16) compute_ = DType::BF16;
   kernels_.assign(size_t(cfg_.num_hidden_layers + 1), kernel_set(kernel_variant));
   build_params();
   // The cache covers max_position_embeddings lazily: sequences longer than what is built here
@@ -115,11 +121,13 @@ void Qwen3Model::build_params() {
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
   (void)I;
   const int64_t Q = cfg_.q_dim(), K = cfg_.kv_dim();
-  auto pair = [&](const Shape& s) {
+  // dt: the value's dtype (the matmul weights: weight_dtype_); gradients are f32.
+  auto pair = [&](const Shape& s, DType dt = DType::F32) {
     if (deferred_)
-      return std::make_pair(Tensor::deferred(s, DType::F32), base_frozen_ ? Tensor() : Tensor::deferred(s, DType::F32));
-    return std::make_pair(Tensor::zeros(s, DType::F32), base_frozen_ ? Tensor() : Tensor::zeros(s, DType::F32));
+      return std::make_pair(Tensor::deferred(s, dt), base_frozen_ ? Tensor() : Tensor::deferred(s, DType::F32));
+    return std::make_pair(Tensor::zeros(s, dt), base_frozen_ ? Tensor() : Tensor::zeros(s, DType::F32));
   };
+  const DType wdt = weight_dtype_;
   // A frozen base has no gradients: slicing an undefined gradient gives an undefined one.
   auto rows = [](const Tensor& t, int64_t b, int64_t e) { return t.defined() ? t.slice0(b, e) : Tensor(); };
   auto [emb, gemb] = pair({V, H});
@@ -129,8 +137,8 @@ void Qwen3Model::build_params() {
     Layer& L = layers_[size_t(l)];
     std::string p = "model.layers." + std::to_string(l) + ".";
     std::tie(L.w_in, L.g_in) = pair({H});
-    std::tie(L.w_qkv, L.g_qkv) = pair({Q + 2 * K, H});
-    std::tie(L.w_o, L.g_o) = pair({H, Q});
+    std::tie(L.w_qkv, L.g_qkv) = pair({Q + 2 * K, H}, wdt);
+    std::tie(L.w_o, L.g_o) = pair({H, Q}, wdt);
     std::tie(L.w_post, L.g_post) = pair({H});
     params_.add(p + "input_layernorm.weight", L.w_in, L.g_in);
     // Qwen2: each projection's bias right after its weight (HF's order), all three in one buffer.
@@ -155,8 +163,8 @@ void Qwen3Model::build_params() {
       const int64_t E = cfg_.num_experts, MI = cfg_.moe_intermediate_size;
       L.sparse = true;
       std::tie(L.w_router, L.g_router) = pair({E, H});
-      std::tie(L.w_egu, L.g_egu) = pair({E, 2 * MI, H});
-      std::tie(L.w_edown, L.g_edown) = pair({E, H, MI});
+      std::tie(L.w_egu, L.g_egu) = pair({E, 2 * MI, H}, wdt);
+      std::tie(L.w_edown, L.g_edown) = pair({E, H, MI}, wdt);
       params_.add(p + "mlp.gate.weight", L.w_router, L.g_router);
       for (int64_t e = 0; e < E; ++e) {
         const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
@@ -169,8 +177,8 @@ void Qwen3Model::build_params() {
       }
       continue;
     }
-    std::tie(L.w_gu, L.g_gu) = pair({2 * I, H});
-    std::tie(L.w_down, L.g_down) = pair({H, I});
+    std::tie(L.w_gu, L.g_gu) = pair({2 * I, H}, wdt);
+    std::tie(L.w_down, L.g_down) = pair({H, I}, wdt);
     params_.add(p + "mlp.gate_proj.weight", L.w_gu.slice0(0, I), rows(L.g_gu, 0, I));
     params_.add(p + "mlp.up_proj.weight", L.w_gu.slice0(I, 2 * I), rows(L.g_gu, I, 2 * I));
     params_.add(p + "mlp.down_proj.weight", L.w_down, L.g_down);
@@ -178,7 +186,7 @@ void Qwen3Model::build_params() {
   auto [nw, gnw] = pair({H});
   params_.add("model.norm.weight", nw, gnw);
   if (!cfg_.tie_word_embeddings) {
-    auto [lm, glm] = pair({V, H});
+    auto [lm, glm] = pair({V, H}, wdt);
     params_.add("lm_head.weight", lm, glm);
   }
   // Names and shapes must be exactly HF's, in HF's order.
@@ -242,6 +250,7 @@ Tensor& Qwen3Model::lm_head_grad() {
 }
 
 void Qwen3Model::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) {
+  TITAN_CHECK(weight_dtype_ == DType::F32, "model: init_weights needs f32 weights (bf16 ones are loaded)");
   auto rng = [&](const std::string& name) { return Philox{seed, stream_id(name.c_str())}; };
   const auto [first, last] = unit >= 0 ? unit_params(unit) : std::make_pair(size_t(0), params_.all().size());
   // torchtitan's output layer: trunc_normal(std = dim^-0.5, cutoff 3 std). With tied embeddings the
@@ -402,8 +411,11 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
   Tensor xf = f32({T, H}), rstd = f32({T});
   hk.rmsnorm->forward(hid.x, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
   const std::vector<int64_t> rows = logits_out ? std::vector<int64_t>() : sparse_label_rows(labels);
-  double loss = rows.empty() ? hk.cross_entropy->forward(xf, lm_head_weight(), labels.view({T}), logits_out, compute_)
-                             : hk.cross_entropy->forward(gather_rows(xf, rows), lm_head_weight(),
+  // The loss ops read an f32 head: a head stored in bf16 (an inference model's untied lm_head)
+  // is widened for this call; its values are bf16's, so the bf16 compute rounds them back exactly.
+  const Tensor head = lm_head_weight().dtype() == DType::F32 ? lm_head_weight() : lm_head_weight().to(DType::F32);
+  double loss = rows.empty() ? hk.cross_entropy->forward(xf, head, labels.view({T}), logits_out, compute_)
+                             : hk.cross_entropy->forward(gather_rows(xf, rows), head,
                                                          gather_labels(labels, rows), nullptr, compute_);
   steps.finish();
   if (!hold_wbf_) wbf_.reset();
@@ -415,6 +427,12 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
     loss += double(count_labels(labels)) * cfg_.router_aux_loss_coef * last_aux_;
   }
   return loss;
+}
+
+void Qwen3Model::set_compute_dtype(DType d) {
+  TITAN_CHECK(weight_dtype_ == DType::F32 || d == weight_dtype_, "model: weights stored in ", dtype_name(weight_dtype_),
+              " cannot compute in ", dtype_name(d));
+  compute_ = d;
 }
 
 void Qwen3Model::hold_compute_weights(bool on) {

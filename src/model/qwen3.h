@@ -56,8 +56,12 @@ class Qwen3Model {
   // their storage, as fully sharded data parallelism does one unit at a time.
   // frozen: built with the base frozen (freeze_base()) from the start: no gradient buffer is ever
   // allocated, so a LoRA run's memory never holds base gradients, not even during setup.
+  // weight_dtype BF16 (inference only, needs frozen): the matmul weights (q/k/v/o, MLP and
+  // expert projections, an untied lm_head) are stored in bf16 and the model computes in bf16:
+  // a loader reads them straight into bf16 (half the memory; no f32 copy is ever held). Norms,
+  // biases, the router and the embedding stay f32.
   Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false,
-             bool frozen = false);
+             bool frozen = false, DType weight_dtype = DType::F32);
   ~Qwen3Model();
 
   const ModelConfig& config() const { return cfg_; }
@@ -79,7 +83,8 @@ class Qwen3Model {
   int64_t unit_of_layer(int64_t layer) const { return 1 + layer; }
   // Installs (or with nullptr removes) the hooks; the caller keeps them alive.
   void set_unit_hooks(UnitHooks* h) { hooks_ = h; }
-  void set_compute_dtype(DType d) { compute_ = d; }
+  void set_compute_dtype(DType d);
+  DType weight_dtype() const { return weight_dtype_; }
   DType compute_dtype() const { return compute_; }
   void set_checkpointing(Checkpointing c) { ckpt_ = c; }
 
@@ -205,6 +210,7 @@ class Qwen3Model {
   std::vector<KernelSet> kernels_;
   RopeCache rope_;
   DType compute_ = DType::F32;
+  DType weight_dtype_ = DType::F32;  // of the matmul weights (constructor)
   Checkpointing ckpt_ = Checkpointing::None;
   double last_aux_ = 0;
   std::vector<Tensor> bias_, counts_;  // per layer (undefined for dense layers); empty when off

@@ -3,7 +3,8 @@
 # included when the config's output_router_logits is true) and dumps gradients under per-expert
 # names; `titan info --config` sizes the reduced 30B-A3B recipe without building it; `titan train`
 # runs a small MoE model with `model.layers.*.mlp=moe.grouped_gemm` (one log line per sparse layer)
-# and the loss falls; overrides that do not fit the model are refused.
+# and the loss falls; `titan generate` runs on its checkpoint and on its HF export (same ids, f32
+# and bf16); overrides that do not fit the model are refused.
 set -uo pipefail
 titan=$1 src=$2
 work=$(mktemp -d)
@@ -62,6 +63,21 @@ mapfile -t R < <(grep -o '"loss": *[0-9.e+-]*' "$work/lb/metrics.jsonl" | sed 's
 [ "${#U[@]}" -eq 4 ] && [ "${#R[@]}" -eq 4 ] && [ "${R[*]}" = "${U[*]}" ] ||
   fail "resumed losses differ: ${R[*]} (uninterrupted: ${U[*]})"
 echo "ok: load_balance_coeff run resumes exactly (${R[*]})"
+
+# Generation on the MoE run's checkpoint and on its HF export: the same greedy ids from both, in f32
+# and with bf16 weights (the export in f32 so that the norms are the checkpoint's values).
+gen() {  # model dtype -> the generated ids
+  "$titan" generate --model "$1" --prompt-ids "3 14 15 92 65" --max-new-tokens 6 --temperature 0 --dtype "$2" --json \
+    2> "$work/gen.err" | sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p'
+}
+"$titan" export --from "$work/lb/checkpoint" --output "$work/lb_hf" --dtype f32 > "$work/export.log" 2>&1 ||
+  { cat "$work/export.log"; fail "export of the MoE checkpoint"; }
+for dt in f32 bf16; do
+  a=$(gen "$work/lb/checkpoint" $dt) b=$(gen "$work/lb_hf" $dt)
+  [ "$(tr ',' '\n' <<< "$a" | grep -c .)" = 6 ] || fail "generate $dt on the MoE checkpoint: [$a] $(cat "$work/gen.err")"
+  [ "$a" = "$b" ] || fail "generate $dt: checkpoint ids [$a], HF export ids [$b]"
+  echo "ok: MoE generate $dt, checkpoint = HF export: $a"
+done
 
 out=$("$titan" train "${common[@]}" --job.dump_folder "$work/x" --model.name qwen3 --model.flavor debugmodel \
   --model.num_experts 4 2>&1) && fail "num_experts accepted on a dense model"

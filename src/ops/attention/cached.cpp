@@ -47,7 +47,11 @@ void attention_cached(const RowView& q, const Tensor& kc, const Tensor& vc, cons
   const float* K = kc.data<float>();
   const float* V = vc.data<float>();
   float* O = out.data<float>();
-  parallel_for(B * Hkv * S, 1, [&](int64_t t0, int64_t t1) {
+  // Tasks per chunk: enough for ~64K multiply-adds (q.k and p.v over up to n keys), so that a
+  // short cache (early decode steps, tiny models) runs on the calling thread without opening a
+  // parallel region. Each task's arithmetic is the same however the tasks are chunked.
+  const int64_t task_work = std::max<int64_t>(1, 2 * n * D * group);
+  parallel_for(B * Hkv * S, std::max<int64_t>(1, (int64_t(1) << 16) / task_work), [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> p;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / (Hkv * S), g = (t / S) % Hkv, s = t % S;

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "ops/matmul/gemv.h"
 #include "ops/matmul/matmul.h"
 
 namespace titan {
@@ -161,7 +162,11 @@ void gemm_cpu(const GemmArgs& g) {
 
 const GemmKernel kGemmCpu{"cpu", gemm_cpu};
 
+// A few rows (decoding): the GEMV path streams W once as stored (gemv.h); more go to oneDNN.
 void linear_forward_cpu(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute) {
+  if (x.defined() && w.defined() && w.ndim() == 2 && w.dim(1) > 0 && x.numel() > 0 &&
+      x.numel() / w.dim(1) <= kGemvMaxRows)
+    return linear_forward_gemv(x, w, r, y, compute);
   linear_forward_with(kGemmCpu, x, w, y, compute, r);
 }
 void linear_backward_cpu(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw, DType compute) {

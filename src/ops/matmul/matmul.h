@@ -8,7 +8,8 @@
 //           backward: dx[M,K] = dy @ W (overwrite), dW[N,K] += dy^T @ x (accumulate).
 //
 // Variants: "reference" (plain loops, double accumulation) and "cpu" (oneDNN matmul primitives,
-// cached per shape; chosen by measurement, see bench/gemm/RESULTS.md).
+// cached per shape; chosen by measurement, see bench/gemm/RESULTS.md). The cpu linear's forward
+// on at most kGemvMaxRows rows is the decode GEMV instead (gemv.h; also linear variant "gemv").
 #pragma once
 #include <cstdint>
 

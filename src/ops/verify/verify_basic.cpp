@@ -133,7 +133,10 @@ void cases_gemm(std::vector<KernelCase>& t) {
 
 void cases_linear(std::vector<KernelCase>& t) {
   using K = LinearKernel;
-  const int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 64, 17}, {70, 48, 96}};  // M, K, N
+  // M, K, N; M <= 4 with odd K and N: the decode GEMV path (gemv.h) of the cpu and gemv variants,
+  // the last one large enough to be split over the threads.
+  const int64_t shapes[][3] = {{1, 1, 1},   {7, 13, 5},   {33, 64, 17}, {70, 48, 96},
+                               {1, 37, 19}, {2, 130, 67}, {3, 17, 33},  {4, 301, 1030}};
   for (bool bf : {false, true})
     for (const auto& s : shapes) {
       const int64_t M = s[0], Kd = s[1], N = s[2];

@@ -125,6 +125,48 @@ TEST(KvCache, Bf16WeightsStayCloseToF32) {
   EXPECT_GT(worst, 0.0);  // the weights really were rounded
 }
 
+// Weights stored in bf16 (read from the f32 files straight into bf16, as titan generate --dtype
+// bf16 loads them) compute exactly what f32 weights with bf16 compute and held bf16 copies do,
+// for the dense and the MoE fixture, prefill and decode (a 3-row batch: the GEMV path); and the
+// model holds no f32 matmul weight and no gradient.
+TEST(KvCache, Bf16StoredWeightsEqualHeldBf16Copies) {
+  for (const std::string name : {"dense", "moe"}) {
+    SCOPED_TRACE(name);
+    const Golden g = load_golden(name);
+    auto f32w = load_hf_model(model_dir(name));
+    f32w->set_compute_dtype(DType::BF16);
+    f32w->hold_compute_weights(true);
+    auto bf16w = load_hf_model(model_dir(name), "cpu", /*frozen=*/true, DType::BF16);
+    EXPECT_EQ(bf16w->compute_dtype(), DType::BF16);
+    int64_t bf16_values = 0;
+    for (const auto& p : bf16w->params().all()) {
+      EXPECT_FALSE(p.grad.defined()) << p.name;
+      const bool matmul = p.name.find("_proj.weight") != std::string::npos || p.name == "lm_head.weight";
+      EXPECT_EQ(p.value.dtype(), matmul ? DType::BF16 : DType::F32) << p.name;
+      bf16_values += matmul ? 1 : 0;
+    }
+    EXPECT_GT(bf16_values, 0);
+    // Scoring (titan eval's forward; the dense fixture's lm_head is untied, so stored in bf16).
+    const std::vector<uint32_t>& p = g.prompts[1];
+    const int64_t S = int64_t(p.size()) - 1;
+    Tensor ids = Tensor::empty({1, S}, DType::I64), labels = Tensor::empty({1, S}, DType::I64);
+    for (int64_t i = 0; i < S; ++i) ids.data<int64_t>()[i] = p[size_t(i)], labels.data<int64_t>()[i] = p[size_t(i + 1)];
+    EXPECT_EQ(f32w->forward(ids, labels), bf16w->forward(ids, labels));
+    KvCacheLogitsSource a(*f32w), b(*bf16w);
+    std::vector<std::vector<uint32_t>> ia, ib;
+    const double ea = greedy_run(a, nullptr, g, ia), eb = greedy_run(b, nullptr, g, ib);
+    EXPECT_EQ(ia, ib);
+    EXPECT_EQ(ea, eb) << "the same logits give the same largest difference to the golden";
+  }
+}
+
+TEST(KvCache, Bf16WeightsNeedAFrozenModel) {
+  auto model = load_hf_model(model_dir("dense"));
+  EXPECT_THROW(Qwen3Model(model->config(), "cpu", false, /*frozen=*/false, DType::BF16), Error);
+  Qwen3Model m(model->config(), "cpu", false, true, DType::BF16);
+  EXPECT_THROW(m.set_compute_dtype(DType::F32), Error);
+}
+
 TEST(KvCache, DecodeWithoutPrefillIsAnError) {
   auto model = load_hf_model(model_dir("dense"));
   KvCacheLogitsSource src(*model);

@@ -1,0 +1,112 @@
+// AVX-512 body of the decode GEMV (ops/matmul/gemv.h; compiled with AVX-512 flags, called only
+// after a run-time check). Four W rows at a time against all m (<= 4) x rows: up to 16
+// accumulators of 16 lanes, each W vector loaded once (bf16 widened by a shift) and used by every
+// x row. Every output is the same lane-wise sum whichever block it falls in (the N tail runs the
+// same loop one W row at a time), then one fixed-order horizontal add.
+#include <immintrin.h>
+
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <cstdint>
+
+#include "ops/matmul/gemv.h"
+
+namespace titan::detail {
+namespace {
+
+template <bool BF>
+inline __m512 load_w(const void* w, int64_t off) {
+  if constexpr (BF) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + off));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm512_loadu_ps(static_cast<const float*>(w) + off);
+  }
+}
+
+template <bool BF>
+inline __m512 load_w_tail(const void* w, int64_t off, __mmask16 m) {
+  if constexpr (BF) {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(w) + off);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(w) + off);
+  }
+}
+
+// Outputs n .. n + NW - 1 of the M rows.
+template <int M, int NW, bool BF>
+inline void block(const float* x, int64_t k, const void* w, int64_t n, float* y, int64_t ldy, const float* add) {
+  __m512 acc[M][NW];
+  for (int r = 0; r < M; ++r)
+    for (int j = 0; j < NW; ++j) acc[r][j] = _mm512_setzero_ps();
+  int64_t i = 0;
+  // 32 columns per step (a whole 64-byte line of each bf16 row), each row's stream prefetched
+  // kAheadBytes ahead so that the line fetches of the NW rows overlap: measured with one thread
+  // (CPU time, m = 1, W of 128-256 MB) bf16 7.3 -> 9.2 GB/s, f32 unchanged at ~11.5 GB/s. The
+  // lanes still add their products in column order, so the sums are those of 16-column steps.
+  constexpr int64_t kAheadBytes = 1024, es = BF ? 2 : 4;
+  for (; i + 32 <= k; i += 32) {
+    for (int j = 0; j < NW; ++j)
+      _mm_prefetch(static_cast<const char*>(w) + ((n + j) * k + i) * es + kAheadBytes, _MM_HINT_T0);
+    for (int h = 0; h < 2; ++h) {
+      __m512 xv[M];
+      for (int r = 0; r < M; ++r) xv[r] = _mm512_loadu_ps(x + r * k + i + 16 * h);
+      for (int j = 0; j < NW; ++j) {
+        const __m512 wv = load_w<BF>(w, (n + j) * k + i + 16 * h);
+        for (int r = 0; r < M; ++r) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
+      }
+    }
+  }
+  for (; i + 16 <= k; i += 16) {
+    __m512 xv[M];
+    for (int r = 0; r < M; ++r) xv[r] = _mm512_loadu_ps(x + r * k + i);
+    for (int j = 0; j < NW; ++j) {
+      const __m512 wv = load_w<BF>(w, (n + j) * k + i);
+      for (int r = 0; r < M; ++r) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
+    }
+  }
+  if (i < k) {
+    const __mmask16 mask = __mmask16((1u << (k - i)) - 1u);
+    __m512 xv[M];
+    for (int r = 0; r < M; ++r) xv[r] = _mm512_maskz_loadu_ps(mask, x + r * k + i);
+    for (int j = 0; j < NW; ++j) {
+      const __m512 wv = load_w_tail<BF>(w, (n + j) * k + i, mask);
+      for (int r = 0; r < M; ++r) acc[r][j] = _mm512_fmadd_ps(xv[r], wv, acc[r][j]);
+    }
+  }
+  for (int r = 0; r < M; ++r)
+    for (int j = 0; j < NW; ++j) {
+      const float s = _mm512_reduce_add_ps(acc[r][j]);
+      y[r * ldy + n + j] = add ? s + add[r * ldy + n + j] : s;
+    }
+}
+
+template <int M, bool BF>
+void rows(const float* x, int64_t k, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy, const float* add) {
+  int64_t n = n0;
+  for (; n + 4 <= n1; n += 4) block<M, 4, BF>(x, k, w, n, y, ldy, add);
+  for (; n < n1; ++n) block<M, 1, BF>(x, k, w, n, y, ldy, add);
+}
+
+template <bool BF>
+void dispatch(const float* x, int64_t m, int64_t k, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy,
+              const float* add) {
+  switch (m) {
+    case 1: return rows<1, BF>(x, k, w, n0, n1, y, ldy, add);
+    case 2: return rows<2, BF>(x, k, w, n0, n1, y, ldy, add);
+    case 3: return rows<3, BF>(x, k, w, n0, n1, y, ldy, add);
+    default: return rows<4, BF>(x, k, w, n0, n1, y, ldy, add);
+  }
+}
+
+}  // namespace
+
+void gemv_block_avx512(const float* x, int64_t m, int64_t k, const void* w, bool w_bf16, int64_t n0, int64_t n1,
+                       float* y, int64_t ldy, const float* add) {
+  if (w_bf16) dispatch<true>(x, m, k, w, n0, n1, y, ldy, add);
+  else dispatch<false>(x, m, k, w, n0, n1, y, ldy, add);
+}
+
+}  // namespace titan::detail

@@ -1,0 +1,186 @@
+// The decode GEMV (gemv.h): operand preparation, the split over N, the AVX2 body, and the
+// "gemv" linear variant (forward on this path for every row count, backward on the cpu GEMM),
+// which `titan verify kernels` checks against the reference. The cpu linear variant takes this
+// path by itself for inputs of at most kGemvMaxRows rows (cpu.cpp).
+#include "ops/matmul/gemv.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/threading.h"
+#include "ops/matmul/bf16_convert.h"
+#include "ops/matmul/matmul.h"
+
+namespace titan {
+namespace detail {
+namespace {
+
+inline __m256 load8(const void* w, bool bf, int64_t off) {
+  if (bf) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + off));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  return _mm256_loadu_ps(static_cast<const float*>(w) + off);
+}
+
+inline float hsum(__m256 v) {  // fixed order: halves, then pairs
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <int M, int NW>
+inline void block(const float* x, int64_t k, const void* w, bool bf, int64_t n, float* y, int64_t ldy,
+                  const float* add) {
+  __m256 acc[M][NW];
+  for (int r = 0; r < M; ++r)
+    for (int j = 0; j < NW; ++j) acc[r][j] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    __m256 xv[M];
+    for (int r = 0; r < M; ++r) xv[r] = _mm256_loadu_ps(x + r * k + i);
+    for (int j = 0; j < NW; ++j) {
+      const __m256 wv = load8(w, bf, (n + j) * k + i);
+      for (int r = 0; r < M; ++r) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
+    }
+  }
+  if (i < k) {  // the K tail through zero-padded copies, in the same lanes
+    alignas(32) float xt[M][8] = {}, wt[8] = {};
+    for (int r = 0; r < M; ++r) std::memcpy(xt[r], x + r * k + i, size_t(k - i) * sizeof(float));
+    for (int j = 0; j < NW; ++j) {
+      for (int64_t t = i; t < k; ++t)
+        wt[t - i] = bf ? bf16_to_f32(static_cast<const uint16_t*>(w)[(n + j) * k + t])
+                       : static_cast<const float*>(w)[(n + j) * k + t];
+      const __m256 wv = _mm256_load_ps(wt);
+      for (int r = 0; r < M; ++r) acc[r][j] = _mm256_fmadd_ps(_mm256_load_ps(xt[r]), wv, acc[r][j]);
+    }
+  }
+  for (int r = 0; r < M; ++r)
+    for (int j = 0; j < NW; ++j) {
+      const float s = hsum(acc[r][j]);
+      y[r * ldy + n + j] = add ? s + add[r * ldy + n + j] : s;
+    }
+}
+
+// 16 ymm registers: up to 8 accumulators beside the x and W vectors.
+template <int M>
+void rows(const float* x, int64_t k, const void* w, bool bf, int64_t n0, int64_t n1, float* y, int64_t ldy,
+          const float* add) {
+  constexpr int NW = M <= 2 ? 4 : 2;
+  int64_t n = n0;
+  for (; n + NW <= n1; n += NW) block<M, NW>(x, k, w, bf, n, y, ldy, add);
+  for (; n < n1; ++n) block<M, 1>(x, k, w, bf, n, y, ldy, add);
+}
+
+}  // namespace
+
+void gemv_block_avx2(const float* x, int64_t m, int64_t k, const void* w, bool w_bf16, int64_t n0, int64_t n1,
+                     float* y, int64_t ldy, const float* add) {
+  switch (m) {
+    case 1: return rows<1>(x, k, w, w_bf16, n0, n1, y, ldy, add);
+    case 2: return rows<2>(x, k, w, w_bf16, n0, n1, y, ldy, add);
+    case 3: return rows<3>(x, k, w, w_bf16, n0, n1, y, ldy, add);
+    default: return rows<4>(x, k, w, w_bf16, n0, n1, y, ldy, add);
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+bool has_avx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+
+// Weight bytes below which one thread does the whole product (a parallel region costs more than
+// reading this much from cache), and the least each chunk of a split gets.
+constexpr int64_t kInlineBytes = 256 << 10, kChunkBytes = 64 << 10;
+
+}  // namespace
+
+void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute,
+                         bool allow_avx512) {
+  TITAN_CHECK(w.defined() && w.ndim() == 2, "linear.gemv: weight must be 2-D [out, in], got ",
+              w.defined() ? w.str() : "none");
+  TITAN_CHECK(compute == DType::F32 || compute == DType::BF16, "linear.gemv: compute dtype must be f32 or bf16, got ",
+              dtype_name(compute));
+  const int64_t N = w.dim(0), K = w.dim(1);
+  TITAN_CHECK(x.defined() && x.ndim() >= 1 && x.dim(-1) == K, "linear.gemv: input ", x.defined() ? x.str() : "none",
+              " must have last dimension ", K);
+  const int64_t M = x.numel() / K;
+  TITAN_CHECK(y.defined() && y.dtype() == DType::F32 && y.numel() == M * N && y.dim(-1) == N,
+              "linear.gemv: output must be f32 [", M, ", ", N, "], got ", y.defined() ? y.str() : "none");
+  if (r)
+    TITAN_CHECK(r->dtype() == DType::F32 && r->numel() == M * N && r->dim(-1) == N &&
+                    r->raw() != y.raw(),
+                "linear.gemv: residual input must be f32 of the output's shape (not the output), got ",
+                r->str());
+  if (compute == DType::F32)
+    TITAN_CHECK(x.dtype() == DType::F32 && w.dtype() == DType::F32, "linear.gemv: input ", x.str(), " / weight ",
+                w.str(), " with f32 compute must be f32 (pass f32 inputs, or choose bf16 compute)");
+  TITAN_CHECK((x.dtype() == DType::F32 || x.dtype() == DType::BF16) && (w.dtype() == DType::F32 || w.dtype() == DType::BF16),
+              "linear.gemv: input and weight must be f32 or bf16, got ", x.str(), " and ", w.str());
+  if (M == 0 || N == 0) return;
+  float* yp = y.data<float>();
+  const float* rp = r ? r->data<float>() : nullptr;
+  if (K == 0) {
+    for (int64_t i = 0; i < M * N; ++i) yp[i] = rp ? rp[i] : 0.f;
+    return;
+  }
+  // x as f32 values (those of its bf16 rounding under bf16 compute); only a few rows, so a copy.
+  std::vector<float> xbuf;
+  const float* xp = nullptr;
+  if (x.dtype() == DType::F32 && compute == DType::F32) {
+    xp = x.data<float>();
+  } else {
+    const Tensor& xc = x;
+    xbuf.resize(size_t(M * K));
+    for (int64_t i = 0; i < M * K; ++i)
+      xbuf[size_t(i)] = xc.dtype() == DType::BF16 ? bf16_to_f32(reinterpret_cast<const uint16_t*>(xc.raw())[i])
+                                                  : bf16_to_f32(f32_to_bf16(xc.data<float>()[i]));
+    xp = xbuf.data();
+  }
+  const Tensor wk = compute == DType::BF16 ? to_bf16(w) : w;  // bf16 compute on f32 W: rounded once
+  const bool bf = wk.dtype() == DType::BF16;
+  const detail::GemvBlockFn fn =
+      allow_avx512 && has_avx512() ? detail::gemv_block_avx512 : detail::gemv_block_avx2;
+  const int64_t row_bytes = K * (bf ? 2 : 4);
+  const int64_t nt = num_threads();
+  int64_t grain = N;  // W rows per chunk
+  if (N * row_bytes > kInlineBytes && nt > 1) {
+    // A few chunks per thread (dynamic: a descheduled thread's share is picked up by the others),
+    // each at least kChunkBytes, in multiples of 8 rows.
+    grain = std::max((N + 4 * nt - 1) / (4 * nt), (kChunkBytes + row_bytes - 1) / row_bytes);
+    grain = (grain + 7) / 8 * 8;
+  }
+  for (int64_t m0 = 0; m0 < M; m0 += kGemvMaxRows) {
+    const int64_t mb = std::min(kGemvMaxRows, M - m0);
+    parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+      fn(xp + m0 * K, mb, K, wk.raw(), bf, n0, n1, yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
+    });
+  }
+}
+
+namespace {
+
+void forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute) {
+  linear_forward_gemv(x, w, r, y, compute);
+}
+void backward_gemv(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw, DType compute) {
+  linear_backward_with(kernel<GemmKernel>("cpu"), x, w, dy, dx, dw, compute);
+}
+const LinearKernel kLinearGemv{"gemv", forward_gemv, backward_gemv};
+
+}  // namespace
+
+TITAN_REGISTER_KERNEL(LinearKernel, "gemv", DeviceType::CPU, kLinearGemv);
+
+}  // namespace titan
