@@ -168,9 +168,12 @@ void Trainer::log_memory() const {
     const int64_t n = model.lora_params().numel(), base = model.params().numel();
     std::fprintf(stderr,
                  "[titan] lora: %zu adapted modules, rank %lld, alpha %g, scale %g%s; trains %lld parameters (%.3f%% of "
-                 "the frozen base's %lld)\n",
+                 "the frozen base's %lld)%s\n",
                  model.lora_adapters().size(), (long long)c.rank, c.alpha, c.scale(), c.use_rslora ? " (rslora)" : "",
-                 (long long)n, 100.0 * double(n) / double(base), (long long)base);
+                 (long long)n, 100.0 * double(n) / double(base), (long long)base,
+                 state_->sharded() ? "; base sharded (values only), adapters whole on each rank with their gradients "
+                                     "reduce-scattered and AdamW sharded"
+                                   : "");
   }
   const ModelState::Memory m = state_->memory();
   std::fprintf(stderr,
