@@ -220,8 +220,10 @@ std::vector<Field> fields_of(JobConfig& c) {
             {at_least_1, {[](int64_t v) { return v <= (int64_t(1) << 20); }, "must be <= 2^20"}}),
       field("lora", "alpha", &c.lora.alpha, "scale numerator: scale = alpha / rank (alpha / sqrt(rank) with use_rslora)",
             {{[](double v) { return v > 0 && std::isfinite(v); }, "must be a positive number"}}),
-      field("lora", "dropout", &c.lora.dropout, "dropout on the adapters' input (PEFT's lora_dropout)",
-            {{[](double v) { return v == 0; }, "is not implemented yet (only 0 is supported in this build)"}}),
+      field("lora", "dropout", &c.lora.dropout,
+            "dropout on the adapters' input in training (PEFT's lora_dropout; masks from [training] seed, the step "
+            "and the sample)",
+            {{[](double v) { return v >= 0 && v < 1; }, "must be in [0, 1)"}}),
       field("lora", "target_modules", &c.lora.target_modules,
             "glob patterns over HF module names (e.g. \"model.layers.*.self_attn.[qkvo]_proj\")"),
       field("lora", "use_rslora", &c.lora.use_rslora, "rank-stabilized scale alpha / sqrt(rank)"),
