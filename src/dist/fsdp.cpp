@@ -41,7 +41,8 @@ FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen) {
     p.largest_unit = std::max(p.largest_unit, n);
     p.total += n;
   }
-  p.staging_elems = (world + 1) * bucket_for(max_chunk, world);
+  // all-gather staging (N x bucket) and the reduce-scatter output (bucket; 1 element when frozen)
+  p.staging_elems = world * bucket_for(max_chunk, world) + (frozen ? 1 : bucket_for(max_chunk, world));
   p.schedule = unit_schedule(c, Pass::Train);
   p.frozen = frozen;
   return p;

@@ -72,7 +72,7 @@ struct FsdpPlan {
   int64_t shard_elems = 0;    // sum over units of ceil(P_u / N): each of params, grads, m, v
   int64_t largest_unit = 0;   // elements of the largest unit
   int64_t total = 0;          // P
-  int64_t staging_elems = 0;  // collective staging (N + 1) x bucket
+  int64_t staging_elems = 0;  // collective staging (N + 1) x bucket (N x bucket + 1 when frozen)
   std::vector<UnitStep> schedule;  // the model's training pass (model/unit_schedule.h)
   bool frozen = false;        // a frozen base: no gradient shards, no full gradients gathered
   // Most gathered parameters plus full gradients alive at once during forward_backward, beyond

@@ -12,7 +12,8 @@
 #    1-process curve (and adapters within 2e-4 of peak: AdamW amplifies rounding, see below), so
 #    the masks do not depend on the rank count; the curve is not
 #    the dropout-free one, and a 1-process run resumed from step 4 ends bit-equal;
-#  - the setup line reports the base shard and the sharded adapter optimizer.
+#  - the setup line reports the base shard and the sharded adapter optimizer, and `titan info
+#    --config JOB --dp 2` predicts the per-rank memory after setup within 10%.
 # Skips (77) when mpirun is missing.
 set -uo pipefail
 titan=$1 src=$2
@@ -65,6 +66,11 @@ grep -q "data parallel: 2 rank(s), fully sharded" "$work/two.log" || fail "2 ran
 echo -n "2 ranks vs 1: "; compare "$work/one/metrics.jsonl" "$work/two/metrics.jsonl" || fail "2-rank curve differs"
 echo -n "2 ranks vs 1, adapters: "; adapters "$work/one/checkpoint/step-8-hf" "$work/two/checkpoint/step-8-hf" ||
   fail "2-rank adapters differ"
+# titan info --config JOB --dp 2 predicts the per-rank live memory after setup within 10%.
+pred=$("$titan" info "${common[@]}" --dp 2 --json | sed -nE 's/.*"rank_state_bytes": ([0-9]+).*/\1/p')
+meas=$(sed -nE 's/.*memory after setup: ([0-9.]+) GiB.*/\1/p' "$work/two.log")
+awk -v p="$pred" -v m="$meas" 'BEGIN { p /= 1073741824; printf "per rank: titan info %.4f GiB, measured %.4f GiB\n", p, m
+                                       exit !(m > 0.9 * p && m < 1.1 * p) }' || fail "titan info --dp 2 is off by more than 10%"
 # The checkpoint: the adapters' pieces per rank, no base weights.
 for r in 0 1; do
   f="$work/two/checkpoint/step-4/model.rank-$r-of-2.tensors"
