@@ -221,8 +221,7 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("lora", "alpha", &c.lora.alpha, "scale numerator: scale = alpha / rank (alpha / sqrt(rank) with use_rslora)",
             {{[](double v) { return v > 0 && std::isfinite(v); }, "must be a positive number"}}),
       field("lora", "dropout", &c.lora.dropout,
-            "dropout on the adapters' input in training (PEFT's lora_dropout; masks from [training] seed, the step "
-            "and the sample)",
+            "training dropout on the adapters' input (PEFT's lora_dropout; masks by seed, step, sample)",
             {{[](double v) { return v >= 0 && v < 1; }, "must be in [0, 1)"}}),
       field("lora", "target_modules", &c.lora.target_modules,
             "glob patterns over HF module names (e.g. \"model.layers.*.self_attn.[qkvo]_proj\")"),
