@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "core/allocator.h"
+#include "dist/data_parallel.h"
 #include "dist/fsdp.h"
 #include "model/flops.h"
 #include "model/train_memory.h"
@@ -57,15 +58,31 @@ static StepMemory step_memory(const ModelConfig& cfg, int64_t batch, int64_t seq
   return s;
 }
 
+// Elements of the adapters lora_select(cfg, c) picks: rank x (in + out) each.
+static int64_t lora_elems(const ModelConfig& cfg, const LoraConfig& c) {
+  int64_t n = 0;
+  for (const LoraAdapter& a : lora_select(cfg, c)) n += c.rank * (a.in + a.out);
+  return n;
+}
+
 static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t dp, bool json,
-                      const StepMemory* step = nullptr) {
+                      const StepMemory* step = nullptr, const LoraConfig* lora = nullptr) {
   ModelSize s = model_size(cfg, seq);
   // Per rank of dp fully sharded ranks: the shards, the staging buffer, and what a step gathers.
-  const dist::FsdpPlan plan = dist::fsdp_plan(cfg, dp);
-  const int64_t rank_param = dp == 1 ? s.param_bytes() : plan.shard_elems * 4;
-  const int64_t rank_grad = dp == 1 ? s.grad_bytes() : plan.shard_elems * 4;
-  const int64_t rank_opt = dp == 1 ? s.optimizer_bytes() : 2 * plan.shard_elems * 4;
-  const int64_t rank_comm = dp == 1 ? 0 : plan.staging_elems * 4;
+  // LoRA (train/sharded_state.cpp): the frozen base's value shard only; the adapters whole with
+  // their gradients, and this rank's chunk of them (master, reduced gradient, two moments).
+  const dist::FsdpPlan plan = dist::fsdp_plan(cfg, dp, lora != nullptr);
+  int64_t rank_param = dp == 1 ? s.param_bytes() : plan.shard_elems * 4;
+  int64_t rank_grad = dp == 1 ? s.grad_bytes() : plan.shard_elems * 4;
+  int64_t rank_opt = dp == 1 ? s.optimizer_bytes() : 2 * plan.shard_elems * 4;
+  int64_t rank_comm = dp == 1 ? 0 : plan.staging_elems * 4;
+  if (lora && dp > 1) {
+    const int64_t a = lora_elems(cfg, *lora), c = (a + dp - 1) / dp;
+    rank_param = (plan.shard_elems + a + c) * 4;
+    rank_grad = (a + c) * 4;
+    rank_opt = 2 * c * 4;
+    rank_comm += dp * std::min<int64_t>(c, dist::DataParallel::kBucket) * 4;
+  }
   const int64_t rank_gather = dp == 1 ? 0 : plan.transient_elems(true, true) * 4;
   const int64_t rank_state = rank_param + rank_grad + rank_opt + rank_comm;
   const double gib = double(1ull << 30);
@@ -112,7 +129,14 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
                 double(step->mem.total()) / gib, step->what.c_str(), (long long)step->batch, (long long)seq,
                 double(step->mem.weights) / gib, double(step->mem.grads) / gib, double(step->mem.optimizer) / gib,
                 double(step->mem.activations) / gib);
-  if (dp > 1)
+  if (dp > 1 && lora)
+    std::printf("per rank (FSDP over %lld ranks, LoRA r=%lld) %.3f GiB between steps: frozen base shard + adapters "
+                "%.3f + adapter grads %.3f + adapter adamw %.3f GiB, comm buffers %.3f GiB; a step gathers up to "
+                "%.3f GiB more (base parameters of the units in flight, with prefetch)\n",
+                (long long)dp, (long long)lora->rank, double(rank_param + rank_grad + rank_opt + rank_comm) / gib,
+                double(rank_param) / gib, double(rank_grad) / gib, double(rank_opt) / gib, double(rank_comm) / gib,
+                double(rank_gather) / gib);
+  else if (dp > 1)
     std::printf("per rank (FSDP over %lld ranks) %.3f GiB between steps: weights %.3f + grads %.3f + adamw %.3f GiB "
                 "(1/%lld each), comm buffers %.3f GiB; a step gathers up to %.3f GiB more (parameters and "
                 "gradients of the units in flight, with prefetch; largest unit %.3f GiB)\n",
@@ -138,8 +162,9 @@ static int info_for_job(const std::vector<std::string>& argv, int64_t ranks, boo
   TITAN_CHECK(job.data_parallel_degree(ranks) == ranks, "--dp ", ranks, ": the job's [parallelism] degrees give ",
               job.data_parallel_degree(ranks), " data-parallel ranks");
   const int64_t shard = par.data_parallel_shard_degree == 1 ? 1 : ranks / par.data_parallel_replicate_degree;
-  if (cfg.is_moe() || shard > 1) return print_info(name, cfg, job.training.seq_len, shard, json);
   const LoraConfig lc = job_lora_config(job);
+  if (cfg.is_moe() || shard > 1)
+    return print_info(name, cfg, job.training.seq_len, shard, json, nullptr, job.lora.enable ? &lc : nullptr);
   const auto am = job.activation_checkpoint.mode;
   const Checkpointing ck = am == ActivationCheckpointMode::Full        ? Checkpointing::Full
                            : am == ActivationCheckpointMode::Selective ? Checkpointing::Selective
@@ -205,14 +230,14 @@ static int cmd_info(const std::vector<std::string>& argv) {
   const int64_t seq = args.get_int("seq-len", 2048, 1, kMaxSeqLen);
   const int64_t dp = args.get_int("dp", 1, 1, kMaxRanks);
   cfg.num_hidden_layers = args.get_int("n-layers", cfg.num_hidden_layers, 1, cfg.num_hidden_layers);
-  if (cfg.is_moe() || dp > 1) return print_info(m, cfg, seq, dp, args.has("json"));
   // One step's predicted peak: batch --batch (1), full fine-tuning or, with --lora-rank R, LoRA
   // rank R on the attention and MLP projections ([lora]'s default targets, alpha 2R).
-  const int64_t batch = args.get_int("batch", 1, 1, int64_t(1) << 24);
   LoraConfig lc;
   lc.rank = args.get_int("lora-rank", 0, 0, int64_t(1) << 20);
   lc.alpha = double(2 * lc.rank);
   lc.target_modules = JobConfig().lora.target_modules;
+  if (cfg.is_moe() || dp > 1) return print_info(m, cfg, seq, dp, args.has("json"), nullptr, lc.rank > 0 ? &lc : nullptr);
+  const int64_t batch = args.get_int("batch", 1, 1, int64_t(1) << 24);
   const StepMemory sm = step_memory(cfg, batch, seq, Checkpointing::None, DType::F32, lc.rank > 0 ? &lc : nullptr);
   return print_info(m, cfg, seq, dp, args.has("json"), &sm);
 }

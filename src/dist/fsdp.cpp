@@ -27,7 +27,7 @@ int64_t bucket_for(int64_t max_chunk, int64_t world) {
 
 }  // namespace
 
-FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world) {
+FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen) {
   std::vector<int64_t> sizes(size_t(c.num_hidden_layers) + 2, 0);
   for (const ParamSpec& s : model_param_specs(c)) sizes[size_t(param_unit(c, s.name))] += shape_numel(s.shape);
   FsdpPlan p;
@@ -41,8 +41,10 @@ FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world) {
     p.largest_unit = std::max(p.largest_unit, n);
     p.total += n;
   }
-  p.staging_elems = (world + 1) * bucket_for(max_chunk, world);
+  // all-gather staging (N x bucket) and the reduce-scatter output (bucket; 1 element when frozen)
+  p.staging_elems = world * bucket_for(max_chunk, world) + (frozen ? 1 : bucket_for(max_chunk, world));
   p.schedule = unit_schedule(c, Pass::Train);
+  p.frozen = frozen;
   return p;
 }
 
@@ -52,11 +54,15 @@ int64_t FsdpPlan::transient_elems(bool reshard_after_forward, bool prefetch) con
   std::vector<char> values(n, 0), grads(n, 0);
   std::vector<int64_t> reducing;  // units whose gradients the communication thread still reduces
   int64_t live = 0, peak = 0;
+  // A frozen base's gradients are tracked (the tied embedding's lifetime) but hold no memory.
+  auto size_of = [&](const std::vector<char>& held, int64_t u) {
+    return &held == &grads && frozen ? int64_t(0) : unit_elems[size_t(u)];
+  };
   auto take = [&](std::vector<char>& held, int64_t u) {
-    if (!held[size_t(u)]) held[size_t(u)] = 1, live += unit_elems[size_t(u)];
+    if (!held[size_t(u)]) held[size_t(u)] = 1, live += size_of(held, u);
   };
   auto drop = [&](std::vector<char>& held, int64_t u) {
-    if (held[size_t(u)]) held[size_t(u)] = 0, live -= unit_elems[size_t(u)];
+    if (held[size_t(u)]) held[size_t(u)] = 0, live -= size_of(held, u);
   };
   for (const UnitStep& s : schedule) {
     const int64_t u = s.unit;
@@ -71,7 +77,9 @@ int64_t FsdpPlan::transient_elems(bool reshard_after_forward, bool prefetch) con
       case UnitStep::Kind::Done: {
         if (uses(s.use, UnitUse::Grads)) {
           grads[size_t(u)] = 0;
-          if (prefetch)
+          if (frozen)
+            ;  // nothing held, nothing reduced
+          else if (prefetch)
             reducing.push_back(u);  // freed by the communication thread once reduced
           else
             live -= unit_elems[size_t(u)];
@@ -203,7 +211,7 @@ class Fsdp::Worker {
 
 Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill,
            Comm* replicate)
-    : model_(model), ps_(model.params()), comm_(comm), replicate_(replicate), opt_(opt) {
+    : model_(model), ps_(model.params()), comm_(comm), replicate_(replicate), opt_(opt), frozen_(model.base_frozen()) {
   const int64_t n = comm.size(), r = comm.rank();
   for (int64_t ui = 0; ui < model.num_units(); ++ui) {
     auto u = std::make_unique<Unit>();
@@ -211,12 +219,12 @@ Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(
     std::set<Storage*> seen;
     for (size_t i = u->p0; i < u->p1; ++i) {
       Param& p = ps_.all()[i];
-      TITAN_CHECK(p.value.dtype() == DType::F32 && p.grad.dtype() == DType::F32, "sharded data parallelism: ",
-                  "parameter ", p.name, " is not f32");
-      TITAN_CHECK(!p.value.storage()->resident() && !p.grad.storage()->resident(), "sharded data parallelism: ",
-                  "parameter ", p.name, " already has memory (build the model deferred)");
+      TITAN_CHECK(p.value.dtype() == DType::F32 && (frozen_ ? !p.grad.defined() : p.grad.dtype() == DType::F32),
+                  "sharded data parallelism: parameter ", p.name, " is not f32");
+      TITAN_CHECK(!p.value.storage()->resident() && (frozen_ || !p.grad.storage()->resident()),
+                  "sharded data parallelism: parameter ", p.name, " already has memory (build the model deferred)");
       if (seen.insert(p.value.storage().get()).second) u->values.push_back(p.value.storage());
-      if (seen.insert(p.grad.storage().get()).second) u->grads.push_back(p.grad.storage());
+      if (!frozen_ && seen.insert(p.grad.storage().get()).second) u->grads.push_back(p.grad.storage());
       u->numel += p.value.numel();
     }
     u->chunk = std::max<int64_t>(1, (u->numel + n - 1) / n);
@@ -233,14 +241,15 @@ Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(
   int64_t max_chunk = 0;
   for (auto& u : units_) max_chunk = std::max(max_chunk, u->chunk);
   bucket_ = bucket_for(max_chunk, n);
-  plan_ = fsdp_plan(model.config(), n);
+  plan_ = fsdp_plan(model.config(), n, frozen_);
   TITAN_ASSERT(plan_.shard_elems == shard_ && plan_.unit_elems.size() == units_.size(), "FSDP plan disagrees with the model");
   stage_ = Tensor::zeros({bucket_ * n}, DType::F32);
-  out_ = Tensor::zeros({bucket_}, DType::F32);
+  out_ = Tensor::zeros({frozen_ ? 1 : bucket_}, DType::F32);
   p_ = Tensor::zeros({shard_}, DType::F32);
-  g_ = Tensor::zeros({shard_}, DType::F32);
-  m_ = Tensor::zeros({shard_}, DType::F32);
-  v_ = Tensor::zeros({shard_}, DType::F32);
+  const int64_t trained = frozen_ ? 0 : shard_;  // a frozen base has no gradient or moment shards
+  g_ = Tensor::zeros({trained}, DType::F32);
+  m_ = Tensor::zeros({trained}, DType::F32);
+  v_ = Tensor::zeros({trained}, DType::F32);
   // Fill each unit in full (identically on every rank), keep this rank's chunk, free the rest.
   for (size_t ui = 0; ui < units_.size(); ++ui) {
     Unit& u = *units_[ui];
@@ -328,7 +337,9 @@ void Fsdp::need(int64_t unit, UnitUse use) {
     issue_gather(u);
     wait_values(u);
   }
-  if (uses(use, UnitUse::Grads) && !u.grads_resident) {
+  if (uses(use, UnitUse::Grads) && !u.grads_resident && frozen_) {
+    u.grads_resident = true;  // the unit's backward: no gradient memory (the keep rule in done())
+  } else if (uses(use, UnitUse::Grads) && !u.grads_resident) {
     worker_->wait(u.reduce_ticket);  // the previous micro-batch's reduction still reads them
     for (auto& s : u.grads) s->allocate();
     for (size_t i = u.p0; i < u.p1; ++i) ps_.all()[i].grad.zero_();
@@ -342,10 +353,11 @@ void Fsdp::done(int64_t unit, UnitUse use) {
   if (grads) {
     TITAN_ASSERT(u.grads_resident, "done(grads) without need(grads) for unit ", unit);
     u.grads_resident = false;
-    u.reduce_ticket = worker_->submit([this, &u] {
-      reduce_grads(u);
-      for (auto& s : u.grads) s->release();
-    });
+    if (!frozen_)
+      u.reduce_ticket = worker_->submit([this, &u] {
+        reduce_grads(u);
+        for (auto& s : u.grads) s->release();
+      });
   }
   // A tied embedding stays from its lookup to the head, which reads it again (with its gradient
   // then resident): the head's phase holds it anyway, so keeping it adds nothing to the peak and
@@ -379,6 +391,7 @@ void Fsdp::zero_grad() {
 }
 
 double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& hp) {
+  TITAN_ASSERT(!frozen_, "Fsdp::step on a frozen base");
   worker_->drain();
   if (replicate_ && replicate_->size() > 1) {  // HSDP: the replicas' gradient shards summed
     const double t0 = now_seconds();
@@ -411,6 +424,7 @@ void Fsdp::for_each_unit_gathered(const std::function<void(int64_t unit)>& f) {
 }
 
 std::optional<std::string> Fsdp::first_non_finite_grad() const {
+  if (frozen_) return std::nullopt;
   const float* g = g_.data<float>();
   for (const Span& s : spans_)
     for (int64_t i = 0; i < s.count; ++i)

@@ -34,6 +34,11 @@
 // waits for a unit's gather only when it needs it. Without it the announcements are ignored (a
 // unit is gathered when it is needed, not earlier). Results do not depend on it.
 //
+// Frozen base (Qwen3Model::base_frozen(), LoRA): the units hold values only. need/done(Grads)
+// only track that the pass is in a unit's backward (for the tied embedding's lifetime); nothing
+// is allocated or reduced, and the shard is the parameter chunk alone (no gradient or moment
+// shards: step() must not be called; the trained adapters are stepped by their owner).
+//
 // Every rank ends each step with bitwise identical shards of the replicated quantities (each
 // reduction's result is the same on every rank, comm.h); versus one process the parameters
 // differ by f32 reduction-order rounding of the gradient sums.
@@ -67,8 +72,9 @@ struct FsdpPlan {
   int64_t shard_elems = 0;    // sum over units of ceil(P_u / N): each of params, grads, m, v
   int64_t largest_unit = 0;   // elements of the largest unit
   int64_t total = 0;          // P
-  int64_t staging_elems = 0;  // collective staging (N + 1) x bucket
+  int64_t staging_elems = 0;  // collective staging (N + 1) x bucket (N x bucket + 1 when frozen)
   std::vector<UnitStep> schedule;  // the model's training pass (model/unit_schedule.h)
+  bool frozen = false;        // a frozen base: no gradient shards, no full gradients gathered
   // Most gathered parameters plus full gradients alive at once during forward_backward, beyond
   // the shards: the model's schedule replayed with Fsdp's rules of what need / done / prefetch
   // gather and free. With prefetch, a unit's gradients stay alive (being reduced on the
@@ -77,7 +83,7 @@ struct FsdpPlan {
   // after forward, every unit's values stay until its backward.
   int64_t transient_elems(bool reshard_after_forward, bool prefetch) const;
 };
-FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world);
+FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen = false);
 
 class Fsdp final : public UnitHooks {
  public:
@@ -122,6 +128,7 @@ class Fsdp final : public UnitHooks {
   std::optional<std::string> first_non_finite_grad() const;
 
   const FsdpPlan& plan() const { return plan_; }
+  bool frozen() const { return frozen_; }
   const Options& options() const { return opt_; }
   int64_t shard_elems() const { return shard_; }
   int64_t staging_bytes() const { return stage_.nbytes() + out_.nbytes(); }
@@ -143,6 +150,7 @@ class Fsdp final : public UnitHooks {
   Comm* replicate_;
   Options opt_;
   bool tied_ = false;  // the head reads the embedding unit
+  bool frozen_ = false;  // the model's base is frozen: values only
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<Span> spans_;
   FsdpPlan plan_;

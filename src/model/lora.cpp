@@ -16,7 +16,8 @@ double LoraConfig::scale() const {
 void LoraConfig::validate(const std::string& where) const {
   TITAN_CHECK(rank > 0, where, ": [lora] rank must be positive, got ", rank);
   TITAN_CHECK(std::isfinite(alpha) && alpha > 0, where, ": [lora] alpha must be positive, got ", alpha);
-  TITAN_CHECK(dropout == 0, where, ": [lora] dropout ", dropout, " is not implemented (only 0)");
+  TITAN_CHECK(std::isfinite(dropout) && dropout >= 0 && dropout < 1, where, ": [lora] dropout must be in [0, 1), got ",
+              dropout);
   TITAN_CHECK(!target_modules.empty(), where, ": [lora] target_modules is empty");
 }
 
@@ -67,6 +68,36 @@ std::vector<LoraAdapter> lora_select(const ModelConfig& cfg, const LoraConfig& c
   return out;
 }
 
+Philox lora_dropout_rng(uint64_t seed, const std::string& module, int64_t step) {
+  // One stream per adapter and step: the name's hash mixed with the step (splitmix64's constant).
+  const uint64_t s = stream_id((module + ".lora_dropout").c_str()) ^ (uint64_t(step) * 0x9E3779B97F4A7C15ull);
+  return Philox{seed, s};
+}
+
+void lora_dropout_forward(const LoraDropout& d, const Tensor& x, Tensor& out) {
+  const int64_t in = x.dim(x.ndim() - 1), T = x.numel() / in;
+  out = Tensor::empty({T, in}, DType::F32);
+  const float s = 1.f / (1.f - d.p);
+  float* o = out.data<float>();
+  const bool bf = x.dtype() == DType::BF16;
+  TITAN_ASSERT(bf || x.dtype() == DType::F32, "lora dropout: input must be f32 or bf16");
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < in; ++k) {
+      const float v = bf ? bf16_to_f32(static_cast<const uint16_t*>(x.raw())[t * in + k]) : x.data<float>()[t * in + k];
+      o[t * in + k] = d.keep(t, k, in) ? v * s : 0.f;
+    }
+}
+
+void lora_dropout_backward(const LoraDropout& d, Tensor& y) {
+  const int64_t in = y.dim(y.ndim() - 1), T = y.numel() / in;
+  const float s = 1.f / (1.f - d.p);
+  float* o = y.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < in; ++k) o[t * in + k] = d.keep(t, k, in) ? o[t * in + k] * s : 0.f;
+}
+
 std::string lora_a_name(const std::string& module) { return module + ".lora_A.weight"; }
 std::string lora_b_name(const std::string& module) { return module + ".lora_B.weight"; }
 
@@ -115,17 +146,19 @@ DType input_dtype(DType compute) { return compute == DType::BF16 ? DType::BF16 :
 }  // namespace
 
 void lora_forward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x, Tensor& t,
-                  float* y, int64_t ldy, DType compute) {
+                  float* y, int64_t ldy, DType compute, const LoraDropout* drop) {
   const int64_t r = A.dim(0), in = A.dim(1), out = B.dim(0), T = x.numel() / in;
   const DType dt = input_dtype(compute);
   t = Tensor::empty({T, r}, DType::F32);
-  prod(gk, false, true, T, r, in, 1.f, mat(x), mat(A), 0.f, t.data<float>(), r, dt);  // t = x A^T
+  Tensor xd;  // dropout(x), for this call only (the backward draws the same mask again)
+  if (drop && drop->p > 0) lora_dropout_forward(*drop, x, xd);
+  prod(gk, false, true, T, r, in, 1.f, mat(xd.defined() ? xd : x), mat(A), 0.f, t.data<float>(), r, dt);  // t = d(x) A^T
   if (y) prod(gk, false, true, T, out, r, scale, mat(t), mat(B), 1.f, y, ldy, dt);    // y += s t B^T
 }
 
 void lora_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x,
                    const Tensor& t, const void* dy, int64_t lddy, DType dy_dtype, Tensor& dx, Tensor& gA, Tensor& gB,
-                   DType compute) {
+                   DType compute, const LoraDropout* drop) {
   const int64_t r = A.dim(0), in = A.dim(1), out = B.dim(0), T = x.numel() / in;
   const DType dt = input_dtype(compute);
   Tensor dyk;
@@ -135,6 +168,19 @@ void lora_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float
   prod(gk, false, false, T, r, out, scale, dym, mat(B), 0.f, dts.data<float>(), r, dt);  // dt = s dy B
   Tensor dtk;
   const Mat dtm = as(mat(dts), T, r, dt, dtk);
+  if (drop && drop->p > 0) {
+    Tensor xd;
+    lora_dropout_forward(*drop, x, xd);
+    prod(gk, true, false, r, in, T, 1.f, dtm, mat(xd), 1.f, gA.data<float>(), in, dt);  // gA += dt^T d(x)
+    Tensor dxd = Tensor::empty({T, in}, DType::F32);
+    prod(gk, false, false, T, in, r, 1.f, dtm, mat(A), 0.f, dxd.data<float>(), in, dt);  // d(d(x)) = dt A
+    lora_dropout_backward(*drop, dxd);
+    float* o = dx.data<float>();
+    const float* g = dxd.data<float>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < T * in; ++i) o[i] += g[i];  // dx += mask / (1 - p) * (dt A)
+    return;
+  }
   prod(gk, true, false, r, in, T, 1.f, dtm, mat(x), 1.f, gA.data<float>(), in, dt);   // gA += dt^T x
   prod(gk, false, false, T, in, r, 1.f, dtm, mat(A), 1.f, dx.data<float>(), in, dt);  // dx += dt A
 }

@@ -11,10 +11,19 @@
 // acts on its module's row range of the fused projection output (q_proj: rows [0, Q) of qkv).
 // Adapter parameters keep PEFT's names without its "base_model.model." prefix:
 //   model.layers.0.self_attn.q_proj.lora_A.weight [r, in], ...lora_B.weight [out, r].
+//
+// Dropout (PEFT's lora_dropout p, training passes only): y = x W^T + scale * (d(x) A^T) B^T with
+// d(x) = x * mask / (1 - p), mask ~ Bernoulli(1 - p) per element, drawn for each adapter
+// separately. The backward uses the same mask: dA += dt^T d(x), dx += mask / (1 - p) * (dt A).
+// Bit-equality with PyTorch's RNG is not a goal; the mask is a pure function of (seed, step,
+// adapter, global sample index, position, feature), counter-based (core/rng.h), so it is the same
+// for any thread count, any rank count (a sample has the same global index wherever it runs),
+// in a recomputation, and after a resume.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
 #include "core/tensor.h"
 #include "model/config.h"
 
@@ -25,7 +34,7 @@ struct GemmKernel;
 struct LoraConfig {
   int64_t rank = 8;
   double alpha = 16;
-  double dropout = 0;  // PEFT's lora_dropout; only 0 is implemented
+  double dropout = 0;  // PEFT's lora_dropout, in [0, 1)
   std::vector<std::string> target_modules;
   bool use_rslora = false;
   double scale() const;
@@ -54,15 +63,34 @@ std::vector<LoraAdapter> lora_select(const ModelConfig& cfg, const LoraConfig& c
 std::string lora_a_name(const std::string& module);
 std::string lora_b_name(const std::string& module);
 
+// One adapter's dropout in one training pass: token t of its input [T, in] is position t % seq of
+// global sample row0 + t / seq (the sample's index in the optimizer step's global batch).
+struct LoraDropout {
+  float p = 0;     // dropout probability, in (0, 1)
+  Philox rng;      // seed: the run's; stream: the adapter and the step (lora_dropout_rng)
+  int64_t row0 = 0, seq = 1;
+  // Whether element (t, k) of an input with `in` features is kept.
+  bool keep(int64_t t, int64_t k, int64_t in) const {
+    const uint64_t i = (uint64_t(row0 + t / seq) * uint64_t(seq) + uint64_t(t % seq)) * uint64_t(in) + uint64_t(k);
+    return rng.uniform(i) >= p;
+  }
+};
+Philox lora_dropout_rng(uint64_t seed, const std::string& module, int64_t step);
+// out [T, in] f32 = dropout(x) (x f32 or bf16, [T, in]).
+void lora_dropout_forward(const LoraDropout& d, const Tensor& x, Tensor& out);
+// y [T, in] f32 *= mask / (1 - p), in place (the backward of the dropout).
+void lora_dropout_backward(const LoraDropout& d, Tensor& y);
+
 // The adapter's forward on one projection: t [T, r] = x A^T (kept for backward); when y is not
 // null, y[:, 0:out] (rows at ldy, f32) += scale * t B^T. x is [T, in] f32 or bf16. With compute
 // BF16 the products round their inputs to bf16 (f32 accumulation), as the base GEMMs do.
+// drop: null (or p = 0) for no dropout; else x A^T reads dropout(x).
 void lora_forward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x, Tensor& t,
-                  float* y, int64_t ldy, DType compute);
+                  float* y, int64_t ldy, DType compute, const LoraDropout* drop = nullptr);
 // Its backward: dy is [T, out] at lddy, f32 or bf16 (dy_dtype); dx [T, in] f32 += the adapter's
 // input gradient; gA, gB accumulate.
 void lora_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x,
                    const Tensor& t, const void* dy, int64_t lddy, DType dy_dtype, Tensor& dx, Tensor& gA, Tensor& gB,
-                   DType compute);
+                   DType compute, const LoraDropout* drop = nullptr);
 
 }  // namespace titan

@@ -123,6 +123,10 @@ class Qwen3Model {
   // adapters are removed: the plain model that computes what the adapted one did.
   void merge_lora();
   bool base_frozen() const { return base_frozen_; }
+  // LoRA dropout (lora_config().dropout > 0; forward_backward only, scoring never drops): the
+  // next forward_backward calls belong to optimizer step `step`, and their row 0 is sample `row0`
+  // of the step's global batch (model/lora.h: the mask is a function of these, not of history).
+  void set_lora_dropout_rows(int64_t step, int64_t row0) { lora_step_ = step, lora_row0_ = row0; }
 
   // ids, labels: [B, S] i64; label -100 is ignored. Returns the SUM of token losses; the number
   // of counted tokens is count_labels(labels). logits_out (optional): [B*S, V] f32.
@@ -219,6 +223,11 @@ class Qwen3Model {
   std::vector<LoraAdapter> lora_;               // HF order
   ParamStore lora_params_;                      // lora_A, lora_B of each adapter, in that order
   std::vector<std::vector<size_t>> lora_layer_;  // per layer: indices into lora_
+  uint64_t lora_seed_ = 0;                       // enable_lora's seed: the dropout masks' too
+  int64_t lora_step_ = 0, lora_row0_ = 0;        // set_lora_dropout_rows
+  int64_t lora_seq_ = 0;                         // > 0 inside forward_backward: its seq length
+  // The dropout of adapter i in the current pass (p = 0 outside training or without dropout).
+  LoraDropout lora_dropout(size_t i) const;
 };
 
 }  // namespace titan

@@ -19,6 +19,7 @@ void Qwen3Model::enable_lora(const LoraConfig& c, uint64_t seed) {
   TITAN_CHECK(lora_.empty(), "LoRA is already enabled on this model");
   c.validate("lora");
   lora_cfg_ = c;
+  lora_seed_ = seed;
   lora_ = lora_select(cfg_, c);
   lora_layer_.assign(layers_.size(), {});
   for (size_t i = 0; i < lora_.size(); ++i) {
@@ -61,6 +62,15 @@ void Qwen3Model::merge_lora() {
   lora_params_ = ParamStore();
 }
 
+LoraDropout Qwen3Model::lora_dropout(size_t i) const {
+  LoraDropout d;
+  if (lora_cfg_.dropout <= 0 || lora_seq_ <= 0) return d;
+  d.p = float(lora_cfg_.dropout);
+  d.rng = lora_dropout_rng(lora_seed_, lora_[i].module, lora_step_);
+  d.row0 = lora_row0_, d.seq = lora_seq_;
+  return d;
+}
+
 void Qwen3Model::lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tensor* y, LayerActs& a) {
   if (lora_layer_.empty() || lora_layer_[l].empty()) return;
   const auto& ids = lora_layer_[l];
@@ -72,8 +82,9 @@ void Qwen3Model::lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tens
     if (ad.group != g) continue;
     const auto& ps = lora_params_.all();
     float* yp = y ? y->data<float>() + ad.row0 : nullptr;
+    const LoraDropout drop = lora_dropout(ids[j]);
     lora_forward(gk, ps[ad.param].value, ps[ad.param + 1].value, scale, x, a.lora_t[j], yp, y ? y->dim(1) : 0,
-                 compute_);
+                 compute_, &drop);
   }
 }
 
@@ -89,8 +100,9 @@ void Qwen3Model::lora_backward_group(size_t l, LoraGroup g, const Tensor& x, Lay
     if (ad.group != g) continue;
     auto& ps = lora_params_.all();
     const void* dyp = static_cast<const char*>(dy.raw()) + size_t(ad.row0) * esize;
+    const LoraDropout drop = lora_dropout(ids[j]);
     lora_backward(gk, ps[ad.param].value, ps[ad.param + 1].value, scale, x, a.lora_t.at(j), dyp, dy.dim(1),
-                  dy.dtype(), dx, ps[ad.param].grad, ps[ad.param + 1].grad, compute_);
+                  dy.dtype(), dx, ps[ad.param].grad, ps[ad.param + 1].grad, compute_, &drop);
   }
 }
 

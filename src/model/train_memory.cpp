@@ -23,8 +23,10 @@ TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Che
   const int64_t bin = bf16 ? 2 : 4;  // bytes of an input only a GEMM reads
   TrainMemory m;
   int64_t lora_params = 0, t_attn = 0, t_mlp = 0;  // adapter parameters; x A^T bytes per layer, by block
+  int64_t drop = 0;  // dropout: an adapter's backward holds dropout(x) and its gradient [T, in] f32
   if (lora) {
     for (const auto& a : lora_select(c, *lora)) {
+      if (lora->dropout > 0) drop = std::max(drop, 2 * T * a.in * 4);
       lora_params += lora->rank * (a.in + a.out);
       (a.group == LoraGroup::Qkv || a.group == LoraGroup::O ? t_attn : t_mlp) += T * lora->rank * 4;
     }
@@ -55,7 +57,7 @@ TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Che
   const int64_t recompute = ckpt == Checkpointing::Full ? s_attn + s_mlp : ckpt == Checkpointing::Selective ? s_mlp : 0;
   const int64_t mlp_bwd = x + T * I * 4 + (bf16 ? T * 2 * I * 2 : 0);
   const int64_t attn_bwd = T * W * 4 + std::max(T * Q * 4, x);
-  const int64_t layer = x + recompute + std::max(mlp_bwd, attn_bwd);
+  const int64_t layer = x + recompute + std::max(mlp_bwd, attn_bwd) + drop;
   m.activations = kept + wbf + std::max(head, layer);
   return m;
 }

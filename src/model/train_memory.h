@@ -8,7 +8,8 @@
 //              x [T, H] and, by the checkpointing mode, the saved tensors of model/qwen3_layer.h
 //              (LayerActs, LoRA's x A^T [T, r] per adapter included), plus the largest working set
 //              on top of them (the head's fused lm_head + cross-entropy chunk, or one layer's
-//              backward and recomputation buffers), plus the bf16 weight copies of a bf16 step.
+//              backward and recomputation buffers, with LoRA dropout the largest adapter input's
+//              dropped copy and its gradient), plus the bf16 weight copies of a bf16 step.
 // The formula follows the buffers the code allocates; tests/unit/model/test_train_memory.cpp
 // holds it to the allocator's measured peak.
 #pragma once

@@ -96,9 +96,6 @@ std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, dist::Comm& c
   // Shard groups of world / R ranks (fully sharded; hybrid when R > 1 too); or, with a shard
   // degree of 1, R = world replicas holding everything.
   const int64_t replicate = cfg.parallelism.data_parallel_replicate_degree;
-  TITAN_CHECK(!cfg.lora.enable || comm.size() <= replicate,
-              "[lora] enable with sharded data parallelism (data_parallel_shard_degree > 1) is not implemented yet; "
-              "use data_parallel_replicate_degree for LoRA across ranks");
   if (comm.size() > replicate) return make_sharded_state(cfg, comm);
   return make_full_state(cfg, comm);
 }

@@ -11,6 +11,12 @@
 // writes its own checkpoint files (its pieces); a checkpoint written with any number of ranks
 // loads with any other (each rank reads the pieces it owns). The HF export gathers one unit at
 // a time while rank 0 streams the tensors to disk.
+//
+// LoRA ([lora] enable): the base is frozen and the adapters are what is trained, saved and
+// stepped. Full: as above with only the adapters' gradients summed. Sharded: the base sharded by
+// Fsdp (values only), the adapters whole on every rank with their gradients reduce-scattered and
+// their AdamW sharded (sharded_state.cpp). Either way a checkpoint holds the adapters and their
+// moments (pieces, any rank count) and names the base folder; the export is a PEFT folder.
 #pragma once
 #include <memory>
 #include <string>

@@ -1,8 +1,15 @@
 // ModelState over dist::Fsdp: see model_state.h.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 
+#include "core/clock.h"
+#include "dist/data_parallel.h"
+#include "dist/flat_params.h"
 #include "dist/fsdp.h"
+#include "dist/grad_clip.h"
+#include "model/peft_adapter.h"
 #include "ops/registry.h"
 #include "train/model_state.h"
 
@@ -16,6 +23,32 @@ dist::Fsdp::Options fsdp_options(const JobConfig& cfg) {
   o.prefetch = cfg.parallelism.fsdp_prefetch;
   return o;
 }
+
+// LoRA under FSDP: the frozen base is sharded by Fsdp (values only: no gradient or moment shards),
+// and the adapters, a fraction of a percent of the parameters, are whole on every rank (the layers
+// read them as resident tensors, no gather per unit), with their gradients reduced and their
+// optimizer sharded, ZeRO-2 style, over the shard group: each micro-batch accumulates the full
+// adapter gradients locally; step() reduce-scatters them (sum in rank order; with HSDP the chunk
+// is then summed over the replicas), clips with the global norm, runs AdamW on this rank's chunk
+// of the flattened adapters (master values, exp_avg, exp_avg_sq: 3 x P_a / N floats) and
+// all-gathers the updated chunks into every rank's adapters.
+struct ShardedAdapters {
+  dist::DataParallel dp;
+  Tensor p, m, v;  // this rank's chunk: master values, exp_avg, exp_avg_sq
+  ShardedAdapters(ParamStore& ps, dist::Comm& shard) : dp(ps, shard) {
+    p = Tensor::zeros({dp.chunk()}, DType::F32);
+    m = Tensor::zeros({dp.chunk()}, DType::F32);
+    v = Tensor::zeros({dp.chunk()}, DType::F32);
+    dp.read_value_chunk(p.data<float>());
+  }
+  // Calls f(param index, offset in the param, offset in the chunk, count) for this rank's pieces.
+  template <class F>
+  void for_each_piece(const ParamStore& ps, F&& f) const {
+    const int64_t lo = dp.chunk_begin(), hi = std::min(lo + dp.chunk(), dp.total());
+    dist::for_each_flat_span(ps, 0, ps.all().size(), lo, hi,
+                             [&](size_t i, int64_t po, int64_t fo, int64_t c) { f(i, po, fo - lo, c); });
+  }
+};
 
 class ShardedState final : public ModelState {
  public:
@@ -36,16 +69,26 @@ class ShardedState final : public ModelState {
     fsdp_ = std::make_unique<dist::Fsdp>(*jm.model, shard_comm(), fsdp_options(cfg),
                                          [&](int64_t unit) { jm.fill(unit, seed); }, replicate_comm_.get());
     model_ = std::move(jm.model);
+    if (cfg.lora.enable) {  // the model was built frozen; the adapters as one process makes them
+      model_->enable_lora(job_lora_config(cfg), seed);
+      if (cfg.checkpoint.initial_load_in_hf)
+        lora_base_ = std::filesystem::absolute(cfg.checkpoint.initial_load_path).lexically_normal().string();
+      lora_ = std::make_unique<ShardedAdapters>(model_->lora_params(), shard_comm());
+    }
   }
   ~ShardedState() override { fsdp_.reset(); }  // before the communicators it uses
   bool sharded() const override { return true; }
-  void zero_grad() override { fsdp_->zero_grad(); }
+  void zero_grad() override {
+    if (lora_) model_->lora_params().zero_grad();
+    else fsdp_->zero_grad();
+  }
 
   double step(int64_t step, double max_norm, const AdamWParams& hp) override {
     // Every rank sees the same global norm, so a non-finite one stops all ranks alike.
-    const double norm = fsdp_->step(max_norm, adamw_, hp);
+    const double norm = lora_ ? step_adapters(max_norm, hp) : fsdp_->step(max_norm, adamw_, hp);
     if (!std::isfinite(norm)) {
       auto bad = fsdp_->first_non_finite_grad();
+      if (lora_) bad = first_non_finite_adapter_grad();
       fail("step ", step, ": gradient norm is ", norm, "; first non-finite gradient in rank ", comm_.rank(),
            "'s shard: ", bad ? *bad : "(none here)");
     }
@@ -55,6 +98,8 @@ class ShardedState final : public ModelState {
   std::string save(CheckpointManager& ckm, const TrainState& st) override {
     // The first replica's shard group writes (the other replicas hold the same shards).
     std::string dir = ckm.step_dir(st.step);
+    TrainState s0 = st;
+    if (lora_) s0.extra["lora"] = lora_checkpoint_record(*model_, lora_base_);
     if (replica_ == 0) {
       std::vector<TensorPiece> model, opt;
       pieces(&model, &opt);
@@ -64,7 +109,7 @@ class ShardedState final : public ModelState {
       ShardedSave s;
       s.rank = shard_comm().rank(), s.world = shard_comm().size();
       s.barrier = [this] { shard_comm().barrier(); };
-      dir = ckm.save_sharded(st, s, model, opt);
+      dir = ckm.save_sharded(s0, s, model, opt);
     }
     if (replicas_ > 1) comm_.barrier();
     return dir;
@@ -75,18 +120,25 @@ class ShardedState final : public ModelState {
     pieces(&model, &opt);
     for (auto& b : model_->expert_bias_state()) opt.push_back({b.name, b.tensor.shape(), 0, b.tensor});
     std::vector<std::string> model_names, opt_names;
-    for (auto& p : model_->params().all()) {
+    for (auto& p : trained().all()) {
       model_names.push_back(p.name);
       opt_names.push_back(p.name + ".exp_avg");
       opt_names.push_back(p.name + ".exp_avg_sq");
     }
     for (auto& b : model_->expert_bias_state()) opt_names.push_back(b.name);
-    return ckm.load_pieces(step, model_names, model, opt_names, opt);
+    TrainState st = ckm.load_pieces(step, model_names, model, opt_names, opt);
+    if (lora_) lora_->dp.all_gather_values(lora_->p.data<float>());  // every rank's adapters whole
+    return st;
   }
 
   void export_hf(const std::string& dir, const HfExportOptions& opt) override {
     // One unit's parameters in memory at a time; rank 0 streams them into the files.
     // (The first replica's shard group gathers; rank 0 is in it.)
+    if (lora_) {  // a PEFT adapter folder; every rank holds the adapters whole
+      if (comm_.rank() == 0) save_peft_adapter(*model_, dir, lora_base_);
+      comm_.barrier();
+      return;
+    }
     std::unique_ptr<HfExportWriter> w;
     if (comm_.rank() == 0) w = std::make_unique<HfExportWriter>(dir, model_->config(), opt);
     ParamStore& ps = model_->params();
@@ -106,14 +158,67 @@ class ShardedState final : public ModelState {
     m.optimizer = 2 * m.params;
     m.transient = fsdp_->plan().transient_elems(fsdp_->options().reshard_after_forward, fsdp_->options().prefetch) * 4;
     m.staging = fsdp_->staging_bytes();
+    if (lora_) {  // the base shard, the adapters whole with their gradients, the adapter chunks
+      const int64_t a = model_->lora_params().numel(), c = lora_->dp.chunk();
+      m.params = (fsdp_->shard_elems() + a + c) * 4;
+      m.grads = (a + c) * 4;
+      m.optimizer = 2 * c * 4;
+      m.staging += lora_->dp.staging_bytes() - c * 4;  // (the reduced chunk is counted in grads)
+    }
     return m;
   }
-  double comm_seconds() const override { return fsdp_->comm_seconds(); }
-  double comm_wait_seconds() const override { return fsdp_->comm_wait_seconds(); }
+  // The adapters' collectives run on the training thread: all of their time is waiting.
+  double comm_seconds() const override { return fsdp_->comm_seconds() + adapter_comm_seconds(); }
+  double comm_wait_seconds() const override { return fsdp_->comm_wait_seconds() + adapter_comm_seconds(); }
 
  private:
+  ParamStore& trained() { return lora_ ? model_->lora_params() : model_->params(); }
+  double adapter_comm_seconds() const { return lora_ ? lora_->dp.comm_seconds() + adapter_comm_ : 0.0; }
+
+  double step_adapters(double max_norm, const AdamWParams& hp) {
+    lora_->dp.reduce_scatter_grads();
+    Tensor& g = lora_->dp.grad_chunk();
+    const int64_t c = lora_->dp.chunk();
+    if (replicate_comm_ && replicate_comm_->size() > 1) {  // HSDP: the replicas' chunks summed
+      const double t0 = now_seconds();
+      replicate_comm_->all_reduce(g.data<float>(), c, dist::ReduceOp::Sum);
+      adapter_comm_ += now_seconds() - t0;
+    }
+    const double norm = dist::clip_grad_norm({{g.data<float>(), c}}, max_norm, [this](double ss) {
+      const double t0 = now_seconds();
+      const double total = shard_comm().all_reduce_sum(ss);
+      adapter_comm_ += now_seconds() - t0;
+      return total;
+    });
+    if (!std::isfinite(norm)) return norm;
+    adamw_.step(lora_->p, g, lora_->m, lora_->v, hp);  // padding past the adapters stays 0
+    lora_->dp.all_gather_values(lora_->p.data<float>());
+    return norm;
+  }
+
+  std::optional<std::string> first_non_finite_adapter_grad() {
+    std::optional<std::string> bad;
+    const float* g = lora_->dp.grad_chunk().data<float>();
+    lora_->for_each_piece(model_->lora_params(), [&](size_t i, int64_t, int64_t local, int64_t c) {
+      for (int64_t k = 0; k < c && !bad; ++k)
+        if (!std::isfinite(g[local + k])) bad = model_->lora_params().all()[i].name;
+    });
+    return bad;
+  }
+
   // This rank's pieces of the parameters and of both moments (views of the shard tensors).
   void pieces(std::vector<TensorPiece>* model, std::vector<TensorPiece>* opt) {
+    if (lora_) {  // the adapters' chunk (the base is named in state.json, not stored)
+      ParamStore& ps = model_->lora_params();
+      lora_->for_each_piece(ps, [&](size_t i, int64_t po, int64_t local, int64_t c) {
+        const Param& p = ps.all()[i];
+        auto view = [&](Tensor& t) { return t.slice0(local, local + c); };
+        model->push_back({p.name, p.value.shape(), po, view(lora_->p)});
+        opt->push_back({p.name + ".exp_avg", p.value.shape(), po, view(lora_->m)});
+        opt->push_back({p.name + ".exp_avg_sq", p.value.shape(), po, view(lora_->v)});
+      });
+      return;
+    }
     ParamStore& ps = model_->params();
     for (const dist::Fsdp::Span& s : fsdp_->spans()) {
       const Param& p = ps.all()[s.param];
@@ -129,6 +234,9 @@ class ShardedState final : public ModelState {
   std::unique_ptr<dist::Comm> shard_comm_, replicate_comm_;  // hybrid only
   const AdamWKernel& adamw_;
   std::unique_ptr<dist::Fsdp> fsdp_;
+  std::unique_ptr<ShardedAdapters> lora_;  // LoRA: the adapters' sharded optimizer
+  std::string lora_base_;                  // the base HF folder of a LoRA run ("" when initialised here)
+  double adapter_comm_ = 0;                // time in the adapters' replica sum and norm
 };
 
 }  // namespace

@@ -168,9 +168,12 @@ void Trainer::log_memory() const {
     const int64_t n = model.lora_params().numel(), base = model.params().numel();
     std::fprintf(stderr,
                  "[titan] lora: %zu adapted modules, rank %lld, alpha %g, scale %g%s; trains %lld parameters (%.3f%% of "
-                 "the frozen base's %lld)\n",
+                 "the frozen base's %lld)%s\n",
                  model.lora_adapters().size(), (long long)c.rank, c.alpha, c.scale(), c.use_rslora ? " (rslora)" : "",
-                 (long long)n, 100.0 * double(n) / double(base), (long long)base);
+                 (long long)n, 100.0 * double(n) / double(base), (long long)base,
+                 state_->sharded() ? "; base sharded (values only), adapters whole on each rank with their gradients "
+                                     "reduce-scattered and AdamW sharded"
+                                   : "");
   }
   const ModelState::Memory m = state_->memory();
   std::fprintf(stderr,
@@ -301,9 +304,15 @@ std::vector<Batch> Trainer::next_global_batch(int64_t* local_count) {
 double Trainer::forward_backward_step(const std::vector<Batch>& micro, int64_t global_count) {
   Qwen3Model& m = model();
   double loss_sum = 0;
-  for (auto& b : micro)
+  for (size_t a = 0; a < micro.size(); ++a) {
+    const Batch& b = micro[a];
+    // LoRA dropout masks follow the sample's index in the global batch (micro-batch a of the
+    // step holds rows [a x dp x local, (a + 1) x dp x local), this rank's from rank x local on):
+    // the same mask for any rank count and after a resume.
+    m.set_lora_dropout_rows(step_, (int64_t(a) * world_ + rank_) * local_batch_);
     loss_sum += m.forward_backward(b.inputs, b.labels, float(1.0 / double(global_count)),
                                    b.positions.defined() ? &b.positions : nullptr);
+  }
   return loss_sum;
 }
 

@@ -180,7 +180,7 @@ class Measure final : public UnitHooks {
     std::set<Storage*> seen;
     for (Param& p : ps.all())
       for (Tensor* t : {&p.value, &p.grad})
-        if (seen.insert(t->storage().get()).second) storages_.push_back(t->storage());
+        if (t->defined() && seen.insert(t->storage().get()).second) storages_.push_back(t->storage());
   }
   void need(int64_t u, UnitUse use) override { f_.need(u, use), note(); }
   void done(int64_t u, UnitUse use) override { f_.done(u, use), note(); }
@@ -204,20 +204,23 @@ class Measure final : public UnitHooks {
 // communication thread (every collective inline, so no timing) it is exactly what a step holds.
 TEST(Fsdp, PlanReplayOfTheScheduleIsWhatAStepGathers) {
   Comm& comm = test_comm();
-  for (bool tied : {false, true})
-    for (bool reshard : {false, true}) {
-      const ModelConfig c = tiny(false, tied);
-      Qwen3Model m(c, "cpu", true);
-      Fsdp::Options o;
-      o.reshard_after_forward = reshard, o.prefetch = false;
-      Fsdp fsdp(m, comm, o, [&](int64_t u) { m.init_weights(InitScheme::HF, 1, u); });
-      Measure measure(fsdp, m.params());
-      m.set_unit_hooks(&measure);
-      Tensor ids, labels;
-      batch(comm.rank(), 0, c, ids, labels);
-      m.forward_backward(ids, labels, 0.01f);
-      EXPECT_EQ(measure.peak, size_t(fsdp.plan().transient_elems(reshard, false)) * 4)
-          << "tied " << tied << " reshard " << reshard;
-      m.set_unit_hooks(&fsdp);
-    }
+  // frozen: a LoRA base (values only; the tied embedding is still freed at the head).
+  for (bool frozen : {false, true})
+    for (bool tied : {false, true})
+      for (bool reshard : {false, true}) {
+        const ModelConfig c = tiny(false, tied);
+        Qwen3Model m(c, "cpu", true, frozen);
+        Fsdp::Options o;
+        o.reshard_after_forward = reshard, o.prefetch = false;
+        Fsdp fsdp(m, comm, o, [&](int64_t u) { m.init_weights(InitScheme::HF, 1, u); });
+        Measure measure(fsdp, m.params());
+        m.set_unit_hooks(&measure);
+        Tensor ids, labels;
+        batch(comm.rank(), 0, c, ids, labels);
+        m.forward_backward(ids, labels, 0.01f);
+        EXPECT_EQ(measure.peak, size_t(fsdp.plan().transient_elems(reshard, false)) * 4)
+            << "tied " << tied << " reshard " << reshard << " frozen " << frozen;
+        EXPECT_EQ(fsdp.frozen(), frozen);
+        m.set_unit_hooks(&fsdp);
+      }
 }

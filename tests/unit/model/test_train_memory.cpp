@@ -22,6 +22,7 @@ struct Case {
   bool lora;
   Checkpointing ckpt;
   DType compute;
+  double dropout = 0;  // LoRA dropout
 };
 
 class TrainMemoryTest : public ::testing::TestWithParam<Case> {};
@@ -31,7 +32,7 @@ TEST_P(TrainMemoryTest, PredictionWithinTenPercentOfTheMeasuredPeak) {
   const ModelConfig cfg = small_config();
   const int64_t B = 2, S = 192;
   LoraConfig lc;
-  lc.rank = 8, lc.alpha = 16;
+  lc.rank = 8, lc.alpha = 16, lc.dropout = c.dropout;
   lc.target_modules = {"model.layers.*.self_attn.[qkvo]_proj", "model.layers.*.mlp.*_proj"};
   cpu_allocator().reset_peak();
   const size_t before = cpu_allocator().stats().live_bytes;
@@ -52,8 +53,8 @@ TEST_P(TrainMemoryTest, PredictionWithinTenPercentOfTheMeasuredPeak) {
   }
   const TrainMemory m = predict_train_memory(cfg, B, S, c.ckpt, c.compute, c.lora ? &lc : nullptr);
   const double ratio = double(m.total()) / double(peak);
-  std::printf("lora=%d ckpt=%d %s: predicted %.3f MiB, measured %.3f MiB (ratio %.3f)\n", int(c.lora), int(c.ckpt),
-              dtype_name(c.compute), double(m.total()) / 1048576.0, double(peak) / 1048576.0, ratio);
+  std::printf("lora=%d dropout=%g ckpt=%d %s: predicted %.3f MiB, measured %.3f MiB (ratio %.3f)\n", int(c.lora), c.dropout,
+              int(c.ckpt), dtype_name(c.compute), double(m.total()) / 1048576.0, double(peak) / 1048576.0, ratio);
   EXPECT_GT(ratio, 0.9);
   EXPECT_LT(ratio, 1.1);
 }
@@ -63,6 +64,8 @@ std::vector<Case> cases() {
   for (bool lora : {false, true})
     for (Checkpointing ck : {Checkpointing::None, Checkpointing::Selective, Checkpointing::Full})
       for (DType d : {DType::F32, DType::BF16}) v.push_back({lora, ck, d});
+  v.push_back({true, Checkpointing::None, DType::F32, 0.1});
+  v.push_back({true, Checkpointing::Full, DType::BF16, 0.1});
   return v;
 }
 
