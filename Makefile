@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test train bench fuzz clean
+.PHONY: all deps build test train sft bench fuzz clean
 
 all: build
 
@@ -25,6 +25,17 @@ train: build
 	@hf=$$(ls -d outputs/debug/checkpoint/step-*-hf | sort -t- -k2 -n | tail -1) && \
 	  echo "--- greedy sample from $$hf:" && \
 	  $(BUILD)/titan generate --model "$$hf" --prompt "The" --temperature 0 --max-new-tokens 32
+
+# Supervised fine-tuning demonstration: the arithmetic chat data, recipes/sft_arithmetic.toml, then
+# greedy answers from its HF export to two questions the training split does not hold.
+sft: build
+	$(BUILD)/titan data make-arithmetic --output outputs/arithmetic
+	$(BUILD)/titan train --config recipes/sft_arithmetic.toml
+	@hf=$$(ls -d outputs/sft_arithmetic/checkpoint/step-*-hf | sort -t- -k2 -n | tail -1) && \
+	  for q in $$(head -2 outputs/arithmetic/valid.jsonl | sed -E 's/.*"What is ([0-9]+) \+ ([0-9]+)\?".*/\1+\2/'); do \
+	    a=$${q%+*} b=$${q#*+}; echo "--- What is $$a + $$b? (greedy, $$hf)"; \
+	    $(BUILD)/titan generate --model "$$hf" --chat --prompt "What is $$a + $$b?" --temperature 0 --max-new-tokens 12; \
+	  done
 
 fuzz: deps
 	TITAN_FUZZ_DEPS=1 bash scripts/install-deps.sh

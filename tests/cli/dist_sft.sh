@@ -3,8 +3,9 @@
 # block-causal packing, seq 64, global batch 4, 8 steps, validation every 4 steps):
 #  - 2 ranks give the 1-process training loss curve and validation losses within 1e-5 relative
 #    (the held-out set is the same rows for any rank count);
-#  - a checkpoint written by 2 ranks at step 4 resumes on 1 rank at the next chat row, continuing
-#    the uninterrupted curve.
+#  - a checkpoint written by 2 ranks at step 4 resumes on 1 rank, and one written by 1 rank resumes
+#    on 2 ranks, at the next chat row, each continuing the uninterrupted curve (training and
+#    validation losses).
 # Skips (77) when mpirun is missing.
 set -uo pipefail
 titan=$1 src=$2
@@ -38,7 +39,7 @@ vcompare() {
 }
 
 SECONDS=0
-run one 1 --checkpoint.enable false
+run one 1 --checkpoint.enable true --checkpoint.interval 4
 run two 2 --checkpoint.enable true --checkpoint.interval 4
 grep -q "chat data: 80 conversations" "$work/one.log" || fail "no chat data line: $(grep chat "$work/one.log")"
 echo -n "2 ranks vs 1 (training): "; compare "$(train_lines "$work/one/metrics.jsonl")" "$(train_lines "$work/two/metrics.jsonl")" ||
@@ -52,4 +53,15 @@ run resumed 1 --checkpoint.enable true --checkpoint.interval 100
 grep -q "resumed from .*step-4" "$work/resumed.log" || fail "did not resume"
 echo -n "resume 2 -> 1 ranks vs uninterrupted: "
 compare "$(train_lines "$work/one/metrics.jsonl")" "$(train_lines "$work/resumed/metrics.jsonl")" || fail "resume differs"
+echo -n "resume 2 -> 1 ranks (validation at step 8): "
+vcompare <(grep '"step":8,' "$work/one/metrics.jsonl") "$work/resumed/metrics.jsonl" || fail "resumed validation differs"
+
+mkdir -p "$work/resumed2/checkpoint"
+mv "$work/one/checkpoint/step-4" "$work/resumed2/checkpoint/"
+run resumed2 2 --checkpoint.enable true --checkpoint.interval 100
+grep -q "resumed from .*step-4" "$work/resumed2.log" || fail "did not resume on 2 ranks"
+echo -n "resume 1 -> 2 ranks vs uninterrupted: "
+compare "$(train_lines "$work/one/metrics.jsonl")" "$(train_lines "$work/resumed2/metrics.jsonl")" || fail "resume on 2 ranks differs"
+echo -n "resume 1 -> 2 ranks (validation at step 8): "
+vcompare <(grep '"step":8,' "$work/one/metrics.jsonl") "$work/resumed2/metrics.jsonl" || fail "resumed validation differs"
 echo "ok"

@@ -3,9 +3,10 @@
 // block-causal, with validation; then greedy answers to the held-out questions, scored by exact
 // match of the number after the template's empty think block.
 //
-// ctest runs a shortened schedule (TITAN_SFT_STEPS, default 60 steps) and checks that the
-// validation loss falls and the pipeline answers; TITAN_SFT_FULL=1 runs the recipe's full schedule
-// and asserts the accuracy target (>= 90% exact match).
+// It runs the recipe's whole schedule and asserts the targets: the validation loss falls
+// and at least 90% of the 200 held-out questions are answered exactly (see the recipe's header
+// for the measured curve and time). TITAN_SFT_ARGS="--section.key value ..." overrides recipe keys
+// (for tuning; the assertions stay).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -40,7 +41,7 @@ std::string answer_of(std::string text) {
 
 }  // namespace
 
-TEST(SftArithmetic, ValidationLossFallsAndHeldOutAnswersAreScored) {
+TEST(SftArithmetic, ValidationLossFallsAndNinetyPercentOfHeldOutAnswersAreExact) {
   const std::string src = TITAN_SOURCE_DIR;
   const fs::path work = fs::temp_directory_path() / ("titan_sft_test_" + std::to_string(::getpid()));
   fs::remove_all(work);
@@ -48,15 +49,17 @@ TEST(SftArithmetic, ValidationLossFallsAndHeldOutAnswersAreScored) {
   data::write_arithmetic((work / "data").string(), ao);
 
   JobConfig cfg = load_job_config_file(src + "/recipes/sft_arithmetic.toml");
-  const bool full = std::getenv("TITAN_SFT_FULL") && std::string(std::getenv("TITAN_SFT_FULL")) == "1";
-  const char* steps_env = std::getenv("TITAN_SFT_STEPS");
-  if (!full) {
-    cfg.training.steps = steps_env ? std::atoll(steps_env) : 60;
-    cfg.lr_scheduler.warmup_steps = std::min<int64_t>(cfg.lr_scheduler.warmup_steps, cfg.training.steps / 3);
-    cfg.validation.freq = std::max<int64_t>(1, cfg.training.steps / 3);
+  if (const char* extra = std::getenv("TITAN_SFT_ARGS")) {  // "--section.key value ..." (experiments)
+    std::vector<std::string> words;
+    for (auto& w : split(extra, ' ')) if (!w.empty()) words.push_back(w);
+    ASSERT_EQ(words.size() % 2, 0u) << "TITAN_SFT_ARGS: expected --section.key value pairs";
+    for (size_t i = 0; i < words.size(); i += 2) {
+      ASSERT_EQ(words[i].rfind("--", 0), 0u) << "TITAN_SFT_ARGS: " << words[i] << " is not --section.key";
+      apply_override(cfg, words[i].substr(2), words[i + 1]);
+    }
   }
   cfg.job.dump_folder = (work / "run").string();
-  cfg.model.hf_assets_path = src + "/assets/qwen3-tokenizer";
+  if (cfg.model.hf_assets_path == "assets/qwen3-tokenizer") cfg.model.hf_assets_path = src + "/assets/qwen3-tokenizer";
   cfg.training.dataset_path = (work / "data" / "train.jsonl").string();
   cfg.validation.dataset_path = (work / "data" / "valid.jsonl").string();
   cfg.checkpoint.enable = false;
@@ -94,17 +97,19 @@ TEST(SftArithmetic, ValidationLossFallsAndHeldOutAnswersAreScored) {
   opt.pad_id = tok.eot_id();
   infer::KvCacheLogitsSource source(trainer.model());
   const auto results = infer::generate(source, tok, prompts, opt);
-  int64_t right = 0;
+  int64_t right = 0, right_length = 0, right_last = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     const auto [a, b] = split.valid[i];
-    right += answer_of(results[i].text) == data::arithmetic_answer(a, b);
+    const std::string got = answer_of(results[i].text), want = data::arithmetic_answer(a, b);
+    right += got == want;
+    right_length += got.size() == want.size();
+    right_last += !got.empty() && got.back() == want.back();
     if (i < 3) std::printf("  %s -> %s\n", data::arithmetic_question(a, b).c_str(), answer_of(results[i].text).c_str());
   }
   const double accuracy = double(right) / double(results.size());
-  std::printf("held-out exact match: %lld / %zu = %.1f%% after %lld steps\n", (long long)right, results.size(),
-              100 * accuracy, (long long)cfg.training.steps);
-  if (full) {
-    EXPECT_GE(accuracy, 0.9);
-  }
+  std::printf("held-out exact match: %lld / %zu = %.1f%% after %lld steps (right length %lld, right last digit %lld)\n",
+              (long long)right, results.size(), 100 * accuracy, (long long)cfg.training.steps, (long long)right_length,
+              (long long)right_last);
+  EXPECT_GE(accuracy, 0.9);
   fs::remove_all(work);
 }
