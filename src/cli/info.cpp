@@ -45,12 +45,12 @@ static std::string step_json(const StepMemory* s) {
 }
 
 static StepMemory step_memory(const ModelConfig& cfg, int64_t batch, int64_t seq, Checkpointing ck, DType compute,
-                              const LoraConfig* lora) {
+                              const LoraConfig* lora, DType base = DType::F32) {
   StepMemory s;
-  s.mem = predict_train_memory(cfg, batch, seq, ck, compute, lora);
+  s.mem = predict_train_memory(cfg, batch, seq, ck, compute, lora, base);
   s.batch = batch;
   s.what = lora ? "LoRA r=" + std::to_string(lora->rank) + " (" + std::to_string(lora_select(cfg, *lora).size()) +
-                      " modules, base frozen)"
+                      " modules, base frozen" + (base == DType::BF16 ? " in bf16)" : ")")
                 : std::string("full fine-tuning");
   s.what += std::string(", activation checkpointing ") +
             (ck == Checkpointing::None ? "none" : ck == Checkpointing::Selective ? "selective" : "full") +
@@ -169,8 +169,11 @@ static int info_for_job(const std::vector<std::string>& argv, int64_t ranks, boo
   const Checkpointing ck = am == ActivationCheckpointMode::Full        ? Checkpointing::Full
                            : am == ActivationCheckpointMode::Selective ? Checkpointing::Selective
                                                                        : Checkpointing::None;
+  // A bf16 LoRA base computes in bf16 whatever mixed_precision_param says (as the trainer).
+  const DType base = job.lora.enable ? job.lora.base_dtype : DType::F32;
   const StepMemory sm = step_memory(cfg, job.training.local_batch_size, job.training.seq_len, ck,
-                                    job.training.mixed_precision_param, job.lora.enable ? &lc : nullptr);
+                                    base == DType::BF16 ? DType::BF16 : job.training.mixed_precision_param,
+                                    job.lora.enable ? &lc : nullptr, base);
   return print_info(name, cfg, job.training.seq_len, shard, json, &sm);
 }
 

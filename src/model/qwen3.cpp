@@ -411,9 +411,8 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
   Tensor xf = f32({T, H}), rstd = f32({T});
   hk.rmsnorm->forward(hid.x, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
   const std::vector<int64_t> rows = logits_out ? std::vector<int64_t>() : sparse_label_rows(labels);
-  // The loss ops read an f32 head: a head stored in bf16 (an inference model's untied lm_head)
-  // is widened for this call; its values are bf16's, so the bf16 compute rounds them back exactly.
-  const Tensor head = lm_head_weight().dtype() == DType::F32 ? lm_head_weight() : lm_head_weight().to(DType::F32);
+  // A head stored in bf16 (an untied lm_head of a bf16 model) is read as it is (compute is bf16).
+  const Tensor& head = lm_head_weight();
   double loss = rows.empty() ? hk.cross_entropy->forward(xf, head, labels.view({T}), logits_out, compute_)
                              : hk.cross_entropy->forward(gather_rows(xf, rows), head,
                                                          gather_labels(labels, rows), nullptr, compute_);

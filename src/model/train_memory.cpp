@@ -14,8 +14,10 @@ int64_t ce_rows(int64_t n, int64_t v) { return ce_detail::chunk_rows(n, v); }
 }  // namespace
 
 TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Checkpointing ckpt, DType compute,
-                                 const LoraConfig* lora) {
+                                 const LoraConfig* lora, DType base) {
   TITAN_CHECK(!c.is_moe(), "memory prediction covers dense models only (not yet qwen3_moe)");
+  TITAN_CHECK(base == DType::F32 || (base == DType::BF16 && lora && compute == DType::BF16),
+              "memory prediction: a bf16 base is a frozen LoRA base computing in bf16");
   const ModelSize ms = model_size(c, S);
   const int64_t T = B * S, H = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), W = Q + 2 * K, I = c.intermediate_size;
   const int64_t V = c.vocab_size, L = c.num_hidden_layers, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
@@ -35,7 +37,10 @@ TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Che
   const int64_t trained = lora ? lora_params : ms.params;
   // Weights, plus the RoPE cos/sin tables [positions, head_dim] the model keeps (Qwen3Model).
   const int64_t rope_pos = std::max(std::min<int64_t>(c.max_position_embeddings, 4096), S);
-  m.weights = (ms.params + lora_params) * 4 + 2 * rope_pos * c.head_dim * 4;
+  // The layers' linear weights, and the untied lm_head: what a bf16 base keeps in bf16.
+  const int64_t layer_linear = L * (W * H + H * Q + 2 * I * H + H * I);
+  const int64_t bf16_base = base == DType::BF16 ? layer_linear + (c.tie_word_embeddings ? 0 : V * H) : 0;
+  m.weights = (ms.params - bf16_base + lora_params) * 4 + bf16_base * 2 + 2 * rope_pos * c.head_dim * 4;
   m.grads = trained * 4;
   m.optimizer = trained * 8;
 
@@ -47,11 +52,14 @@ TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Che
   int64_t kept = (L + 1) * x;   // store.x
   if (ckpt == Checkpointing::None) kept += L * (s_attn + s_mlp);
   if (ckpt == Checkpointing::Selective) kept += L * s_attn;
-  // The bf16 copies of the layers' linear weights live through the step.
-  const int64_t wbf = bf16 ? L * (W * H + H * Q + 2 * I * H + H * I) * 2 : 0;
-  // Head: xf, dxf, dx [T, H], the logits chunk (and its bf16 dlogits and bf16 lm_head with bf16 GEMMs).
+  // The bf16 copies of the layers' linear weights live through the step (none of a bf16 base).
+  const int64_t wbf = bf16 && base != DType::BF16 ? layer_linear * 2 : 0;
+  // Head: xf, dxf, dx [T, H], the logits chunk (and its bf16 dlogits and bf16 lm_head with bf16
+  // GEMMs, the lm_head's copy unless a bf16 base stores it so).
   const int64_t rows = ce_rows(T, V);
-  const int64_t head = 3 * x + T * 4 + rows * V * 4 + (bf16 ? rows * V * 2 + V * H * 2 + rows * H * 2 : 0);
+  const bool head_stored_bf16 = base == DType::BF16 && !c.tie_word_embeddings;
+  const int64_t head = 3 * x + T * 4 + rows * V * 4 +
+                       (bf16 ? rows * V * 2 + (head_stored_bf16 ? 0 : V * H * 2) + rows * H * 2 : 0);
   // One layer's backward on top of dx: its recomputed activations (checkpointing), then the MLP's
   // dxn2 + dact (+ bf16 dgu) or the attention's dattn + dqkv / dqkv + dxn1.
   const int64_t recompute = ckpt == Checkpointing::Full ? s_attn + s_mlp : ckpt == Checkpointing::Selective ? s_mlp : 0;

@@ -1,6 +1,7 @@
 // Predicted peak memory of one training step (what the allocator's peak counts: tensors), for
 // `titan info` and the LoRA memory benchmark. Dense Qwen3 models on one process; the parts:
-//   weights    f32 parameters (and LoRA adapters), and the RoPE tables
+//   weights    f32 parameters (and LoRA adapters), and the RoPE tables; with a bf16 base (LoRA's
+//              base_dtype) the matmul weights (q/k/v/o, MLP, an untied lm_head) at 2 bytes
 //   grads      f32 gradients of what is trained (every parameter, or only the adapters with the
 //              base frozen)
 //   optimizer  AdamW exp_avg + exp_avg_sq of what is trained
@@ -27,7 +28,9 @@ struct TrainMemory {
 };
 
 // lora: null for full fine-tuning; else the adapters lora_select(cfg, *lora) picks, base frozen.
+// base: the dtype of the frozen base's matmul weights (Qwen3Model's weight_dtype; BF16 needs lora
+// and compute BF16): a bf16 base is read as it is, no per-step bf16 copies.
 TrainMemory predict_train_memory(const ModelConfig& cfg, int64_t batch, int64_t seq, Checkpointing ckpt, DType compute,
-                                 const LoraConfig* lora);
+                                 const LoraConfig* lora, DType base = DType::F32);
 
 }  // namespace titan

@@ -210,7 +210,7 @@ struct LoraSection {
   std::vector<std::string> target_modules = {"model.layers.*.self_attn.[qkvo]_proj", "model.layers.*.mlp.*_proj"};
   bool use_rslora = false;
   std::string init = "peft";          // PEFT's default: A Kaiming-uniform, B zeros
-  DType base_dtype = DType::F32;      // of the frozen base weights (only float32 in this build)
+  DType base_dtype = DType::F32;      // of the frozen base's matmul weights (bf16: bf16 base GEMMs)
 };
 
 struct ComputeSection {

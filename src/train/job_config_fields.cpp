@@ -228,7 +228,8 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("lora", "use_rslora", &c.lora.use_rslora, "rank-stabilized scale alpha / sqrt(rank)"),
       field("lora", "init", &c.lora.init, "adapter init: peft (A Kaiming-uniform, B zeros)",
             {{[](const std::string& v) { return v == "peft"; }, "must be \"peft\""}}),
-      field("lora", "base_dtype", &c.lora.base_dtype, "dtype the frozen base weights are kept in", {DType::F32}),
+      field("lora", "base_dtype", &c.lora.base_dtype, "dtype the frozen base's matmul weights are kept in (bf16: bf16 base GEMMs, adapters f32)",
+            {DType::F32, DType::BF16}),
 
       field("compute", "threads", &c.compute.threads,
             "threads of each process (0: leave as is, TITAN_NUM_THREADS or every core)",

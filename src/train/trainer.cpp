@@ -99,7 +99,9 @@ void Trainer::init_run() {
 void Trainer::build_model() {
   state_ = make_model_state(cfg_, comm_);
   Qwen3Model& m = model();
-  m.set_compute_dtype(cfg_.training.mixed_precision_param);
+  // A bf16 LoRA base ([lora] base_dtype) computes its GEMMs in bf16 whatever mixed_precision_param
+  // says: the same arithmetic as f32 weights with mixed_precision_param = bfloat16 (docs/lora.md).
+  m.set_compute_dtype(m.weight_dtype() == DType::BF16 ? DType::BF16 : cfg_.training.mixed_precision_param);
   m.set_checkpointing(model_checkpointing(cfg_.activation_checkpoint.mode));
   if (!cfg_.kernels.replace.empty()) {
     // The kernel path: swap module kernels by name pattern, one log line per replaced module.
@@ -131,7 +133,9 @@ void Trainer::log_model() const {
                state_->loaded_weights() ? "loaded" : "torchtitan-init", size.flops_per_token);
   std::fprintf(stderr, "[titan] batch: global %lld = local %lld x dp %lld x accumulation %lld, seq_len %lld, %s\n",
                (long long)global_batch_, (long long)local_batch_, (long long)dp_, (long long)accum_, (long long)seq_,
-               cfg_.training.mixed_precision_param == DType::BF16 ? "bf16 matmuls, f32 master weights" : "f32");
+               state_->model().weight_dtype() == DType::BF16 ? "bf16 matmuls, frozen base in bf16, adapters f32"
+               : cfg_.training.mixed_precision_param == DType::BF16 ? "bf16 matmuls, f32 master weights"
+                                                                     : "f32");
 }
 
 // With [checkpoint] enable: the manager, and the resume from [checkpoint] load_step or the latest

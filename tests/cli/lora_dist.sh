@@ -141,4 +141,11 @@ if "$titan" train "${common[@]}" "${moe[@]}" --lora.target_modules '["model.laye
      --job.dump_folder "$work/moe_experts" > "$work/moe_experts.log" 2>&1; then fail "LoRA on MoE experts was not refused"; fi
 grep -q "LoRA on MoE router and expert projections is not supported yet" "$work/moe_experts.log" ||
   fail "unclear refusal: $(tail -1 "$work/moe_experts.log")"
+# A bf16 base with the base sharded (FSDP) is refused, naming the key.
+if mpirun "${MPIRUN_ARGS[@]}" -np 2 "$titan" train "${common[@]}" --job.dump_folder "$work/bf16_fsdp" \
+     --training.steps 1 --lora.base_dtype bfloat16 > "$work/bf16_fsdp.log" 2>&1; then
+  fail "a bf16 LoRA base under FSDP was not refused"
+fi
+grep -q 'base_dtype = "bfloat16" is not supported with a sharded base' "$work/bf16_fsdp.log" ||
+  fail "unclear refusal: $(tail -1 "$work/bf16_fsdp.log")"
 echo "ok ($SECONDS s)"

@@ -31,6 +31,20 @@ if grep -q "embed_tokens" "$work/a/checkpoint/step-4/model.tensors"; then echo "
 cmp "$adapter/adapter_model.safetensors" "$work/b/checkpoint/step-4-hf/adapter_model.safetensors" \
   || { echo "resumed LoRA run differs from the uninterrupted one"; exit 1; }
 
+# [lora] base_dtype = "bfloat16": the frozen base in bf16 trains bit-identically to the f32 base with
+# bf16 GEMMs (mixed_precision_param = bfloat16): the same adapters after 2 steps.
+run --job.dump_folder "$work/bf16" "${lora[@]}" --training.steps 2 --checkpoint.interval 1000 --lora.base_dtype bfloat16
+grep -q "frozen base in bf16" "$work/train.log" || { echo "no bf16-base line in the setup log"; cat "$work/train.log"; exit 1; }
+run --job.dump_folder "$work/mp" "${lora[@]}" --training.steps 2 --checkpoint.interval 1000 \
+  --training.mixed_precision_param bfloat16
+cmp "$work/bf16/checkpoint/step-2-hf/adapter_model.safetensors" "$work/mp/checkpoint/step-2-hf/adapter_model.safetensors" \
+  || { echo "a bf16 base trains differently from an f32 base with bf16 GEMMs"; exit 1; }
+if "$titan" train "${common[@]}" --job.dump_folder "$work/nolora" --training.steps 1 --lora.base_dtype bfloat16 \
+  2> "$work/err.txt" > /dev/null; then
+  echo "base_dtype bf16 without [lora] enable must be refused"; exit 1
+fi
+grep -q "base_dtype" "$work/err.txt" || { cat "$work/err.txt"; exit 1; }
+
 "$titan" export --from "$work/a/checkpoint/step-4" --output "$work/exported" --adapter
 cmp "$adapter/adapter_model.safetensors" "$work/exported/adapter_model.safetensors"
 "$titan" export --from "$work/a/checkpoint/step-4" --output "$work/merged" --merge-lora --dtype f32

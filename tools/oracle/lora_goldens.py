@@ -12,9 +12,15 @@ For each case this writes tests/fixtures/lora/<name>/ over a base model of tests
   trained.safetensors              the adapters after `steps` torch.optim.AdamW steps on the same
                                    batch (base frozen), same names
   golden.json                      {"base", "loss", "step_losses", "adamw": {...}, versions}
+  golden_bf16_base.safetensors     the same adapters on the base loaded in bf16 (titan's
+  golden_bf16_base.json            [lora] base_dtype = "bf16"): PEFT keeps the adapters in f32
+                                   (autocast_adapter_dtype, its default) and casts their input to
+                                   f32, the base runs in bf16 end to end (activations, norms'
+                                   outputs, logits bf16); loss and adapter gradients, same names
 The loss is transformers' own: model(input_ids, labels=input_ids).loss.
 
-Run: python tools/oracle/lora_goldens.py [--out tests/fixtures/lora]
+Run: python tools/oracle/lora_goldens.py [--out tests/fixtures/lora] [--bf16-base-only]
+(--bf16-base-only: only the golden_bf16_base files, from the adapter folders already there)
 Needs: pip install torch transformers peft safetensors (never needed to build or test titan).
 """
 import argparse
@@ -51,9 +57,13 @@ def read_ids(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(FIXTURES, "lora"))
+    ap.add_argument("--bf16-base-only", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(2)
     for i, (name, base, r, alpha, targets, rslora) in enumerate(CASES):
+        if args.bf16_base_only:
+            bf16_base_golden(os.path.join(args.out, name), base)
+            continue
         base_dir = os.path.join(FIXTURES, base)
         model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32, attn_implementation="eager")
         cfg = LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, use_rslora=rslora,
@@ -100,6 +110,29 @@ def main():
                        "transformers": __import__("transformers").__version__,
                        "peft": __import__("peft").__version__, "torch": torch.__version__}, f, indent=1)
         print(name, "loss", res.loss.item(), "after", losses)
+        bf16_base_golden(out, base)
+
+
+def bf16_base_golden(out, base):
+    """Loss and adapter gradients of the case's adapter on the base loaded in bf16."""
+    base_dir = os.path.join(FIXTURES, base)
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.bfloat16, attn_implementation="eager")
+    model = PeftModel.from_pretrained(model, os.path.join(out, "adapter"), is_trainable=True,
+                                      autocast_adapter_dtype=True)
+    lora = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    assert lora and all("lora_" in n and p.dtype == torch.float32 for n, p in lora)
+    assert all(p.dtype == torch.bfloat16 for n, p in model.named_parameters() if "lora_" not in n)
+    ids = read_ids(os.path.join(base_dir, "tokens.txt"))
+    model.zero_grad()
+    res = model(input_ids=ids, labels=ids)
+    res.loss.backward()
+    save_file({titan_name(n): p.grad.detach().float().contiguous() for n, p in lora},
+              os.path.join(out, "golden_bf16_base.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out, "golden_bf16_base.json"), "w") as f:
+        json.dump({"base": base, "base_dtype": "bfloat16", "loss": float(res.loss.item()),
+                   "transformers": __import__("transformers").__version__,
+                   "peft": __import__("peft").__version__, "torch": torch.__version__}, f, indent=1)
+    print(os.path.basename(out), "bf16 base: loss", res.loss.item())
 
 
 if __name__ == "__main__":

@@ -9,11 +9,15 @@ struct Dims {
   int64_t n, h, v;  // rows (tokens), hidden size, vocabulary size
 };
 
-// h: [N, H] (or [B, S, H], read as N = B*S rows) f32; w: [V, H] f32; labels: N indices (any
-// shape), each -100 or in [0, V); compute F32 or BF16.
+// h: [N, H] (or [B, S, H], read as N = B*S rows) f32; w: [V, H] f32 (or bf16 with compute bf16);
+// labels: N indices (any shape), each -100 or in [0, V); compute F32 or BF16.
 inline Dims check_inputs(const Tensor& h, const Tensor& w, const Tensor& labels, DType compute) {
   opcheck::f32(h, "cross_entropy", "h");
-  opcheck::f32(w, "cross_entropy", "w");
+  if (w.dtype() == DType::BF16)
+    TITAN_CHECK(compute == DType::BF16, "cross_entropy: a bf16 'w' needs compute dtype bf16, got ",
+                dtype_name(compute));
+  else
+    opcheck::f32(w, "cross_entropy", "w");
   opcheck::index(labels, "cross_entropy", "labels");
   TITAN_CHECK(h.ndim() >= 2 && h.dim(-1) > 0, "cross_entropy: 'h' must be [N, H] or [B, S, H] with H > 0, got ",
               h.str());
@@ -41,6 +45,7 @@ inline void check_grads(const Tensor& h, const Tensor& w, const Tensor& dh, cons
   opcheck::f32(dh, "cross_entropy", "dh");
   opcheck::same_shape(dh, h, "cross_entropy", "dh", "h");
   if (!dw.defined()) return;  // a frozen lm_head: no weight gradient
+  TITAN_CHECK(w.dtype() == DType::F32, "cross_entropy: a bf16 'w' is frozen (dw must be undefined)");
   opcheck::f32(dw, "cross_entropy", "dw");
   opcheck::same_shape(dw, w, "cross_entropy", "dw", "w");
 }

@@ -53,13 +53,13 @@ struct Gemm {
   }
 };
 
-// The GEMM's view of W: the f32 tensor itself or its bf16 copy (made once per call; a Tensor, so
-// the allocator's live/peak bytes see it).
+// The GEMM's view of W: the tensor itself (f32, or bf16 already) or its bf16 copy (made once per
+// call; a Tensor, so the allocator's live/peak bytes see it).
 struct WeightOperand {
   Tensor bf16;
   const void* ptr;
   WeightOperand(const Tensor& w, DType compute) : ptr(w.raw()) {
-    if (compute == DType::BF16) {
+    if (compute == DType::BF16 && w.dtype() != DType::BF16) {
       bf16 = Tensor::empty(w.shape(), DType::BF16);
       to_bf16(w.data<float>(), static_cast<uint16_t*>(bf16.raw()), w.numel());
       ptr = bf16.raw();

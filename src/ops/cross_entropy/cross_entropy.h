@@ -6,6 +6,8 @@
 // forward_backward also writes dh = grad_scale * dL/dh (overwrite) and dW += grad_scale * dL/dW,
 // with dL/dlogits = softmax - onehot(label) for counted rows and 0 for ignored rows.
 // logits_out (optional, forward only, for `titan score --dump-logits`): [N, V] f32.
+// W is f32, or bf16 with compute = bf16 (a bf16-stored head, read as it is: the same GEMM inputs
+// as an f32 W of those values rounded per call); dW then must be undefined (a frozen head).
 #pragma once
 #include "core/tensor.h"
 #include "ops/registry.h"

@@ -49,7 +49,8 @@ double logsumexp(const double* z, int64_t V) {
 double forward(const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out, DType compute) {
   const ce_detail::Dims d = ce_detail::check_inputs(h, w, labels, compute);
   if (logits_out) ce_detail::check_logits_out(*logits_out, d);
-  const Operand hv{h.data<float>(), compute}, wv{w.data<float>(), compute};
+  const Tensor wf = w.dtype() == DType::F32 ? w : w.to(DType::F32);  // bf16 values: exact in f32
+  const Operand hv{h.data<float>(), compute}, wv{wf.data<float>(), compute};
   std::vector<double> z(size_t(d.v));
   double total = 0;
   for (int64_t n = 0; n < d.n; ++n) {
@@ -67,7 +68,8 @@ double forward_backward(const Tensor& h, const Tensor& w, const Tensor& labels, 
                         Tensor& dw, DType compute) {
   const ce_detail::Dims d = ce_detail::check_inputs(h, w, labels, compute);
   ce_detail::check_grads(h, w, dh, dw);
-  const Operand hv{h.data<float>(), compute}, wv{w.data<float>(), compute};
+  const Tensor wf = w.dtype() == DType::F32 ? w : w.to(DType::F32);  // bf16 values: exact in f32
+  const Operand hv{h.data<float>(), compute}, wv{wf.data<float>(), compute};
   const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(d.n, (int64_t(1) << 22) / d.v));
   std::vector<double> dl(size_t(rows * d.v));  // [rows, V] dlogits of the chunk
   float* dhp = dh.data<float>();                // [N, H]

@@ -134,3 +134,49 @@ TEST(LoraCheckpointing, AdapterGradientsEqualWithoutCheckpointing) {
     }
   }
 }
+
+// [lora] base_dtype = "bfloat16" against PEFT on the base loaded in bf16 (adapters f32, PEFT's
+// autocast_adapter_dtype). Not the same arithmetic: PyTorch runs the whole base in bf16 (every
+// activation, the norms' outputs, the logits and the backward's activation gradients rounded to
+// bf16), titan rounds only the GEMM inputs (activations and their gradients stay f32). PEFT's own
+// bf16 run is far from its f32 one (adapter gradients up to 0.20 of their peak off on
+// all_linear_r4, 0.098 on qv_down_rslora), so the comparison is: loss within 1e-2 of PEFT-bf16
+// (measured 5.2e-3 / 7.0e-3), adapter gradients within 0.3 of their peak of PEFT-bf16's (measured
+// 0.19 / 0.15), and titan's bf16 base about as close to the f32 oracle (golden.safetensors) as
+// PEFT's bf16 run is or closer (measured: titan 0.036 vs PEFT-bf16 0.20 on all_linear_r4, 0.096 vs
+// 0.098 on qv_down_rslora; asserted within 1.05x of PEFT's, for every case and kernel set).
+TEST(LoraBf16BaseGolden, LossAndGradientsNearPeftOnABf16Base) {
+  for (const char* name : {"all_linear_r4", "qv_down_rslora"})
+    for (const char* kernels : {"reference", "cpu"}) {
+      SCOPED_TRACE(std::string(name) + "/" + kernels);
+      const std::string dir = fixtures() + "/lora/" + name;
+      auto meta = nlohmann::json::parse(read_file(dir + "/golden_bf16_base.json"));
+      const std::string base = fixtures() + "/" + meta["base"].get<std::string>();
+      auto model = load_hf_model(base, kernels, /*frozen=*/true, DType::BF16);
+      load_peft_adapter(*model, dir + "/adapter");
+      model->freeze_base();
+      Tensor ids = read_token_lines(base + "/tokens.txt");
+      Tensor labels = next_token_labels(ids);
+      const int64_t count = count_labels(labels);
+      const double loss = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
+      const double want = meta["loss"].get<double>();
+      auto golden = SafetensorsFile::open(dir + "/golden_bf16_base.safetensors");
+      auto f32 = SafetensorsFile::open(dir + "/golden.safetensors");
+      double worst = 0, ours_f32 = 0, peft_f32 = 0;
+      for (auto& p : model->lora_params().all()) {
+        SCOPED_TRACE(p.name);
+        ASSERT_TRUE(golden.contains(p.name));
+        const Tensor exact = f32.get(p.name, DType::F32);
+        worst = std::max(worst, titan::testing::max_diff_rel_to_peak(golden.get(p.name, DType::F32), p.grad));
+        ours_f32 = std::max(ours_f32, titan::testing::max_diff_rel_to_peak(exact, p.grad));
+        peft_f32 = std::max(peft_f32, titan::testing::max_diff_rel_to_peak(exact, golden.get(p.name, DType::F32)));
+      }
+      EXPECT_EQ(model->lora_params().all().size(), golden.size());
+      std::printf("%s/%s bf16 base: |loss - peft bf16| %.2e, worst adapter grad rel to peft bf16 %.2e; to the f32 "
+                  "oracle: titan %.2e, peft bf16 %.2e\n",
+                  name, kernels, std::fabs(loss - want), worst, ours_f32, peft_f32);
+      EXPECT_NEAR(loss, want, 1e-2);
+      EXPECT_LE(worst, 0.3);
+      EXPECT_LE(ours_f32, 1.05 * peft_f32);
+    }
+}

@@ -23,7 +23,19 @@ struct Case {
   Checkpointing ckpt;
   DType compute;
   double dropout = 0;  // LoRA dropout
+  DType base = DType::F32;  // LoRA's base_dtype: the frozen base's matmul weights
 };
+
+// A bf16 base's values, filled in place (init_weights needs f32 weights): small deterministic ones
+// through a per-parameter f32 temporary, far below the step's peak.
+void fill_bf16_base(Qwen3Model& m) {
+  int64_t k = 0;
+  for (auto& p : m.params().all()) {
+    Tensor f = Tensor::empty(p.value.shape(), DType::F32);
+    for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = 0.02f * float(((k++ * 7919) % 201) - 100) / 100.f;
+    p.value.copy_(f);
+  }
+}
 
 class TrainMemoryTest : public ::testing::TestWithParam<Case> {};
 
@@ -38,8 +50,9 @@ TEST_P(TrainMemoryTest, PredictionWithinTenPercentOfTheMeasuredPeak) {
   const size_t before = cpu_allocator().stats().live_bytes;
   size_t peak = 0;
   {
-    Qwen3Model model(cfg, "cpu", false, /*frozen=*/c.lora);  // as the trainer builds a LoRA run's base
-    model.init_weights(InitScheme::HF, 1);
+    Qwen3Model model(cfg, "cpu", false, /*frozen=*/c.lora, c.base);  // as the trainer builds a LoRA run's base
+    if (c.base == DType::BF16) fill_bf16_base(model);
+    else model.init_weights(InitScheme::HF, 1);
     if (c.lora) model.enable_lora(lc, 2);
     model.set_checkpointing(c.ckpt);
     model.set_compute_dtype(c.compute);
@@ -51,9 +64,9 @@ TEST_P(TrainMemoryTest, PredictionWithinTenPercentOfTheMeasuredPeak) {
     model.forward_backward(ids, labels, 1.0f / float(B * S));  // the peak since before the model: setup included
     peak = cpu_allocator().stats().peak_bytes - before;
   }
-  const TrainMemory m = predict_train_memory(cfg, B, S, c.ckpt, c.compute, c.lora ? &lc : nullptr);
+  const TrainMemory m = predict_train_memory(cfg, B, S, c.ckpt, c.compute, c.lora ? &lc : nullptr, c.base);
   const double ratio = double(m.total()) / double(peak);
-  std::printf("lora=%d dropout=%g ckpt=%d %s: predicted %.3f MiB, measured %.3f MiB (ratio %.3f)\n", int(c.lora), c.dropout,
+  std::printf("lora=%d%s dropout=%g ckpt=%d %s: predicted %.3f MiB, measured %.3f MiB (ratio %.3f)\n", int(c.lora), c.base == DType::BF16 ? " (bf16 base)" : "", c.dropout,
               int(c.ckpt), dtype_name(c.compute), double(m.total()) / 1048576.0, double(peak) / 1048576.0, ratio);
   EXPECT_GT(ratio, 0.9);
   EXPECT_LT(ratio, 1.1);
@@ -66,6 +79,8 @@ std::vector<Case> cases() {
       for (DType d : {DType::F32, DType::BF16}) v.push_back({lora, ck, d});
   v.push_back({true, Checkpointing::None, DType::F32, 0.1});
   v.push_back({true, Checkpointing::Full, DType::BF16, 0.1});
+  for (Checkpointing ck : {Checkpointing::None, Checkpointing::Full})
+    v.push_back({true, ck, DType::BF16, 0, DType::BF16});  // [lora] base_dtype = "bfloat16"
   return v;
 }
 

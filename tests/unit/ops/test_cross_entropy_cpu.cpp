@@ -130,6 +130,31 @@ TEST(CrossEntropyCpu, Bf16ComputeMatchesReferenceOnTheSameInputs) {
   }
 }
 
+// A bf16 W (a frozen bf16 lm_head) with bf16 compute is read as it is: bit-equal to the f32 W of
+// the same (bf16-representable) values, which the bf16 call rounds to exactly those; both kernels.
+// A bf16 W needs bf16 compute and no dW.
+TEST(CrossEntropyCpu, Bf16WeightEqualsItsF32ValuesWithBf16Compute) {
+  for (const char* variant : {"reference", "cpu"}) {
+    const auto& k = kernel<CrossEntropyKernel>(variant);
+    for (const Shape3& s : kShapes) {
+      Tensor h = randn({s.n, s.h}, uint64_t(s.n + 5), 1.5);
+      Tensor wb = randn({s.v, s.h}, uint64_t(s.v + 6), 0.5).to(DType::BF16), wf = wb.to(DType::F32);
+      Tensor labels = random_labels(s.n, s.v, uint64_t(s.h + 1), s.n > 2);
+      Tensor dhb = Tensor::empty({s.n, s.h}, DType::F32), dhf = dhb.clone(), none;
+      EXPECT_EQ(k.forward_backward(h, wb, labels, 0.5f, dhb, none, DType::BF16),
+                k.forward_backward(h, wf, labels, 0.5f, dhf, none, DType::BF16));
+      EXPECT_TRUE(close(dhb, dhf, 0, 0)) << variant << " " << s.n << "x" << s.h << "x" << s.v;
+      Tensor lb = Tensor::empty({s.n, s.v}, DType::F32), lf = lb.clone();
+      k.forward(h, wb, labels, &lb, DType::BF16);
+      k.forward(h, wf, labels, &lf, DType::BF16);
+      EXPECT_TRUE(close(lb, lf, 0, 0)) << variant;
+      EXPECT_THROW(k.forward(h, wb, labels, nullptr, DType::F32), Error);
+      Tensor dw = Tensor::zeros({s.v, s.h}, DType::F32);
+      EXPECT_THROW(k.forward_backward(h, wb, labels, 0.5f, dhb, dw, DType::BF16), Error);
+    }
+  }
+}
+
 TEST(CrossEntropyCpu, IgnoredRowsAndErrors) {
   const int64_t N = 6, H = 5, V = 11;
   Tensor h = randn({N, H}, 5), w = randn({V, H}, 6);
