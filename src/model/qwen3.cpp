@@ -318,6 +318,15 @@ std::vector<int64_t> sparse_label_rows(const Tensor& labels) {
   return rows;
 }
 
+}  // namespace
+
+int64_t Qwen3Model::head_rows(const Tensor& labels) {
+  const size_t n = sparse_label_rows(labels).size();
+  return n > 0 ? int64_t(n) : labels.numel();
+}
+
+namespace {
+
 // x[rows] -> [rows.size(), H] (gather), and back (scatter into a zeroed [T, H]).
 Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows) {
   const int64_t H = x.dim(1);

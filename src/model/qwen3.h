@@ -130,9 +130,13 @@ class Qwen3Model {
 
   // ids, labels: [B, S] i64; label -100 is ignored. Returns the SUM of token losses; the number
   // of counted tokens is count_labels(labels). logits_out (optional): [B*S, V] f32.
+  // In training (no logits_out) the lm_head and loss run only on the counted rows when they are at
+  // most half of them (exact: an ignored row has no loss and no gradient); head_rows(labels) is
+  // the number of rows they run on, for the FLOPs a step really needs.
   // positions (optional, [B, S] i64, transformers' position_ids of packed documents): each
   // document's positions count 0, 1, ... and its tokens attend only within it (block-causal);
   // without, each sequence is one document at positions 0..S-1.
+  static int64_t head_rows(const Tensor& labels);
   double forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out = nullptr,
                  const Tensor* positions = nullptr);
   // Forward and backward: gradients of grad_scale * (sum of token losses) are ADDED to the

@@ -144,8 +144,9 @@ LogLine MetricsLogger::make_line(const StepRecord& r) {
   l.memory_peak_gib = double(m.peak_bytes) / kGiB;
   l.memory_pct = machine ? 100.0 * double(m.peak_bytes) / double(machine) : 0;
   l.tps = win_seconds_ > 0 ? double(win_tokens_) / win_seconds_ : 0;
-  l.tflops = opt_.flops_per_token * l.tps / 1e12;
-  l.mfu = opt_.peak_flops > 0 ? 100.0 * opt_.flops_per_token * l.tps / opt_.peak_flops : 0;
+  const double fps = win_seconds_ > 0 ? win_flops_ / win_seconds_ : 0;
+  l.tflops = fps / 1e12;
+  l.mfu = opt_.peak_flops > 0 ? 100.0 * fps / opt_.peak_flops : 0;
   l.data_pct = win_seconds_ > 0 ? 100.0 * win_data_ / win_seconds_ : 0;
   l.world = r.world;
   l.tps_total = l.tps * double(r.world);
@@ -160,7 +161,9 @@ LogLine MetricsLogger::make_line(const StepRecord& r) {
 std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
   ++steps_;
   last_loss_ = r.loss;
+  const double flops = r.flops > 0 ? r.flops : opt_.flops_per_token * double(r.tokens);
   win_tokens_ += r.tokens;
+  win_flops_ += flops;
   win_seconds_ += r.step_seconds;
   win_data_ += r.data_seconds;
   win_comm_ += r.comm_seconds;
@@ -168,7 +171,11 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
   world_ = r.world;
   double tps = r.step_seconds > 0 ? double(r.tokens) / r.step_seconds : 0;
   all_tps_.push_back(tps);
-  if (r.step > opt_.perf_warmup_steps) steady_tps_.push_back(tps);
+  all_fps_.push_back(r.step_seconds > 0 ? flops / r.step_seconds : 0);
+  if (r.step > opt_.perf_warmup_steps) {
+    steady_tps_.push_back(tps);
+    steady_fps_.push_back(all_fps_.back());
+  }
   max_peak_bytes_ = std::max(max_peak_bytes_, double(cpu_allocator().stats().peak_bytes));
 
   bool log = r.step == 1 || r.step % opt_.log_freq == 0 || r.step == opt_.perf_warmup_steps ||
@@ -177,6 +184,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
 
   LogLine l = make_line(r);
   win_tokens_ = 0;
+  win_flops_ = 0;
   win_seconds_ = win_data_ = win_comm_ = win_wait_ = 0;
 
   if (opt_.console) {
@@ -244,8 +252,9 @@ RunSummary MetricsLogger::summary() const {
   s.steps = steps_;
   s.steady_steps = int64_t(steady_tps_.size());
   s.median_tps = median(steady_tps_.empty() ? all_tps_ : steady_tps_);
-  s.median_tflops = opt_.flops_per_token * s.median_tps / 1e12;
-  s.median_mfu = opt_.peak_flops > 0 ? 100.0 * opt_.flops_per_token * s.median_tps / opt_.peak_flops : 0;
+  const double fps = median(steady_fps_.empty() ? all_fps_ : steady_fps_);
+  s.median_tflops = fps / 1e12;
+  s.median_mfu = opt_.peak_flops > 0 ? 100.0 * fps / opt_.peak_flops : 0;
   double peak = std::max(max_peak_bytes_, double(cpu_allocator().stats().peak_bytes));
   s.peak_memory_gib = peak / kGiB;
   size_t machine = machine_memory_bytes();

@@ -7,8 +7,10 @@
 // log line cover the steps since the previous log line (never mixing warm-up and steady steps).
 //
 //   tps     = tokens / seconds (this process)
-//   tflops  = flops_per_token * tps / 1e12
-//   mfu     = 100 * flops_per_token * tps / peak_flops           (percent)
+//   tflops  = model FLOPs / seconds / 1e12: flops_per_token x tokens, or the step's own count
+//             (StepRecord::flops: with the loss on some tokens only, as in chat SFT, the lm_head
+//             runs on the counted ones alone and only their head FLOPs count)
+//   mfu     = 100 * model FLOPs / seconds / peak_flops           (percent)
 //   memory  = allocator live bytes now; memory_peak = allocator peak; memory_pct = peak / machine
 //   data_pct = 100 * seconds waiting for data / step seconds
 //   with N data-parallel ranks (StepRecord::world): tps is per rank, tps_total = N x tps (the
@@ -34,6 +36,7 @@ struct StepRecord {
   double grad_norm = 0;
   double lr = 0;
   int64_t tokens = 0;         // tokens processed in this step (all micro-batches of this process)
+  double flops = 0;           // model FLOPs of those tokens (0: tokens x MetricsOptions::flops_per_token)
   double step_seconds = 0;    // wall time of the whole step, data loading included
   double data_seconds = 0;    // part of step_seconds spent waiting for the data loader
   int64_t world = 1;          // data-parallel ranks; each processed `tokens` in the same wall time
@@ -123,6 +126,8 @@ class MetricsLogger {
   double win_seconds_ = 0, win_data_ = 0, win_comm_ = 0, win_wait_ = 0;
   int64_t world_ = 1;
   std::vector<double> steady_tps_, all_tps_;
+  std::vector<double> steady_fps_, all_fps_;  // model FLOP/s of each step
+  double win_flops_ = 0;
   int64_t steps_ = 0;
   double last_loss_ = 0;
   double max_peak_bytes_ = 0;

@@ -116,6 +116,8 @@ void Trainer::build_model() {
   // LoRA: the frozen base's weight gradients are not computed (2N of the 6N), the adapters' are
   // (6 per adapter parameter: their own forward, input gradient and weight gradient).
   if (m.lora_enabled()) flops_per_token_ += -2.0 * double(size.matmul_params) + 6.0 * double(m.lora_params().numel());
+  // The lm_head [V, H]: forward, input gradient and (unless frozen) weight gradient.
+  head_flops_per_row_ = (m.lora_enabled() ? 4.0 : 6.0) * double(m.config().vocab_size) * double(m.config().hidden_size);
 }
 
 void Trainer::log_model() const {
@@ -286,6 +288,7 @@ StepRecord Trainer::train_step() {
   rec.grad_norm = norm;
   rec.lr = hp.lr;
   rec.tokens = global_batch_ / dp_ * seq_;  // this rank's
+  rec.flops = flops_per_token_ * double(rec.tokens) - head_flops_per_row_ * double(rec.tokens - step_head_rows_);
   rec.world = world_;
   rec.comm_seconds = world_ > 1 ? t_comm : 0.0;
   rec.comm_wait_seconds = world_ > 1 ? t_wait : 0.0;
@@ -308,8 +311,10 @@ std::vector<Batch> Trainer::next_global_batch(int64_t* local_count) {
 double Trainer::forward_backward_step(const std::vector<Batch>& micro, int64_t global_count) {
   Qwen3Model& m = model();
   double loss_sum = 0;
+  step_head_rows_ = 0;
   for (size_t a = 0; a < micro.size(); ++a) {
     const Batch& b = micro[a];
+    step_head_rows_ += Qwen3Model::head_rows(b.labels);
     // LoRA dropout masks follow the sample's index in the global batch (micro-batch a of the
     // step holds rows [a x dp x local, (a + 1) x dp x local), this rank's from rank x local on):
     // the same mask for any rank count and after a resume.

@@ -125,6 +125,8 @@ class Trainer {
   int64_t seq_ = 0, local_batch_ = 0, accum_ = 0, dp_ = 0, global_batch_ = 0;
   std::unique_ptr<ModelState> state_;
   double flops_per_token_ = 0;
+  double head_flops_per_row_ = 0;  // the lm_head's share of flops_per_token_ (per row it runs on)
+  int64_t step_head_rows_ = 0;     // rows the lm_head ran on in this step's micro-batches
   std::unique_ptr<TrainData> data_;
   std::unique_ptr<LrSchedule> sched_;
   nlohmann::json model_config_json_;  // the model's config.json, travelling with each checkpoint

@@ -103,6 +103,33 @@ TEST(TensorBoard, WritesScalarsThatReadBackAndDetectsCorruption) {
   fs::remove_all(dir);
 }
 
+// A step that reports its own model FLOPs (the lm_head on the counted rows only) is rated by them,
+// not by tokens x flops_per_token.
+TEST(Metrics, StepFlopsOverrideTheConstantPerToken) {
+  MetricsOptions o;
+  o.log_freq = 1;
+  o.perf_warmup_steps = 0;
+  o.flops_per_token = 1e9;
+  o.peak_flops = 1e12;
+  MetricsLogger m(o);
+  StepRecord r;
+  r.step = 1;
+  r.tokens = 100;
+  r.step_seconds = 0.1;
+  r.flops = 4e10;  // 0.4e9 per token
+  auto l = m.record(r);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_NEAR(l->tps, 1000.0, 1e-6);
+  EXPECT_NEAR(l->tflops, 0.4, 1e-9);
+  EXPECT_NEAR(l->mfu, 40.0, 1e-6);
+  r.step = 2;
+  r.flops = 0;  // unknown: the constant
+  l = m.record(r);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_NEAR(l->mfu, 100.0, 1e-6);
+  EXPECT_NEAR(m.summary().median_mfu, 70.0, 1e-6);  // the median of 40 and 100
+}
+
 TEST(Metrics, LogsJsonlTensorBoardConsoleAndSummary) {
   std::string dir = temp_dir("logger");
   std::FILE* con = std::tmpfile();
