@@ -91,8 +91,10 @@ namespace {
 // opens ~5 short regions per layer; with the default policy the workers spin between them, and
 // on a machine shared with other processes a spinning worker takes the core from the thread
 // that has the work: measured on a loaded 2-core machine, decode ran 17-35x slower with the
-// default than with passive, which on a quiet machine costs one wake-up per region (a few
-// microseconds against milliseconds of weight streaming). The OpenMP runtime reads its settings
+// default than with passive. On a quiet machine passive costs one wake-up per region, and that is
+// not small: on the 0.6B bench (bench/generate/RESULTS.md, f32, 2 threads) decode ran 4.1 tok/s
+// passive, 7.2 with the default, 6.7 with GOMP_SPINCOUNT=300000: a bounded spin is the candidate
+// default, still to be measured under load. The OpenMP runtime reads its settings
 // once, when it is loaded, so the process sets the variable and executes itself again (same pid,
 // arguments and environment otherwise). Training keeps the default: its regions are long.
 void passive_openmp_for_inference(int argc, char** argv) {
