@@ -19,6 +19,39 @@ namespace titan::verify_detail {
 
 namespace {
 using Outs = std::vector<Tensor>;
+
+// Attention forward and backward on q, k, v [B, S, H*, D] drawn from seeds seed..seed+3, with a
+// finite-difference check in f32. seg: each token's document start (block-causal), or empty
+// (causal).
+CaseBody attention_body(int64_t B, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, bool bf, uint64_t seed,
+                        const std::vector<int64_t>& seg) {
+  using K = AttentionKernel;
+  const Tensor q = round_bf16(randn({B, S, Hq, D}, seed), bf), k = round_bf16(randn({B, S, Hkv, D}, seed + 1), bf);
+  const Tensor v = round_bf16(randn({B, S, Hkv, D}, seed + 2), bf);
+  const Tensor dout = round_bf16(randn({B, S, Hq, D}, seed + 3), bf);
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  auto forward = [=](const std::string& var) {
+    Tensor o = Tensor::empty(q.shape(), DType::F32), l = Tensor::empty({B, Hq, S}, DType::F32);
+    kernel<K>(var).forward(q, k, v, scale, o, l, seg.empty() ? nullptr : seg.data());
+    return Outs{o, l};
+  };
+  auto backward = [=](const std::string& var, const Outs& ol) {
+    Tensor dq = Tensor::empty(q.shape(), DType::F32), dk = Tensor::empty(k.shape(), DType::F32),
+           dv = Tensor::empty(k.shape(), DType::F32);
+    kernel<K>(var).backward(q, k, v, ol[0], ol[1], dout, scale, dq, dk, dv, seg.empty() ? nullptr : seg.data());
+    return Outs{dq, dk, dv};
+  };
+  const Outs saved = forward("reference");  // the o and lse both backward sides use
+  CaseBody b;
+  b.checks.push_back({.direction = "forward", .run = forward});
+  b.checks.push_back({.direction = "backward", .run = [=](const std::string& var) { return backward(var, saved); }});
+  if (!bf)
+    b.fd = FdCheck{.inputs = {q, k, v},
+                   .loss = [=] { return dot(forward("reference")[0], dout); },
+                   .grads = [=] { return backward("reference", forward("reference")); }};
+  return b;
+}
+
 }  // namespace
 
 void cases_attention(std::vector<KernelCase>& t) {
@@ -28,31 +61,7 @@ void cases_attention(std::vector<KernelCase>& t) {
     for (const auto& s : shapes) {
       const int64_t B = s[0], S = s[1], Hq = s[2], Hkv = s[3], D = s[4];
       const std::string sh = dims({{"B", B}, {"S", S}, {"Hq", Hq}, {"Hkv", Hkv}, {"D", D}});
-      t.push_back(make_case<K>(sh, bf, [=] {
-        const Tensor q = round_bf16(randn({B, S, Hq, D}, 21), bf), k = round_bf16(randn({B, S, Hkv, D}, 22), bf);
-        const Tensor v = round_bf16(randn({B, S, Hkv, D}, 23), bf), dout = round_bf16(randn({B, S, Hq, D}, 24), bf);
-        const float scale = float(1.0 / std::sqrt(double(D)));
-        auto forward = [=](const std::string& var) {
-          Tensor o = Tensor::empty(q.shape(), DType::F32), l = Tensor::empty({B, Hq, S}, DType::F32);
-          kernel<K>(var).forward(q, k, v, scale, o, l);
-          return Outs{o, l};
-        };
-        auto backward = [=](const std::string& var, const Outs& ol) {
-          Tensor dq = Tensor::empty(q.shape(), DType::F32), dk = Tensor::empty(k.shape(), DType::F32),
-                 dv = Tensor::empty(k.shape(), DType::F32);
-          kernel<K>(var).backward(q, k, v, ol[0], ol[1], dout, scale, dq, dk, dv);
-          return Outs{dq, dk, dv};
-        };
-        const Outs saved = forward("reference");  // the o and lse both backward sides use
-        CaseBody b;
-        b.checks.push_back({.direction = "forward", .run = forward});
-        b.checks.push_back({.direction = "backward", .run = [=](const std::string& var) { return backward(var, saved); }});
-        if (!bf)
-          b.fd = FdCheck{.inputs = {q, k, v},
-                         .loss = [=] { return dot(forward("reference")[0], dout); },
-                         .grads = [=] { return backward("reference", forward("reference")); }};
-        return b;
-      }, !bf));
+      t.push_back(make_case<K>(sh, bf, [=] { return attention_body(B, S, Hq, Hkv, D, bf, 21, {}); }, !bf));
     }
   // Row views: q, k, v as the columns of one fused [B * S, Q + 2K] buffer (as the model's qkv
   // projection output), dq, dk, dv written into the columns of another.
@@ -96,29 +105,7 @@ void cases_attention(std::vector<KernelCase>& t) {
       for (int64_t n : {1, 63, 9, 57})
         for (int64_t i = 0, a = int64_t(seg.size()); i < n; ++i) seg.push_back(a);
       for (int64_t i = 0; i < S; ++i) seg.push_back(0);
-      const Tensor q = round_bf16(randn({B, S, Hq, D}, 41), bf), k = round_bf16(randn({B, S, Hkv, D}, 42), bf);
-      const Tensor v = round_bf16(randn({B, S, Hkv, D}, 43), bf), dout = round_bf16(randn({B, S, Hq, D}, 44), bf);
-      const float scale = float(1.0 / std::sqrt(double(D)));
-      auto forward = [=](const std::string& var) {
-        Tensor o = Tensor::empty(q.shape(), DType::F32), l = Tensor::empty({B, Hq, S}, DType::F32);
-        kernel<K>(var).forward(q, k, v, scale, o, l, seg.data());
-        return Outs{o, l};
-      };
-      auto backward = [=](const std::string& var, const Outs& ol) {
-        Tensor dq = Tensor::empty(q.shape(), DType::F32), dk = Tensor::empty(k.shape(), DType::F32),
-               dv = Tensor::empty(k.shape(), DType::F32);
-        kernel<K>(var).backward(q, k, v, ol[0], ol[1], dout, scale, dq, dk, dv, seg.data());
-        return Outs{dq, dk, dv};
-      };
-      const Outs saved = forward("reference");
-      CaseBody b;
-      b.checks.push_back({.direction = "forward", .run = forward});
-      b.checks.push_back({.direction = "backward", .run = [=](const std::string& var) { return backward(var, saved); }});
-      if (!bf)
-        b.fd = FdCheck{.inputs = {q, k, v},
-                       .loss = [=] { return dot(forward("reference")[0], dout); },
-                       .grads = [=] { return backward("reference", forward("reference")); }};
-      return b;
+      return attention_body(B, S, Hq, Hkv, D, bf, 41, seg);
     }, !bf));
   }
 }
