@@ -20,7 +20,6 @@ export OMP_NUM_THREADS=1
 common=(--config "$src/recipes/debug.toml" --model.n_layers 1 --training.seq_len 32 --training.local_batch_size 1
         --metrics.enable_tensorboard false --checkpoint.last_save_in_hf false --checkpoint.enable false
         --compute.threads 1 --parallelism.data_parallel_shard_degree -1 --metrics.log_freq 1)
-fail() { echo "FAIL: $*"; exit 1; }
 
 # 1. Mismatched configs: rank 1 has another learning rate.
 SECONDS=0

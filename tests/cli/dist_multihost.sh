@@ -22,7 +22,6 @@ source "$src/tests/cli/dist/env.sh"  # curve / compare (its MPIRUN_ARGS are for 
 PATH=$PATH:/usr/sbin:/sbin
 export LC_ALL=C  # untranslated error texts (reach) and byte-order sort
 skip() { echo "skipping: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "needs root for network namespaces"
 for c in ip mpirun unshare ss timeout; do command -v "$c" > /dev/null || skip "$c not found"; done
 

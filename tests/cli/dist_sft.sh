@@ -22,14 +22,6 @@ common=(--config "$src/recipes/sft_arithmetic.toml" --model.n_layers 1 --trainin
         --model.hf_assets_path "$src/assets/qwen3-tokenizer"
         --training.dataset_path "$work/data/train.jsonl" --validation.dataset_path "$work/data/valid.jsonl"
         --validation.freq 4 --validation.steps 3 --validation.local_batch_size 1 --validation.seq_len 64)
-fail() { echo "FAIL: $*"; exit 1; }
-run() {  # run NAME NP ARGS...
-  local name=$1 np=$2; shift 2
-  if [ "$np" = 1 ]; then "$titan" train "${common[@]}" --job.dump_folder "$work/$name" "$@" > "$work/$name.log" 2>&1
-  else mpirun "${MPIRUN_ARGS[@]}" -np "$np" "$titan" train "${common[@]}" --job.dump_folder "$work/$name" "$@" \
-         > "$work/$name.log" 2>&1; fi || { tail -20 "$work/$name.log"; fail "$name ($np ranks) exited non-zero"; }
-  echo "$name: $np rank(s), done at ${SECONDS}s"
-}
 # Training lines only, and "step validation_loss" lines.
 train_lines() { grep -v validation_loss "$1" > "$1.train"; echo "$1.train"; }
 vcurve() { grep validation_loss "$1" | sed -E 's/.*"step":([0-9]+).*"validation_loss":([^,]*).*/\1 \2/'; }

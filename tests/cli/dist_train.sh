@@ -24,14 +24,6 @@ common=(--config "$src/recipes/debug.toml" --model.n_layers 1 --training.seq_len
         --training.global_batch_size 4 --training.steps 20 --metrics.log_freq 1 --metrics.enable_tensorboard false
         --checkpoint.last_save_in_hf false --lr_scheduler.warmup_steps 2 --compute.threads 1
         --parallelism.data_parallel_shard_degree -1 --checkpoint.keep_latest_k 0)
-fail() { echo "FAIL: $*"; exit 1; }
-run() {  # run NAME NP ARGS...
-  local name=$1 np=$2; shift 2
-  if [ "$np" = 1 ]; then "$titan" train "${common[@]}" --job.dump_folder "$work/$name" "$@" > "$work/$name.log" 2>&1
-  else mpirun "${MPIRUN_ARGS[@]}" -np "$np" "$titan" train "${common[@]}" --job.dump_folder "$work/$name" "$@" \
-         > "$work/$name.log" 2>&1; fi || { tail -20 "$work/$name.log"; fail "$name ($np ranks) exited non-zero"; }
-  echo "$name: $np rank(s), done at ${SECONDS}s"
-}
 
 SECONDS=0
 run one 1 --checkpoint.enable false

@@ -25,7 +25,6 @@ source "$src/tests/cli/dist/env.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1
-fail() { echo "FAIL: $*"; exit 1; }
 base_args=(--config "$src/recipes/debug.toml" --model.n_layers 1 --training.seq_len 32 --metrics.enable_tensorboard false
            --compute.threads 1 --checkpoint.export_dtype float32)
 # The base: one step of full training, exported as an HF folder.
@@ -37,13 +36,6 @@ common=("${base_args[@]}" --training.local_batch_size 1 --training.global_batch_
         --checkpoint.keep_latest_k 0 --checkpoint.last_save_in_hf true
         --checkpoint.initial_load_path "$base" --checkpoint.initial_load_in_hf true
         --lora.enable true --lora.rank 4 --lora.alpha 8 --optimizer.lr 1e-2)  # targets: every q/k/v/o and MLP projection
-run() {  # run NAME NP ARGS...
-  local name=$1 np=$2; shift 2
-  if [ "$np" = 1 ]; then "$titan" train "${common[@]}" --job.dump_folder "$work/$name" "$@" > "$work/$name.log" 2>&1
-  else mpirun "${MPIRUN_ARGS[@]}" -np "$np" "$titan" train "${common[@]}" --job.dump_folder "$work/$name" "$@" \
-         > "$work/$name.log" 2>&1; fi || { tail -20 "$work/$name.log"; fail "$name ($np ranks) exited non-zero"; }
-  echo "$name: $np rank(s), done at ${SECONDS}s"
-}
 # The f32 data of a safetensors file, one value per line (header: 8-byte length, then JSON).
 floats() {
   local n; n=$(od -An -tu8 -N8 "$1" | tr -d ' ')

@@ -1,4 +1,4 @@
-# Sourced by tests/cli/dist_*.sh: the loss-curve helpers below, and mpirun
+# Sourced by tests/cli/dist_*.sh and lora_dist.sh: fail, run, the loss-curve helpers below, and mpirun
 # options for this sandbox — root, more ranks than cores, shared-memory transport only, and ranks
 # that yield the core while they wait in a collective (busy polling starves the computing rank
 # when ranks outnumber cores).
@@ -15,4 +15,15 @@ compare() {
          d = a[$1] - $2; if (d < 0) d = -d; r = d / (a[$1] < 0 ? -a[$1] : a[$1]); if (r > worst) worst = r
          if (r > 1e-5) { print "step " $1 ": " a[$1] " vs " $2; bad = 1 } n++ }
        END { printf "%d steps, worst relative difference %.2e\n", n, worst; exit bad || n == 0 }' <(curve "$1") <(curve "$2")
+}
+
+fail() { echo "FAIL: $*"; exit 1; }
+# run NAME NP ARGS...: `titan train` with the caller's $titan, "${common[@]}" and ARGS into
+# $work/NAME (log: $work/NAME.log), on NP ranks under mpirun (NP 1: one plain process).
+run() {
+  local name=$1 np=$2; shift 2
+  if [ "$np" = 1 ]; then "$titan" train "${common[@]}" --job.dump_folder "$work/$name" "$@" > "$work/$name.log" 2>&1
+  else mpirun "${MPIRUN_ARGS[@]}" -np "$np" "$titan" train "${common[@]}" --job.dump_folder "$work/$name" "$@" \
+         > "$work/$name.log" 2>&1; fi || { tail -20 "$work/$name.log"; fail "$name ($np ranks) exited non-zero"; }
+  echo "$name: $np rank(s), done at ${SECONDS}s"
 }
