@@ -87,16 +87,16 @@ static void usage() {
 namespace {
 
 // titan generate / chat: OpenMP's worker threads wait passively (they sleep as soon as a parallel
-// region ends) unless the user chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT). A decode step
-// opens ~5 short regions per layer; with the default policy the workers spin between them, and
-// on a machine shared with other processes a spinning worker takes the core from the thread
-// that has the work: measured on a loaded 2-core machine, decode ran 17-35x slower with the
-// default than with passive. On a quiet machine passive costs one wake-up per region, and that is
-// not small: on the 0.6B bench (bench/generate/RESULTS.md, f32, 2 threads) decode ran 4.1 tok/s
-// passive, 7.2 with the default, 6.7 with GOMP_SPINCOUNT=300000: a bounded spin is the candidate
-// default, still to be measured under load. The OpenMP runtime reads its settings
-// once, when it is loaded, so the process sets the variable and executes itself again (same pid,
-// arguments and environment otherwise). Training keeps the default: its regions are long.
+// region ends) unless the user chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT). The decode
+// step's many short regions do not run on OpenMP: they run on the decode team (core/team.h),
+// which spins, then yields, then sleeps, and so is fast on an idle machine and fair on a busy
+// one. What stays on OpenMP (the prefill's GEMMs) has long regions, where a wake-up costs little;
+// spinning OpenMP workers would instead take the cores from the team after every prefill, and
+// on a machine shared with other processes from the thread that has the work (measured on a
+// loaded 2-core machine before the team: decode 17-35x slower with OpenMP's default than with
+// passive). The OpenMP runtime reads its settings once, when it is loaded, so the process sets
+// the variable and executes itself again (same pid, arguments and environment otherwise).
+// Training keeps the default: its regions are long and nothing else waits for the cores.
 void passive_openmp_for_inference(int argc, char** argv) {
   if (argc < 2 || (std::strcmp(argv[1], "generate") != 0 && std::strcmp(argv[1], "chat") != 0)) return;
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;

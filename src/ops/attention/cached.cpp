@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/threading.h"
+#include "core/team.h"
 
 namespace titan {
 namespace {
@@ -51,7 +51,7 @@ void attention_cached(const RowView& q, const Tensor& kc, const Tensor& vc, cons
   // short cache (early decode steps, tiny models) runs on the calling thread without opening a
   // parallel region. Each task's arithmetic is the same however the tasks are chunked.
   const int64_t task_work = std::max<int64_t>(1, 2 * n * D * group);
-  parallel_for(B * Hkv * S, std::max<int64_t>(1, (int64_t(1) << 16) / task_work), [&](int64_t t0, int64_t t1) {
+  team_parallel_for(B * Hkv * S, std::max<int64_t>(1, (int64_t(1) << 16) / task_work), [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> p;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / (Hkv * S), g = (t / S) % Hkv, s = t % S;

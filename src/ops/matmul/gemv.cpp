@@ -12,7 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/threading.h"
+#include "core/team.h"
 #include "ops/matmul/bf16_convert.h"
 #include "ops/matmul/matmul.h"
 
@@ -163,7 +163,7 @@ void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tens
   }
   for (int64_t m0 = 0; m0 < M; m0 += kGemvMaxRows) {
     const int64_t mb = std::min(kGemvMaxRows, M - m0);
-    parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+    team_parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
       fn(xp + m0 * K, mb, K, wk.raw(), bf, n0, n1, yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
     });
   }

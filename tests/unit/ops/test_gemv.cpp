@@ -48,17 +48,22 @@ TEST(Gemv, MatchesReferenceLinear) {
 }
 
 TEST(Gemv, SameBitsForAnyThreadCount) {
+  // Large enough to split over the decode team (gemv.cpp: kInlineBytes); m = 1 and 2 take the
+  // eight-row bf16 blocks, m = 3 the four-row ones.
   const int saved = num_threads();
-  const Tensor x = test::randn({3, 513}, 4), w = test::randn({2000, 513}, 5);
-  for (bool bf : {false, true}) {
-    const Tensor wk = bf ? to_bf16(w) : w;
-    const DType c = bf ? DType::BF16 : DType::F32;
-    set_num_threads(1);
-    const Tensor one = run(x, wk, nullptr, c, true);
-    set_num_threads(2);
-    const Tensor two = run(x, wk, nullptr, c, true);
-    EXPECT_TRUE(bitwise_equal(one, two)) << "bf16=" << bf;
-  }
+  const Tensor w = test::randn({2000, 513}, 5);
+  for (int64_t m : {1, 2, 3})
+    for (bool bf : {false, true}) {
+      const Tensor x = test::randn({m, 513}, 4);
+      const Tensor wk = bf ? to_bf16(w) : w;
+      const DType c = bf ? DType::BF16 : DType::F32;
+      set_num_threads(1);
+      const Tensor one = run(x, wk, nullptr, c, true);
+      for (int t : {2, 3}) {
+        set_num_threads(t);
+        EXPECT_TRUE(bitwise_equal(run(x, wk, nullptr, c, true), one)) << "m=" << m << " bf16=" << bf << " threads=" << t;
+      }
+    }
   set_num_threads(saved);
 }
 
