@@ -4,7 +4,7 @@
 # a 512-token prompt, 128 new greedy tokens, f32 and bf16 weights, the same thread count (2).
 # Prefill and decode tokens/s, titan / transformers, and decode as a fraction of the
 # memory-bandwidth bound (weight bytes read per token / copy bandwidth measured now by
-# stream_probe.cpp); also each process's CPU time (user + sys) and peak resident memory.
+# stream_probe.cpp; the rate weights are read at is also given against its read-only bandwidth); also each process's CPU time (user + sys) and peak resident memory.
 # transformers gets its best settings: torch.inference_mode, use_cache=True, jemalloc preloaded
 # when present, OPENBLAS_CORETYPE unset (as bench/train_step/run.sh).
 #   usage: bench/generate/run.sh [TITAN_BIN=build/titan] [MODEL_DIR=a temporary folder]
@@ -42,7 +42,7 @@ else
   "$py" "$here/make_model.py" "$model" "$config"
 fi
 g++ -O3 -march=native -pthread -o "$out/stream_probe" "$here/stream_probe.cpp"
-bw=$("$out/stream_probe" $threads)
+read bw rbw < <("$out/stream_probe" $threads)
 # The same prompt as hf_generate.py (seed 1), as ids.
 prompt=$("$py" -c "import torch; print(' '.join(map(str, torch.randint(0, $vocab, (1, $plen), generator=torch.Generator().manual_seed(1))[0].tolist())))")
 
@@ -72,11 +72,11 @@ read hpbf hdbf < <(run_hf bf16)
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # Greedy ids agree in f32 (random weights: a near tie could differ; reported, not asserted).
 same=$("$py" -c "import json; t=json.load(open('$out/titan_f32.json'))['ids'][:16]; h=json.load(open('$out/hf_f32.json'))['ids']; print('yes' if t==h else 'no: %s vs %s' % (t, h))")
-"$py" - "$model/config.json" "$bw" "$tp32" "$td32" "$tpbf" "$tdbf" "$hp32" "$hd32" "$hpbf" "$hdbf" "$same" "$plen" "$threads" \
+"$py" - "$model/config.json" "$bw,$rbw" "$tp32" "$td32" "$tpbf" "$tdbf" "$hp32" "$hd32" "$hpbf" "$hdbf" "$same" "$plen" "$threads" \
   "$(cat "$out/titan_f32.time")" "$(cat "$out/titan_bf16.time")" "$(cat "$out/hf_f32.time")" "$(cat "$out/hf_bf16.time")" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-bw = float(sys.argv[2])
+bw, rbw = map(float, sys.argv[2].split(","))
 tp32, td32, tpbf, tdbf, hp32, hd32, hpbf, hdbf = map(float, sys.argv[3:11])
 plen, threads = int(sys.argv[12]), int(sys.argv[13])
 usage = {}  # (who, dtype) -> (cpu seconds, peak RSS in GB)
@@ -90,17 +90,18 @@ layer = H * (q + 2 * kv) + q * H + 3 * H * I          # matmul weights of one la
 mat = L * layer + V * H                                 # + the (tied) lm_head, read every token
 # FLOPs of the prefill: 2 per weight per token, plus causal attention (q.k and p.v) over the prompt.
 pflops = 2 * L * layer * plen + 2 * 2 * L * c["num_attention_heads"] * D * plen * (plen + 1) / 2 + 2 * V * H
-print(f"stream copy bandwidth: {bw:.2f} GB/s ({threads} threads); weights read per token: f32 {4 * mat / 1e9:.3f} GB, "
+print(f"stream copy bandwidth: {bw:.2f} GB/s, read bandwidth {rbw:.2f} GB/s ({threads} threads); weights read per token: f32 {4 * mat / 1e9:.3f} GB, "
       f"bf16 {2 * mat / 1e9:.3f} GB (matmul weights incl. lm_head; KV cache <= {2 * L * kv * (plen + 128) * 4 / 1e6:.0f} MB f32)")
 print(f"greedy f32 ids identical to transformers (first 16): {sys.argv[11]}")
 print()
-print("| weights | run | prefill tok/s | prefill GFLOP/s | decode tok/s | decode vs bound | prefill vs HF | decode vs HF | CPU s | peak RSS GB |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| weights | run | prefill tok/s | prefill GFLOP/s | decode tok/s | decode vs bound | weights read | prefill vs HF | decode vs HF | CPU s | peak RSS GB |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for dt, bpw, rows in (("f32", 4, ((hp32, hd32, "transformers"), (tp32, td32, "titan"))),
                       ("bf16", 2, ((hpbf, hdbf, "transformers"), (tpbf, tdbf, "titan")))):
     bound = bw * 1e9 / (bpw * mat)
     hp, hd = rows[0][0], rows[0][1]
     for p, d, who in rows:
         print(f"| {dt} | {who} | {p:.1f} | {p * pflops / plen / 1e9:.1f} | {d:.2f} | {100 * d / bound:.0f}% of {bound:.2f} | "
+              f"{d * bpw * mat / 1e9:.1f} GB/s = {100 * d * bpw * mat / 1e9 / rbw:.0f}% of read | "
               f"{p / hp:.2f}x | {d / hd:.2f}x | {usage[who, dt][0]:.1f} | {usage[who, dt][1]:.2f} |")
 PY

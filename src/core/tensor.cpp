@@ -54,6 +54,13 @@ void Storage::release() {
   data_ = nullptr;
 }
 
+void Storage::adopt(void* data, std::shared_ptr<void> keepalive) {
+  TITAN_ASSERT(owned_ && !data_, "adopt() of storage that is borrowed or already has memory");
+  data_ = data;
+  owned_ = false;
+  keepalive_ = std::move(keepalive);
+}
+
 void Storage::allocate() {
   TITAN_ASSERT(owned_, "allocate() of borrowed storage");
   if (!data_ && bytes_) data_ = allocator_for(device_).allocate(bytes_);

@@ -39,6 +39,9 @@ class Storage {
   void release();
   void allocate();
   bool resident() const { return data_ != nullptr || bytes_ == 0; }
+  // Owned storage without memory yet becomes borrowed storage over `data` (bytes() of it, kept
+  // alive by keepalive): a frozen model's parameter can be a view of a mapped checkpoint file.
+  void adopt(void* data, std::shared_ptr<void> keepalive);
 
  private:
   void* data_;

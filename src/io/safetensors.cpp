@@ -97,7 +97,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     int e = errno;
     ::close(fd);
     TITAN_CHECK(map->addr != MAP_FAILED, path, ": mmap failed: ", std::strerror(e));
-    return from_memory(map->addr, map->size, map, path);
+    SafetensorsFile f = from_memory(map->addr, map->size, map, path);
+    f.mapped_ = true;
+    return f;
   }
   ::close(fd);
   static const uint8_t none[1] = {0};
@@ -236,6 +238,15 @@ Tensor SafetensorsFile::get(const std::string& name, DType dt) const {
   Tensor out = Tensor::empty(e.shape, dt);
   read_into(name, out);
   return out;
+}
+
+void SafetensorsFile::drop_pages(const std::string& name) const {
+  if (!mapped_) return;
+  const SafetensorsEntry& e = entry(name);
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(data_ + e.begin) + page - 1) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data_ + e.end) / page * page;
+  if (end > b) ::madvise(reinterpret_cast<void*>(b), end - b, MADV_DONTNEED);  // advice: failure changes nothing
 }
 
 void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {

@@ -58,6 +58,11 @@ class SafetensorsFile {
   void read_into(const std::string& name, Tensor& dst) const;
   // The stored bytes of tensor `name` (valid while this object or a tensor from it lives).
   std::string_view bytes(const std::string& name) const;
+  // After a copy of `name` has been taken: gives the file pages lying wholly inside its bytes
+  // back to the kernel (they are read again from the file if touched), so a loader that copies
+  // does not hold the file and the copy at once. Only for a file this object mapped (open());
+  // nothing for caller memory. The bytes must not have been written through a zero-copy tensor.
+  void drop_pages(const std::string& name) const;
 
  private:
   const SafetensorsEntry& entry(const std::string& name) const;
@@ -66,6 +71,7 @@ class SafetensorsFile {
   const uint8_t* data_ = nullptr;  // start of the data section
   uint64_t data_size_ = 0;
   std::shared_ptr<void> keepalive_;
+  bool mapped_ = false;  // data_ lies in a mapping made by open()
   std::vector<SafetensorsEntry> entries_;
   std::unordered_map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;

@@ -49,6 +49,10 @@ class HfCheckpoint {
   Tensor get(const std::string& name, DType dt = DType::F32) const;
   // Copies (converting) a parameter into a caller-provided tensor of the spec's shape.
   void read_into(const std::string& name, Tensor& dst) const;
+  // Gives back the mapped file pages of a stored tensor (a parameter, or a fused expert tensor's
+  // name) once a copy of it has been taken (SafetensorsFile::drop_pages); per-expert names of a
+  // fused layer: nothing (their bytes lie inside the fused tensor).
+  void drop_pages(const std::string& name) const;
   // All parameters of specs() in dtype dt.
   TensorMap load_all(DType dt = DType::F32) const;
   // Names of a sparse layer's fused expert tensors when the checkpoint stores that layer fused,

@@ -2,12 +2,16 @@
 
 #include <set>
 
+#include "util/json_util.h"
+
 namespace titan {
 
 std::unique_ptr<Qwen3Model> load_hf_model(const std::string& dir, const std::string& kernel_variant, bool frozen,
                                           DType weight_dtype) {
   HfCheckpoint ckpt = HfCheckpoint::open(dir);
-  auto model = std::make_unique<Qwen3Model>(ckpt.config(), kernel_variant, false, frozen, weight_dtype);
+  // Frozen: the parameters start without memory (deferred) and each takes a view of the file or
+  // memory for a copy (load_weights).
+  auto model = std::make_unique<Qwen3Model>(ckpt.config(), kernel_variant, /*deferred=*/frozen, frozen, weight_dtype);
   load_weights(*model, ckpt);
   return model;
 }
@@ -26,13 +30,34 @@ void load_weights(Qwen3Model& model, const HfCheckpoint& ckpt, int64_t unit) {
   const auto [first, last] = unit >= 0 ? model.unit_params(unit) : std::make_pair(size_t(0), model.params().all().size());
   // Fused expert layers: one read of each fused tensor straight into the stacked storage (the
   // per-expert params are views of it), instead of one slice copy per expert.
+  //
+  // Storage without memory (a model built deferred for loading, load_hf_model): a parameter that
+  // is its storage's whole extent takes the checkpoint's own tensor (a view of the mapping when
+  // stored in the parameter's dtype and aligned, else the converted copy get() makes) instead of
+  // memory of its own; any other gets memory here, is copied into, and the file pages it was
+  // copied from are given back.
+  const auto take = [&](const std::string& name, Tensor& dst) {
+    const std::shared_ptr<Storage>& s = dst.storage();
+    if (s->resident()) return ckpt.read_into(name, dst);
+    if (uint64_t(s->bytes()) == shape_nbytes(dst.shape(), dst.dtype())) {  // the whole storage
+      Tensor src = ckpt.get(name, dst.dtype());
+      TITAN_CHECK(src.shape() == dst.shape(), ckpt.dir(), ": tensor ", quote(name), " has shape ",
+                  shape_str(src.shape()), ", expected ", shape_str(dst.shape()));
+      if (!src.is_borrowed()) ckpt.drop_pages(name);
+      s->adopt(src.raw(), src.storage());
+      return;
+    }
+    s->allocate();
+    ckpt.read_into(name, dst);
+    ckpt.drop_pages(name);
+  };
   std::set<std::string> done;
   for (int64_t l = 0; l < model.config().num_hidden_layers; ++l) {
     if (unit >= 0 && model.unit_of_layer(l) != unit) continue;
     const HfCheckpoint::FusedExperts f = ckpt.fused_experts(l);
     if (f.gate_up.empty() || !model.expert_gate_up(l)) continue;
-    ckpt.read_into(f.gate_up, *model.expert_gate_up(l));
-    ckpt.read_into(f.down, *model.expert_down(l));
+    take(f.gate_up, *model.expert_gate_up(l));
+    take(f.down, *model.expert_down(l));
     done.insert("model.layers." + std::to_string(l) + ".");
   }
   for (size_t i = first; i < last; ++i) {
@@ -40,7 +65,7 @@ void load_weights(Qwen3Model& model, const HfCheckpoint& ckpt, int64_t unit) {
     if (!done.empty() && p.name.find(".mlp.experts.") != std::string::npos &&
         done.count(p.name.substr(0, p.name.find("mlp.experts."))))
       continue;
-    ckpt.read_into(p.name, p.value);
+    take(p.name, p.value);
   }
 }
 

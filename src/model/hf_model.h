@@ -10,7 +10,11 @@ namespace titan {
 
 // Builds the model from an HF folder (config.json + safetensors) and copies the weights in.
 // frozen / weight_dtype: as Qwen3Model's constructor takes them; for inference (frozen: no
-// gradient buffers; BF16: the matmul weights read from the files straight into bf16).
+// gradient buffers; BF16: the matmul weights read from the files straight into bf16). A frozen
+// model copies only what it must: a parameter that is one whole stored tensor, in the dtype the
+// model holds it in, is a view of the mapped file (no copy; its pages are the page cache's), and
+// the file pages a copy was taken from (fused q/k/v and gate/up, converted dtypes) are given
+// back as soon as it is, so loading holds about one copy of the weights, not the file and a copy.
 std::unique_ptr<Qwen3Model> load_hf_model(const std::string& dir, const std::string& kernel_variant = "cpu",
                                           bool frozen = false, DType weight_dtype = DType::F32);
 // The same model with its matmul weights in weight_dtype (frozen; the values converted, the
