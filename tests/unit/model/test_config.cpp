@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "model/config.h"
+#include "common/test_util.h"
 
 using namespace titan;
 using nlohmann::json;
@@ -94,12 +95,8 @@ TEST(Flavors, DebugFlavorsAndUnknownName) {
   EXPECT_LE(t.vocab_size, 1024);
   EXPECT_NE(t.head_dim, t.hidden_size / t.num_attention_heads);
   EXPECT_EQ(flavor_names().size(), 12u);  // 9 dense (debug-chat too) + 3 qwen3_moe
-  try {
-    flavor_config("4b");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_ONE_LINE_HAS(e.what(), "unknown model flavor \"4b\" (did you mean \"4B\"?)");
-  }
+  EXPECT_ONE_LINE_HAS(test::error_of([] { flavor_config("4b"); }),
+                      "unknown model flavor \"4b\" (did you mean \"4B\"?)");
 }
 
 TEST(Flavors, ParamSpecsInModuleOrderWithShapes) {
@@ -306,12 +303,8 @@ TEST(HfConfig, MissingRequiredFieldsAndBadDocuments) {
   dup.insert(1, "\"hidden_size\": 2048, ");
   EXPECT_ONE_LINE_HAS(parse_error_text(dup), "cfg/config.json: duplicate key \"hidden_size\"");
   EXPECT_ONE_LINE_HAS(parse_error_text("{\"a\": \"\x01\x02\"}"), "invalid JSON");  // control bytes stay escaped
-  try {
-    load_hf_config("/nonexistent/config.json");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_ONE_LINE_HAS(e.what(), "/nonexistent/config.json: cannot open");
-  }
+  EXPECT_ONE_LINE_HAS(test::error_of([] { load_hf_config("/nonexistent/config.json"); }),
+                      "/nonexistent/config.json: cannot open");
 }
 
 TEST(HfConfig, ExportRoundTripsAndIsHfShaped) {
