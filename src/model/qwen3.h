@@ -193,6 +193,16 @@ class Qwen3Model {
   // saved x A^T, for a recomputation); backward takes d(output) and adds into dx.
   void lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tensor* y, LayerActs& a);
   void lora_backward_group(size_t l, LoraGroup g, const Tensor& x, LayerActs& a, const Tensor& dy, Tensor& dx);
+  // LoRA on a sparse layer's MoE parameters (model/qwen3_lora.cpp): lora_merge_moe copies each
+  // targeted weight of layer l with its delta merged into w (router, gate_up, down) and points m
+  // at the copies (false: none targeted); lora_moe_grads points g's weight gradients at zeroed
+  // buffers dw for the merged ones; lora_moe_backward turns those into the adapters' gradients.
+  struct LoraMoeWeights {
+    Tensor w[3];
+  };
+  bool lora_merge_moe(size_t l, MoEArgs& m, LoraMoeWeights& w) const;
+  void lora_moe_grads(size_t l, const LoraMoeWeights& w, MoEGrads& g, LoraMoeWeights& dw) const;
+  void lora_moe_backward(size_t l, const LoraMoeWeights& dw);
   bool aux_loss_on() const;
   // A schedule step's hook call (no-op without hooks) plus the per-layer bf16 weight copies that
   // go with a unit's values.
