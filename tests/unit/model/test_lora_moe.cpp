@@ -211,3 +211,32 @@ TEST(LoraMoe, BadTargetsAreClearErrors) {
   dense.num_experts = 0;
   EXPECT_NE(msg(dense, c).find("no MoE layer"), std::string::npos) << msg(dense, c);
 }
+
+// With bf16 GEMMs (an f32 base rounded per step, or a bf16 base widened before the delta is added)
+// the merged expert and router weights are rounded to bf16 for the expert GEMMs (the router stays
+// f32): the loss and adapter gradients stay near the f32 ones. Not bit-equal to each other: the
+// bf16 base rounds W before adding the delta, the f32 base rounds W + delta.
+TEST(LoraMoe, Bf16GemmsAndBf16BaseStayNearF32) {
+  Tensor ids = read_token_lines(kBase + "/tokens.txt");
+  Tensor labels = next_token_labels(ids);
+  auto f32 = adapted();
+  const double l32 = f32->forward_backward(ids, labels, 0.1f);
+  for (bool bf16_base : {false, true}) {
+    SCOPED_TRACE(bf16_base ? "bf16 base" : "bf16 GEMMs");
+    auto m = bf16_base ? load_hf_model(kBase, "cpu", /*frozen=*/true, DType::BF16) : load_hf_model(kBase, "cpu");
+    load_peft_adapter(*m, kAdapter);
+    m->freeze_base();
+    m->set_compute_dtype(DType::BF16);
+    const double l = m->forward_backward(ids, labels, 0.1f);
+    double worst = 0;
+    for (auto& p : m->lora_params().all()) {
+      SCOPED_TRACE(p.name);
+      const Tensor& ref = f32->lora_params().at(p.name).grad;
+      worst = std::max(worst, titan::testing::max_diff_rel_to_peak(ref, p.grad));
+    }
+    std::printf("%s: |loss - f32| %.2e (sum), worst adapter grad rel to f32 %.2e\n", bf16_base ? "bf16 base" : "bf16 GEMMs",
+                std::fabs(l - l32), worst);
+    EXPECT_NEAR(l, l32, 0.05 * std::fabs(l32));
+    EXPECT_LE(worst, 0.1);
+  }
+}
