@@ -144,7 +144,7 @@ void Qwen3Model::mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& 
     g.dx = &dxn2, g.drouter = grad_or_null(L.g_router), g.dgate_up = grad_or_null(L.g_egu),
     g.ddown = grad_or_null(L.g_edown), g.dlogits_extra = dlogits_extra;
     LoraMoeWeights merged, dmerged;  // merged again (not kept from the forward: their memory)
-    if (lora_merge_moe(l, m, merged)) lora_moe_grads(l, merged, g, dmerged);
+    if (lora_merge_moe(l, m, merged)) lora_moe_grads(merged, g, dmerged);
     k.moe->backward(m, a.moe, dy, g);
     a.moe = MoESaved();
     merged = LoraMoeWeights();

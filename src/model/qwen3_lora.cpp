@@ -52,10 +52,7 @@ void Qwen3Model::merge_lora() {
   for (const LoraAdapter& ad : lora_) {
     const auto& ps = lora_params_.all();
     if (ad.is_parameter()) {
-      Layer& L = layers_[size_t(ad.layer)];
-      Tensor& w = ad.group == LoraGroup::Router ? L.w_router : ad.group == LoraGroup::ExpertGateUp ? L.w_egu : L.w_edown;
-      TITAN_CHECK(w.dtype() == DType::F32, "merge_lora: ", ad.module, " is not f32");
-      lora_merge_parameter(gk, ps[ad.param].value, ps[ad.param + 1].value, ad.experts, scale, w);
+      if (!lora_params_merged_) merge_lora_parameter(ad);
       continue;
     }
     Tensor& w = params_.at(ad.module + ".weight").value;  // [out, in], a contiguous row range
@@ -69,6 +66,25 @@ void Qwen3Model::merge_lora() {
   lora_.clear();
   lora_layer_.clear();
   lora_params_ = ParamStore();
+  lora_params_merged_ = false;
+}
+
+// The same GEMM and operands as lora_merge_moe's per-pass merge: the merged weight is bit-identical.
+void Qwen3Model::merge_lora_parameter(const LoraAdapter& ad) {
+  Layer& L = layers_[size_t(ad.layer)];
+  Tensor& w = ad.group == LoraGroup::Router ? L.w_router : ad.group == LoraGroup::ExpertGateUp ? L.w_egu : L.w_edown;
+  TITAN_CHECK(w.dtype() == DType::F32, "merging LoRA into ", ad.module, ": the base weight is not f32");
+  const auto& ps = lora_params_.all();
+  lora_merge_parameter(lora_gemm(*kernels_[size_t(ad.layer)].linear), ps[ad.param].value, ps[ad.param + 1].value,
+                       ad.experts, float(lora_cfg_.scale()), w);
+}
+
+void Qwen3Model::merge_lora_parameters() {
+  if (lora_params_merged_) return;
+  for (const LoraAdapter& ad : lora_)
+    if (ad.is_parameter()) merge_lora_parameter(ad);
+  lora_params_merged_ = true;
+  wbf_.reset();  // held bf16 copies are of the unmerged weights
 }
 
 LoraDropout Qwen3Model::lora_dropout(size_t i) const {
@@ -116,7 +132,7 @@ void Qwen3Model::lora_backward_group(size_t l, LoraGroup g, const Tensor& x, Lay
 }
 
 bool Qwen3Model::lora_merge_moe(size_t l, MoEArgs& m, LoraMoeWeights& w) const {
-  if (lora_layer_.empty() || lora_layer_[l].empty()) return false;
+  if (lora_layer_.empty() || lora_layer_[l].empty() || lora_params_merged_) return false;
   const Layer& L = layers_[l];
   const GemmKernel& gk = lora_gemm(*kernels_[l].linear);
   const float scale = float(lora_cfg_.scale());
@@ -137,17 +153,25 @@ bool Qwen3Model::lora_merge_moe(size_t l, MoEArgs& m, LoraMoeWeights& w) const {
   return any;
 }
 
-void Qwen3Model::lora_moe_grads(size_t l, const LoraMoeWeights& w, MoEGrads& g, LoraMoeWeights& dw) const {
+void Qwen3Model::lora_moe_grads(const LoraMoeWeights& w, MoEGrads& g, LoraMoeWeights& dw) const {
   Tensor** slot[3] = {&g.drouter, &g.dgate_up, &g.ddown};
   for (int i = 0; i < 3; ++i) {
     if (!w.w[i].defined()) continue;
-    TITAN_CHECK(*slot[i] == nullptr, "layer ", l, ": LoRA on an MoE parameter needs a frozen base");
     dw.w[i] = Tensor::zeros(w.w[i].shape(), DType::F32);
     *slot[i] = &dw.w[i];
   }
 }
 
 void Qwen3Model::lora_moe_backward(size_t l, const LoraMoeWeights& dw) {
+  // An unfrozen base (titan score --dump-grads with an adapter): d(base) = d(merged weight).
+  Layer& L = layers_[l];
+  Tensor* base[3] = {&L.g_router, &L.g_egu, &L.g_edown};
+  for (int i = 0; i < 3; ++i)
+    if (dw.w[i].defined() && base[i]->defined()) {
+      float* o = base[i]->data<float>();
+      const float* d = dw.w[i].data<float>();
+      for (int64_t k = 0; k < base[i]->numel(); ++k) o[k] += d[k];
+    }
   const GemmKernel& gk = lora_gemm(*kernels_[l].linear);
   const float scale = float(lora_cfg_.scale());
   for (size_t i : lora_layer_[l]) {

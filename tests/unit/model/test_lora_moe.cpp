@@ -240,3 +240,40 @@ TEST(LoraMoe, Bf16GemmsAndBf16BaseStayNearF32) {
     EXPECT_LE(worst, 0.1);
   }
 }
+
+// Inference merges the MoE-parameter adapters into the base once (merge_lora_parameters): the same
+// logits bit for bit as merging them into copies in every pass; training afterwards is refused.
+TEST(LoraMoe, MergingParametersForInferenceIsBitIdentical) {
+  Tensor ids = read_token_lines(kBase + "/tokens.txt");
+  Tensor labels = next_token_labels(ids);
+  for (const char* kernels : {"reference", "cpu"}) {
+    SCOPED_TRACE(kernels);
+    auto m = adapted(kernels);
+    const Tensor want = logits_of(*m, ids, labels);
+    m->merge_lora_parameters();
+    EXPECT_TRUE(m->lora_parameters_merged());
+    EXPECT_EQ(titan::testing::max_abs_diff(want, logits_of(*m, ids, labels)), 0.0);
+    EXPECT_THROW(m->forward_backward(ids, labels, 1.f), std::exception);
+  }
+}
+
+// An unfrozen base (titan score --dump-grads with an adapter): the base's router and expert
+// gradients are those of the merged weights, as if the merged model were differentiated.
+TEST(LoraMoe, UnfrozenBaseGetsTheMergedWeightsGradient) {
+  Tensor ids = read_token_lines(kBase + "/tokens.txt");
+  Tensor labels = next_token_labels(ids);
+  auto m = load_hf_model(kBase, "cpu");
+  load_peft_adapter(*m, kAdapter);
+  m->params().zero_grad();
+  m->forward_backward(ids, labels, 0.1f);
+  auto merged = load_hf_model(kBase, "cpu");
+  load_peft_adapter(*merged, kAdapter);
+  merged->merge_lora();
+  merged->params().zero_grad();
+  merged->forward_backward(ids, labels, 0.1f);
+  for (const char* name : {"model.layers.0.mlp.gate.weight", "model.layers.0.mlp.experts.3.down_proj.weight",
+                           "model.layers.1.mlp.experts.5.up_proj.weight"}) {
+    SCOPED_TRACE(name);
+    EXPECT_LE(titan::testing::max_diff_rel_to_peak(merged->params().at(name).grad, m->params().at(name).grad), 1e-5);
+  }
+}
