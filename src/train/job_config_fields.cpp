@@ -226,8 +226,7 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("lora", "target_modules", &c.lora.target_modules,
             "glob patterns over HF module names (e.g. \"model.layers.*.self_attn.[qkvo]_proj\")"),
       field("lora", "target_parameters", &c.lora.target_parameters,
-            "glob patterns over MoE parameter names (PEFT's target_parameters: "
-            "\"model.layers.*.mlp.experts.gate_up_proj\", \"...experts.down_proj\", \"...mlp.gate.weight\")"),
+            "globs over MoE router/expert parameters (\"model.layers.*.mlp.experts.*\", \"...mlp.gate.weight\")"),
       field("lora", "use_rslora", &c.lora.use_rslora, "rank-stabilized scale alpha / sqrt(rank)"),
       field("lora", "init", &c.lora.init, "adapter init: peft (A Kaiming-uniform, B zeros)",
             {{[](const std::string& v) { return v == "peft"; }, "must be \"peft\""}}),
