@@ -92,7 +92,10 @@ InferenceModel load_inference_model(const Args& args) {
     m.model = load_checkpoint_model(m.dir);
     if (weights == DType::BF16 && !m.model->lora_enabled()) m.model = with_weight_dtype(*m.model, weights);
   }
-  if (args.has("adapter")) load_peft_adapter(*m.model, args.get("adapter"));  // LoRA, not merged
+  if (args.has("adapter")) {
+    load_peft_adapter(*m.model, args.get("adapter"));  // LoRA, not merged
+    m.model->merge_lora_parameters();  // but MoE-parameter adapters once here, not in every pass (the same values)
+  }
   m.model->set_compute_dtype(compute);
   m.model->hold_compute_weights(true);  // f32 weights with bf16 compute: bf16 copies made once, not per token
   if (args.has("tokenizer")) m.tokenizer_dir = args.get("tokenizer");

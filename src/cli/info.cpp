@@ -61,7 +61,7 @@ static StepMemory step_memory(const ModelConfig& cfg, int64_t batch, int64_t seq
 // Elements of the adapters lora_select(cfg, c) picks: rank x (in + out) each.
 static int64_t lora_elems(const ModelConfig& cfg, const LoraConfig& c) {
   int64_t n = 0;
-  for (const LoraAdapter& a : lora_select(cfg, c)) n += c.rank * (a.in + a.out);
+  for (const LoraAdapter& a : lora_select(cfg, c)) n += a.numel(c.rank);
   return n;
 }
 

@@ -18,7 +18,11 @@ void LoraConfig::validate(const std::string& where) const {
   TITAN_CHECK(std::isfinite(alpha) && alpha > 0, where, ": [lora] alpha must be positive, got ", alpha);
   TITAN_CHECK(std::isfinite(dropout) && dropout >= 0 && dropout < 1, where, ": [lora] dropout must be in [0, 1), got ",
               dropout);
-  TITAN_CHECK(!target_modules.empty(), where, ": [lora] target_modules is empty");
+  TITAN_CHECK(!target_modules.empty() || !target_parameters.empty(), where,
+              ": [lora] target_modules and target_parameters are both empty");
+  TITAN_CHECK(dropout == 0 || target_parameters.empty(), where,
+              ": [lora] dropout must be 0 with target_parameters (PEFT's ParamWrapper has no dropout: its delta "
+              "is merged into the weight)");
 }
 
 std::vector<LoraAdapter> lora_candidates(const ModelConfig& cfg) {
@@ -43,7 +47,37 @@ std::vector<LoraAdapter> lora_candidates(const ModelConfig& cfg) {
   return v;
 }
 
+std::vector<LoraAdapter> lora_parameter_candidates(const ModelConfig& cfg) {
+  const int64_t H = cfg.hidden_size, I = cfg.moe_intermediate_size, E = cfg.num_experts;
+  std::vector<LoraAdapter> v;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    if (!cfg.layer_is_sparse(l)) continue;
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp.";
+    auto add = [&](const std::string& name, LoraGroup g, int64_t experts, int64_t out, int64_t in) {
+      LoraAdapter a;
+      a.module = p + name, a.layer = l, a.group = g, a.out = out, a.in = in, a.experts = experts;
+      v.push_back(a);
+    };
+    add("gate.weight", LoraGroup::Router, 1, E, H);
+    add("experts.gate_up_proj", LoraGroup::ExpertGateUp, E, 2 * I, H);
+    add("experts.down_proj", LoraGroup::ExpertDown, E, H, I);
+  }
+  return v;
+}
+
 std::vector<LoraAdapter> lora_select(const ModelConfig& cfg, const LoraConfig& c) {
+  const std::vector<LoraAdapter> params = lora_parameter_candidates(cfg);
+  std::vector<bool> pchosen(params.size(), false);
+  for (const auto& pat : c.target_parameters) {
+    size_t matched = 0;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (module_pattern_match(pat, params[i].module)) pchosen[i] = true, ++matched;
+    TITAN_CHECK(matched > 0, "[lora] target_parameters '", pat, "' matches no parameter (",
+                params.empty() ? std::string("the model has no MoE layer")
+                               : "they look like " + params.front().module + ", " + params[1].module + ", " +
+                                     params[2].module,
+                ")");
+  }
   const std::vector<LoraAdapter> all = lora_candidates(cfg);
   std::vector<bool> chosen(all.size(), false);
   for (const auto& pat : c.target_modules) {
@@ -54,10 +88,12 @@ std::vector<LoraAdapter> lora_select(const ModelConfig& cfg, const LoraConfig& c
     // Say why a pattern that names a real but unsupported module matched nothing.
     for (int64_t l = 0; l < cfg.num_hidden_layers && cfg.is_moe(); ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".mlp.";
-      TITAN_CHECK(!module_pattern_match(pat, p + "gate") && !module_pattern_match(pat, p + "experts.0.gate_proj") &&
+      TITAN_CHECK(!module_pattern_match(pat, p + "gate") && !module_pattern_match(pat, p + "experts") &&
+                      !module_pattern_match(pat, p + "experts.0.gate_proj") &&
                       !module_pattern_match(pat, p + "experts.0.up_proj") &&
                       !module_pattern_match(pat, p + "experts.0.down_proj"),
-                  "[lora] target_modules '", pat, "': LoRA on MoE router and expert projections is not supported yet");
+                  "[lora] target_modules '", pat, "' names an MoE router or expert projection: they are parameters "
+                  "(transformers 5), name them in [lora] target_parameters (e.g. \"model.layers.*.mlp.experts.gate_up_proj\")");
     }
     fail("[lora] target_modules '", pat, "' matches no module (modules look like ",
          all.empty() ? std::string("(none)") : all.front().module, ")");
@@ -65,6 +101,8 @@ std::vector<LoraAdapter> lora_select(const ModelConfig& cfg, const LoraConfig& c
   std::vector<LoraAdapter> out;
   for (size_t i = 0; i < all.size(); ++i)
     if (chosen[i]) out.push_back(all[i]);
+  for (size_t i = 0; i < params.size(); ++i)
+    if (pchosen[i]) out.push_back(params[i]);
   return out;
 }
 
@@ -143,7 +181,53 @@ void prod(const GemmKernel& gk, bool ta, bool tb, int64_t m, int64_t n, int64_t 
 
 DType input_dtype(DType compute) { return compute == DType::BF16 ? DType::BF16 : DType::F32; }
 
+// B_e [out, r] (contiguous) = columns j*E + e of B [out, r*E].
+void expert_columns(const Tensor& B, int64_t r, int64_t E, int64_t e, std::vector<float>& be) {
+  const int64_t out = B.dim(0);
+  be.resize(size_t(out * r));
+  const float* b = B.data<float>();
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t j = 0; j < r; ++j) be[size_t(o * r + j)] = b[o * r * E + j * E + e];
+}
+
 }  // namespace
+
+void lora_merge_parameter(const GemmKernel& gk, const Tensor& A, const Tensor& B, int64_t experts, float scale,
+                          Tensor& W) {
+  const int64_t E = experts, r = A.dim(0) / E, in = A.dim(1), out = B.dim(0);
+  TITAN_ASSERT(W.dtype() == DType::F32 && W.numel() == E * out * in && B.dim(1) == r * E, "lora: parameter shapes");
+  std::vector<float> be;
+  for (int64_t e = 0; e < E; ++e) {
+    expert_columns(B, r, E, e, be);
+    GemmArgs g;  // W_e [out, in] += scale * B_e [out, r] @ A_e [r, in]
+    g.m = out, g.n = in, g.k = r, g.alpha = scale, g.beta = 1.f;
+    g.a = be.data(), g.lda = r, g.b = A.data<float>() + e * r * in, g.ldb = in;
+    g.c = W.data<float>() + e * out * in, g.ldc = in;
+    gemm(gk, g);
+  }
+}
+
+void lora_parameter_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, int64_t experts, float scale,
+                             const Tensor& dW, Tensor& gA, Tensor& gB) {
+  const int64_t E = experts, r = A.dim(0) / E, in = A.dim(1), out = B.dim(0);
+  TITAN_ASSERT(dW.dtype() == DType::F32 && dW.numel() == E * out * in, "lora: parameter gradient shape");
+  std::vector<float> be, gbe(size_t(out * r));
+  float* gb = gB.data<float>();
+  for (int64_t e = 0; e < E; ++e) {
+    const float* dw = dW.data<float>() + e * out * in;
+    expert_columns(B, r, E, e, be);
+    GemmArgs a;  // gA_e [r, in] += scale * B_e^T [r, out] @ dW_e [out, in]
+    a.trans_a = true, a.m = r, a.n = in, a.k = out, a.alpha = scale, a.beta = 1.f;
+    a.a = be.data(), a.lda = r, a.b = dw, a.ldb = in, a.c = gA.data<float>() + e * r * in, a.ldc = in;
+    gemm(gk, a);
+    GemmArgs b;  // gB_e [out, r] = scale * dW_e [out, in] @ A_e^T [in, r]
+    b.trans_b = true, b.m = out, b.n = r, b.k = in, b.alpha = scale, b.beta = 0.f;
+    b.a = dw, b.lda = in, b.b = A.data<float>() + e * r * in, b.ldb = in, b.c = gbe.data(), b.ldc = r;
+    gemm(gk, b);
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t j = 0; j < r; ++j) gb[o * r * E + j * E + e] += gbe[size_t(o * r + j)];
+  }
+}
 
 void lora_forward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x, Tensor& t,
                   float* y, int64_t ldy, DType compute, const LoraDropout* drop) {

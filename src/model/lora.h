@@ -12,6 +12,16 @@
 // Adapter parameters keep PEFT's names without its "base_model.model." prefix:
 //   model.layers.0.self_attn.q_proj.lora_A.weight [r, in], ...lora_B.weight [out, r].
 //
+// MoE parameters (PEFT's target_parameters, its ParamWrapper): in transformers 5 a Qwen3-MoE layer's
+// experts are fused 3-D parameters and its router is not an nn.Linear, so PEFT adapts the
+// parameters themselves. A targeted parameter W (a router weight [E, H] is 2-D, one "expert"; the
+// experts' gate_up_proj [E, 2I, H] / down_proj [E, H, I] are [E, out, in]) is used as
+//   W'_e = W_e + scale * B_e A_e,  A_e = A[e*r : (e+1)*r, :]  (A [E*r, in], expert-major rows),
+//                                  B_e[o, j] = B[o, j*E + e]   (B [out, r*E], rank-major columns)
+// in every pass (PEFT's layout and delta, get_delta_factors). With dW' the gradient of the
+// merged weight:  dA_e += scale * B_e^T dW'_e;  dB_e += scale * dW'_e A_e^T.
+// PEFT refuses lora_dropout on target_parameters, so does this engine.
+//
 // Dropout (PEFT's lora_dropout p, training passes only): y = x W^T + scale * (d(x) A^T) B^T with
 // d(x) = x * mask / (1 - p), mask ~ Bernoulli(1 - p) per element, drawn for each adapter
 // separately. The backward uses the same mask: dA += dt^T d(x), dx += mask / (1 - p) * (dt A).
@@ -36,13 +46,17 @@ struct LoraConfig {
   double alpha = 16;
   double dropout = 0;  // PEFT's lora_dropout, in [0, 1)
   std::vector<std::string> target_modules;
+  // Glob patterns over the MoE parameter names (PEFT's target_parameters): per sparse layer N
+  // model.layers.N.mlp.gate.weight, model.layers.N.mlp.experts.gate_up_proj, ...experts.down_proj.
+  std::vector<std::string> target_parameters;
   bool use_rslora = false;
   double scale() const;
   void validate(const std::string& where) const;
 };
 
 // Which fused projection output an adapter adds into.
-enum class LoraGroup { Qkv, O, GateUp, Down };
+// Router / ExpertGateUp / ExpertDown: a targeted MoE parameter (merged into the weight).
+enum class LoraGroup { Qkv, O, GateUp, Down, Router, ExpertGateUp, ExpertDown };
 
 struct LoraAdapter {
   std::string module;  // HF module name, "model.layers.3.self_attn.q_proj"
@@ -50,15 +64,32 @@ struct LoraAdapter {
   LoraGroup group = LoraGroup::Qkv;
   int64_t row0 = 0, out = 0, in = 0;  // rows [row0, row0 + out) of the group's output; in-features
   size_t param = 0;                    // index of lora_A in the adapter ParamStore (lora_B follows)
+  int64_t experts = 1;                 // a targeted MoE parameter: E for the experts, 1 for the router
+  // A targeted parameter (target_parameters; `module` is then its name) rather than a linear module.
+  bool is_parameter() const { return group == LoraGroup::Router || group == LoraGroup::ExpertGateUp ||
+                                     group == LoraGroup::ExpertDown; }
+  int64_t numel(int64_t rank) const { return rank * experts * (in + out); }  // of lora_A and lora_B
 };
 
-// Every linear module of `cfg` that LoRA can target, in HF order. A sparse (MoE) layer's
-// attention projections are targetable; its router and expert projections are not yet.
+// Every linear module of `cfg` that LoRA can target, in HF order (a sparse layer's attention
+// projections; its router and experts are parameters, below).
 std::vector<LoraAdapter> lora_candidates(const ModelConfig& cfg);
+// Every MoE parameter that target_parameters can name, in HF order (per sparse layer: router,
+// experts' gate_up_proj, down_proj).
+std::vector<LoraAdapter> lora_parameter_candidates(const ModelConfig& cfg);
 
-// The candidates matched by c.target_modules (each pattern must match at least one module; a
-// pattern naming an MoE expert or router is an error saying that is not supported).
+// The candidates matched by c.target_modules and c.target_parameters, modules first (each pattern
+// must match at least one; a target_modules pattern naming an MoE expert or router is an error
+// pointing to target_parameters).
 std::vector<LoraAdapter> lora_select(const ModelConfig& cfg, const LoraConfig& c);
+
+// A targeted parameter's forward: W [E, out, in] (or [out, in]; f32) += scale * B_e A_e for every
+// expert e (A, B laid out as above). Also merges an adapter into the base for good.
+void lora_merge_parameter(const GemmKernel& gk, const Tensor& A, const Tensor& B, int64_t experts, float scale,
+                          Tensor& W);
+// Its backward from dW [E, out, in] f32, the gradient of the merged weight: gA, gB accumulate.
+void lora_parameter_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, int64_t experts, float scale,
+                             const Tensor& dW, Tensor& gA, Tensor& gB);
 
 std::string lora_a_name(const std::string& module);
 std::string lora_b_name(const std::string& module);

@@ -3,6 +3,12 @@
 //                                target_modules, base_model_name_or_path, task_type "CAUSAL_LM", ...
 //   adapter_model.safetensors    base_model.model.<module>.lora_A.weight [r, in] and
 //                                ...lora_B.weight [out, r] (no adapter name), f32 here
+// MoE parameters (target_parameters, PEFT's ParamWrapper; model/lora.h has the math) are named by
+// PEFT's wrapper modules: mlp.gate.lora_A.weight [r, H] / lora_B [E, r] for the router,
+// mlp.experts.lora_A.weight [E*r, in] / lora_B [out, r*E] for the experts' outermost wrapper and
+// mlp.experts.base_layer.lora_* for the one inside it (with both gate_up_proj and down_proj
+// targeted, gate_up_proj is the inner one). adapter_config.json lists them in target_parameters
+// (full names; read with PEFT's rule: an entry matches a name equal to it or ending in "." + it).
 // Variants this engine does not compute (DoRA, rank or alpha patterns, biases, fan_in_fan_out,
 // modules_to_save, other PEFT types) are refused with a one-line error naming the file.
 #pragma once
@@ -13,7 +19,8 @@
 namespace titan {
 
 struct PeftAdapterConfig {
-  LoraConfig lora;              // target_modules: the exact module names found in the weights file
+  LoraConfig lora;              // target_modules: the exact module names found in the weights file;
+                                // target_parameters: the exact parameter names the config targets
   std::string base_model;       // base_model_name_or_path (informative)
 };
 

@@ -483,6 +483,7 @@ void Qwen3Model::forward_cached(const Tensor& ids, KvCache& cache, Tensor& logit
 double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale,
                                     const Tensor* positions) {
   check_batch(ids, labels, cfg_.max_position_embeddings);
+  TITAN_CHECK(!lora_params_merged_, "forward_backward: the MoE-parameter LoRA adapters were merged for inference");
   const std::vector<int64_t> doc_start = document_starts(positions, ids);
   const Positions pos{0, doc_start.empty() ? nullptr : doc_start.data()};
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;

@@ -123,6 +123,12 @@ class Qwen3Model {
   // adapters are removed: the plain model that computes what the adapted one did.
   void merge_lora();
   bool base_frozen() const { return base_frozen_; }
+  // Inference: merges the adapters on MoE parameters (router, experts) into the base weights for
+  // good, so a pass no longer merges them into copies (the result is bit-identical: the same
+  // W + delta). Their adapter values stay (save_peft_adapter still writes them); training after
+  // this is an error.
+  void merge_lora_parameters();
+  bool lora_parameters_merged() const { return lora_params_merged_; }
   // LoRA dropout (lora_config().dropout > 0; forward_backward only, scoring never drops): the
   // next forward_backward calls belong to optimizer step `step`, and their row 0 is sample `row0`
   // of the step's global batch (model/lora.h: the mask is a function of these, not of history).
@@ -193,6 +199,18 @@ class Qwen3Model {
   // saved x A^T, for a recomputation); backward takes d(output) and adds into dx.
   void lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tensor* y, LayerActs& a);
   void lora_backward_group(size_t l, LoraGroup g, const Tensor& x, LayerActs& a, const Tensor& dy, Tensor& dx);
+  // LoRA on a sparse layer's MoE parameters (model/qwen3_lora.cpp): lora_merge_moe copies each
+  // targeted weight of layer l with its delta merged into w (router, gate_up, down) and points m
+  // at the copies (false: none targeted); lora_moe_grads points g's weight gradients at zeroed
+  // buffers dw for the merged ones; lora_moe_backward turns those into the adapters' gradients.
+  struct LoraMoeWeights {
+    Tensor w[3];
+  };
+  bool lora_merge_moe(size_t l, MoEArgs& m, LoraMoeWeights& w) const;
+  void lora_moe_grads(const LoraMoeWeights& w, MoEGrads& g, LoraMoeWeights& dw) const;
+  void merge_lora_parameter(const LoraAdapter& ad);
+  bool lora_params_merged_ = false;  // merge_lora_parameters
+  void lora_moe_backward(size_t l, const LoraMoeWeights& dw);
   bool aux_loss_on() const;
   // A schedule step's hook call (no-op without hooks) plus the per-layer bf16 weight copies that
   // go with a unit's values.

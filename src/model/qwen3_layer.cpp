@@ -115,7 +115,9 @@ void Qwen3Model::mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Ten
   const Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
   if (L.sparse) {
-    const MoEArgs m = moe_args(l, a);
+    MoEArgs m = moe_args(l, a);
+    LoraMoeWeights merged;  // with adapters on its MoE parameters: the merged weights, this call only
+    lora_merge_moe(l, m, merged);
     Tensor y = out ? *out : f32({T, cfg_.hidden_size});
     k.moe->forward(m, y, a.moe);
     if (out) k.residual->forward(y, residual, y);
@@ -137,12 +139,16 @@ void Qwen3Model::mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& 
   Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
   if (L.sparse) {
-    const MoEArgs m = moe_args(l, a);
+    MoEArgs m = moe_args(l, a);
     MoEGrads g;
     g.dx = &dxn2, g.drouter = grad_or_null(L.g_router), g.dgate_up = grad_or_null(L.g_egu),
     g.ddown = grad_or_null(L.g_edown), g.dlogits_extra = dlogits_extra;
+    LoraMoeWeights merged, dmerged;  // merged again (not kept from the forward: their memory)
+    if (lora_merge_moe(l, m, merged)) lora_moe_grads(merged, g, dmerged);
     k.moe->backward(m, a.moe, dy, g);
     a.moe = MoESaved();
+    merged = LoraMoeWeights();
+    if (dmerged.w[0].defined() || dmerged.w[1].defined() || dmerged.w[2].defined()) lora_moe_backward(l, dmerged);
     return;
   }
   const int64_t I = cfg_.intermediate_size;

@@ -25,7 +25,9 @@ void Qwen3Model::enable_lora(const LoraConfig& c, uint64_t seed) {
   for (size_t i = 0; i < lora_.size(); ++i) {
     LoraAdapter& ad = lora_[i];
     ad.param = lora_params_.all().size();
-    Tensor A = Tensor::zeros({c.rank, ad.in}, DType::F32), B = Tensor::zeros({ad.out, c.rank}, DType::F32);
+    // A targeted MoE parameter: one rank-r pair per expert, A [E*r, in], B [out, r*E] (model/lora.h).
+    const int64_t R = c.rank * ad.experts;
+    Tensor A = Tensor::zeros({R, ad.in}, DType::F32), B = Tensor::zeros({ad.out, R}, DType::F32);
     // PEFT: kaiming_uniform_(A, a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); B = 0.
     const double bound = 1.0 / std::sqrt(double(ad.in));
     fill_uniform(A, -bound, bound, Philox{seed, stream_id(lora_a_name(ad.module).c_str())});
@@ -48,8 +50,12 @@ void Qwen3Model::merge_lora() {
   const GemmKernel& gk = kernel<GemmKernel>("cpu");
   const float scale = float(lora_cfg_.scale());
   for (const LoraAdapter& ad : lora_) {
-    Tensor& w = params_.at(ad.module + ".weight").value;  // [out, in], a contiguous row range
     const auto& ps = lora_params_.all();
+    if (ad.is_parameter()) {
+      if (!lora_params_merged_) merge_lora_parameter(ad);
+      continue;
+    }
+    Tensor& w = params_.at(ad.module + ".weight").value;  // [out, in], a contiguous row range
     GemmArgs g;  // W[out, in] += scale * B[out, r] @ A[r, in]
     g.m = ad.out, g.n = ad.in, g.k = lora_cfg_.rank, g.alpha = scale, g.beta = 1.f;
     g.a = ps[ad.param + 1].value.data<float>(), g.lda = lora_cfg_.rank;
@@ -60,6 +66,25 @@ void Qwen3Model::merge_lora() {
   lora_.clear();
   lora_layer_.clear();
   lora_params_ = ParamStore();
+  lora_params_merged_ = false;
+}
+
+// The same GEMM and operands as lora_merge_moe's per-pass merge: the merged weight is bit-identical.
+void Qwen3Model::merge_lora_parameter(const LoraAdapter& ad) {
+  Layer& L = layers_[size_t(ad.layer)];
+  Tensor& w = ad.group == LoraGroup::Router ? L.w_router : ad.group == LoraGroup::ExpertGateUp ? L.w_egu : L.w_edown;
+  TITAN_CHECK(w.dtype() == DType::F32, "merging LoRA into ", ad.module, ": the base weight is not f32");
+  const auto& ps = lora_params_.all();
+  lora_merge_parameter(lora_gemm(*kernels_[size_t(ad.layer)].linear), ps[ad.param].value, ps[ad.param + 1].value,
+                       ad.experts, float(lora_cfg_.scale()), w);
+}
+
+void Qwen3Model::merge_lora_parameters() {
+  if (lora_params_merged_) return;
+  for (const LoraAdapter& ad : lora_)
+    if (ad.is_parameter()) merge_lora_parameter(ad);
+  lora_params_merged_ = true;
+  wbf_.reset();  // held bf16 copies are of the unmerged weights
 }
 
 LoraDropout Qwen3Model::lora_dropout(size_t i) const {
@@ -103,6 +128,59 @@ void Qwen3Model::lora_backward_group(size_t l, LoraGroup g, const Tensor& x, Lay
     const LoraDropout drop = lora_dropout(ids[j]);
     lora_backward(gk, ps[ad.param].value, ps[ad.param + 1].value, scale, x, a.lora_t.at(j), dyp, dy.dim(1),
                   dy.dtype(), dx, ps[ad.param].grad, ps[ad.param + 1].grad, compute_, &drop);
+  }
+}
+
+bool Qwen3Model::lora_merge_moe(size_t l, MoEArgs& m, LoraMoeWeights& w) const {
+  if (lora_layer_.empty() || lora_layer_[l].empty() || lora_params_merged_) return false;
+  const Layer& L = layers_[l];
+  const GemmKernel& gk = lora_gemm(*kernels_[l].linear);
+  const float scale = float(lora_cfg_.scale());
+  bool any = false;
+  for (size_t i : lora_layer_[l]) {
+    const LoraAdapter& ad = lora_[i];
+    if (!ad.is_parameter()) continue;
+    const int g = ad.group == LoraGroup::Router ? 0 : ad.group == LoraGroup::ExpertGateUp ? 1 : 2;
+    const Tensor& base = g == 0 ? L.w_router : g == 1 ? L.w_egu : L.w_edown;
+    w.w[g] = base.to(DType::F32);  // a copy (widened from a bf16 base)
+    const auto& ps = lora_params_.all();
+    lora_merge_parameter(gk, ps[ad.param].value, ps[ad.param + 1].value, ad.experts, scale, w.w[g]);
+    any = true;
+  }
+  if (w.w[0].defined()) m.router = &w.w[0];
+  if (w.w[1].defined()) m.gate_up = &w.w[1];
+  if (w.w[2].defined()) m.down = &w.w[2];
+  return any;
+}
+
+void Qwen3Model::lora_moe_grads(const LoraMoeWeights& w, MoEGrads& g, LoraMoeWeights& dw) const {
+  Tensor** slot[3] = {&g.drouter, &g.dgate_up, &g.ddown};
+  for (int i = 0; i < 3; ++i) {
+    if (!w.w[i].defined()) continue;
+    dw.w[i] = Tensor::zeros(w.w[i].shape(), DType::F32);
+    *slot[i] = &dw.w[i];
+  }
+}
+
+void Qwen3Model::lora_moe_backward(size_t l, const LoraMoeWeights& dw) {
+  // An unfrozen base (titan score --dump-grads with an adapter): d(base) = d(merged weight).
+  Layer& L = layers_[l];
+  Tensor* base[3] = {&L.g_router, &L.g_egu, &L.g_edown};
+  for (int i = 0; i < 3; ++i)
+    if (dw.w[i].defined() && base[i]->defined()) {
+      float* o = base[i]->data<float>();
+      const float* d = dw.w[i].data<float>();
+      for (int64_t k = 0; k < base[i]->numel(); ++k) o[k] += d[k];
+    }
+  const GemmKernel& gk = lora_gemm(*kernels_[l].linear);
+  const float scale = float(lora_cfg_.scale());
+  for (size_t i : lora_layer_[l]) {
+    const LoraAdapter& ad = lora_[i];
+    if (!ad.is_parameter()) continue;
+    const int g = ad.group == LoraGroup::Router ? 0 : ad.group == LoraGroup::ExpertGateUp ? 1 : 2;
+    auto& ps = lora_params_.all();
+    lora_parameter_backward(gk, ps[ad.param].value, ps[ad.param + 1].value, ad.experts, scale, dw.w[g],
+                            ps[ad.param].grad, ps[ad.param + 1].grad);
   }
 }
 

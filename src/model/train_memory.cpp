@@ -29,7 +29,8 @@ TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Che
   if (lora) {
     for (const auto& a : lora_select(c, *lora)) {
       if (lora->dropout > 0) drop = std::max(drop, 2 * T * a.in * 4);
-      lora_params += lora->rank * (a.in + a.out);
+      lora_params += a.numel(lora->rank);
+      if (a.is_parameter()) continue;  // merged into the weights: no x A^T kept
       (a.group == LoraGroup::Qkv || a.group == LoraGroup::O ? t_attn : t_mlp) += T * lora->rank * 4;
     }
     t_attn /= L, t_mlp /= L;  // every layer alike (patterns usually name all layers; an upper bound otherwise)

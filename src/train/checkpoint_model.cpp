@@ -66,6 +66,8 @@ std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir_in, int
       lc.rank = r.at("rank").get<int64_t>(), lc.alpha = r.at("alpha").get<double>();
       lc.use_rslora = r.at("use_rslora").get<bool>();
       lc.target_modules = r.at("target_modules").get<std::vector<std::string>>();
+      if (r.contains("target_parameters"))
+        lc.target_parameters = r.at("target_parameters").get<std::vector<std::string>>();
     } catch (const nlohmann::json::exception& e) {
       fail(where, ": ", e.what());
     }

@@ -225,6 +225,8 @@ std::vector<Field> fields_of(JobConfig& c) {
             {{[](double v) { return v >= 0 && v < 1; }, "must be in [0, 1)"}}),
       field("lora", "target_modules", &c.lora.target_modules,
             "glob patterns over HF module names (e.g. \"model.layers.*.self_attn.[qkvo]_proj\")"),
+      field("lora", "target_parameters", &c.lora.target_parameters,
+            "globs over MoE router/expert parameters (\"model.layers.*.mlp.experts.*\", \"...mlp.gate.weight\")"),
       field("lora", "use_rslora", &c.lora.use_rslora, "rank-stabilized scale alpha / sqrt(rank)"),
       field("lora", "init", &c.lora.init, "adapter init: peft (A Kaiming-uniform, B zeros)",
             {{[](const std::string& v) { return v == "peft"; }, "must be \"peft\""}}),

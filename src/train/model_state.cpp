@@ -84,15 +84,18 @@ LoraConfig job_lora_config(const JobConfig& cfg) {
   LoraConfig c;
   c.rank = cfg.lora.rank, c.alpha = cfg.lora.alpha, c.dropout = cfg.lora.dropout;
   c.target_modules = cfg.lora.target_modules, c.use_rslora = cfg.lora.use_rslora;
+  c.target_parameters = cfg.lora.target_parameters;
   return c;
 }
 
 nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& base) {
-  std::vector<std::string> modules;
-  for (const auto& a : m.lora_adapters()) modules.push_back(a.module);
+  std::vector<std::string> modules, params;
+  for (const auto& a : m.lora_adapters()) (a.is_parameter() ? params : modules).push_back(a.module);
   const LoraConfig& c = m.lora_config();
-  return {{"base", base}, {"rank", c.rank}, {"alpha", c.alpha}, {"use_rslora", c.use_rslora},
-          {"target_modules", modules}};
+  nlohmann::json j = {{"base", base}, {"rank", c.rank}, {"alpha", c.alpha}, {"use_rslora", c.use_rslora},
+                      {"target_modules", modules}};
+  if (!params.empty()) j["target_parameters"] = params;
+  return j;
 }
 
 std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, dist::Comm& comm) {

@@ -12,9 +12,10 @@
 #    1-process curve (and adapters within 2e-4 of peak: AdamW amplifies rounding, see below), so
 #    the masks do not depend on the rank count; the curve is not
 #    the dropout-free one, and a 1-process run resumed from step 4 ends bit-equal;
-#  - a Qwen3-MoE base (debug-moe, torchtitan init, no HF folder) with adapters on its attention
-#    projections: 2 ranks give the 1-process curve, and its 2-rank checkpoint resumes on 1 rank;
-#    adapters on expert projections are refused with a clear error;
+#  - a Qwen3-MoE base (debug-moe, torchtitan init, no HF folder) with adapters on its q/v
+#    projections, its experts and its routers ([lora] target_parameters): 2 ranks give the
+#    1-process curve, and its 2-rank checkpoint resumes on 1 rank; naming the experts in
+#    target_modules is refused with an error pointing to target_parameters;
 #  - the setup line reports the base shard and the sharded adapter optimizer, and `titan info
 #    --config JOB --dp 2` predicts the per-rank memory after setup within 10%.
 # Skips (77) when mpirun is missing.
@@ -120,7 +121,8 @@ echo "dropout 0.1, resume 4 -> 8: adapters bit-equal"
 # MoE: the frozen sparse layers shard like the dense ones (the base from torchtitan's init).
 moe=(--model.name qwen3_moe --model.flavor debug-moe --model.n_layers 2 --checkpoint.initial_load_in_hf false
      --checkpoint.last_save_in_hf false --training.global_batch_size 2 --training.steps 3
-     --lora.target_modules '["model.layers.*.self_attn.[qv]_proj"]')
+     --lora.target_modules '["model.layers.*.self_attn.[qv]_proj"]'
+     --lora.target_parameters '["model.layers.*.mlp.experts.*", "model.layers.*.mlp.gate.weight"]')
 run moe_one 1 "${moe[@]}" --checkpoint.enable false
 run moe_two 2 "${moe[@]}" --checkpoint.enable true --checkpoint.interval 2
 echo -n "MoE, 2 ranks vs 1: "; compare "$work/moe_one/metrics.jsonl" "$work/moe_two/metrics.jsonl" || fail "MoE curve differs"
@@ -131,7 +133,7 @@ echo -n "MoE, resume 2 -> 1 ranks vs uninterrupted: "
 compare "$work/moe_one/metrics.jsonl" "$work/moe_resumed/metrics.jsonl" || fail "MoE resume differs"
 if "$titan" train "${common[@]}" "${moe[@]}" --lora.target_modules '["model.layers.*.mlp.experts.*.gate_proj"]' \
      --job.dump_folder "$work/moe_experts" > "$work/moe_experts.log" 2>&1; then fail "LoRA on MoE experts was not refused"; fi
-grep -q "LoRA on MoE router and expert projections is not supported yet" "$work/moe_experts.log" ||
+grep -q "name them in \[lora\] target_parameters" "$work/moe_experts.log" ||
   fail "unclear refusal: $(tail -1 "$work/moe_experts.log")"
 # A bf16 base with the base sharded (FSDP) is refused, naming the key.
 if mpirun "${MPIRUN_ARGS[@]}" -np 2 "$titan" train "${common[@]}" --job.dump_folder "$work/bf16_fsdp" \

@@ -18,9 +18,14 @@ For each case this writes tests/fixtures/lora/<name>/ over a base model of tests
                                    f32, the base runs in bf16 end to end (activations, norms'
                                    outputs, logits bf16); loss and adapter gradients, same names
 The loss is transformers' own: model(input_ids, labels=input_ids).loss.
+A case with target_parameters (PEFT's ParamWrapper on the MoE router weight and the fused expert
+parameters of a qwen3_moe base) gets no bf16-base golden; its adapter tensors are named for titan
+by the parameter they adapt (model.layers.0.mlp.experts.gate_up_proj.lora_A.weight,
+model.layers.0.mlp.gate.weight.lora_A.weight), not by PEFT's wrapper nesting.
 
-Run: python tools/oracle/lora_goldens.py [--out tests/fixtures/lora] [--bf16-base-only]
-(--bf16-base-only: only the golden_bf16_base files, from the adapter folders already there)
+Run: python tools/oracle/lora_goldens.py [--out tests/fixtures/lora] [--bf16-base-only] [--case NAME]
+(--bf16-base-only: only the golden_bf16_base files, from the adapter folders already there;
+--case: only that case)
 Needs: pip install torch transformers peft safetensors (never needed to build or test titan).
 """
 import argparse
@@ -35,18 +40,37 @@ from transformers import AutoModelForCausalLM
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "..", "tests", "fixtures")
 
-# name, base (under tests/fixtures), rank, alpha, targets (PEFT suffixes), use_rslora
+# name, base (under tests/fixtures), rank, alpha, targets (PEFT suffixes), use_rslora, target_parameters
 CASES = [
     ("all_linear_r4", "qwen3/tied_gqa2_hd16", 4, 8.0,
-     ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], False),
-    ("qv_down_rslora", "qwen3/untied_gqa2_long", 3, 5.0, ["q_proj", "v_proj", "down_proj"], True),
+     ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], False, None),
+    ("qv_down_rslora", "qwen3/untied_gqa2_long", 3, 5.0, ["q_proj", "v_proj", "down_proj"], True, None),
+    # layer 0: both expert parameters (nested wrappers) and the router; layer 1: gate_up_proj alone
+    # and the router; q_proj everywhere (modules and parameters in one adapter). The aux loss is on.
+    ("moe_experts_router", "qwen3_moe/aux_norm", 2, 3.0, ["q_proj"], False,
+     ["model.layers.0.mlp.experts.gate_up_proj", "model.layers.0.mlp.experts.down_proj", "mlp.gate.weight",
+      "model.layers.1.mlp.experts.gate_up_proj"]),
 ]
 ADAMW = {"lr": 2e-2, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "steps": 5}
 
 
-def titan_name(peft_name):
-    n = peft_name[len("base_model.model."):] if peft_name.startswith("base_model.model.") else peft_name
-    return n.replace(".default", "")
+def titan_names(model):
+    """PEFT parameter name -> titan's: without "base_model.model." and the adapter name; a
+    ParamWrapper's (target_parameters) under the parameter it adapts."""
+    wrappers = {}
+    for mname, mod in model.named_modules():
+        if hasattr(mod, "parameter_name") and hasattr(mod, "lora_A"):
+            short = mname[len("base_model.model."):]
+            wrappers[short + "."] = short.replace(".base_layer", "") + "." + mod.parameter_name + "."
+    out = {}
+    for n, _ in model.named_parameters():
+        t = n[len("base_model.model."):] if n.startswith("base_model.model.") else n
+        t = t.replace(".default", "")
+        for w, param in wrappers.items():
+            if t.startswith(w) and t[len(w):].startswith("lora_"):
+                t = param + t[len(w):]
+        out[n] = t
+    return out
 
 
 def read_ids(path):
@@ -58,17 +82,23 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(FIXTURES, "lora"))
     ap.add_argument("--bf16-base-only", action="store_true")
+    ap.add_argument("--case")
     args = ap.parse_args()
     torch.set_num_threads(2)
-    for i, (name, base, r, alpha, targets, rslora) in enumerate(CASES):
+    for i, (name, base, r, alpha, targets, rslora, params) in enumerate(CASES):
+        if args.case and name != args.case:
+            continue
         if args.bf16_base_only:
+            if params:
+                continue
             bf16_base_golden(os.path.join(args.out, name), base)
             continue
         base_dir = os.path.join(FIXTURES, base)
         model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32, attn_implementation="eager")
         cfg = LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, use_rslora=rslora,
-                         bias="none", task_type="CAUSAL_LM")
+                         bias="none", task_type="CAUSAL_LM", target_parameters=params)
         model = get_peft_model(model, cfg)
+        titan_name = titan_names(model).__getitem__
         torch.manual_seed(4321 + i)
         with torch.no_grad():
             for pname, p in model.named_parameters():
@@ -110,7 +140,8 @@ def main():
                        "transformers": __import__("transformers").__version__,
                        "peft": __import__("peft").__version__, "torch": torch.__version__}, f, indent=1)
         print(name, "loss", res.loss.item(), "after", losses)
-        bf16_base_golden(out, base)
+        if not params:
+            bf16_base_golden(out, base)
 
 
 def bf16_base_golden(out, base):
@@ -121,6 +152,7 @@ def bf16_base_golden(out, base):
                                       autocast_adapter_dtype=True)
     lora = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     assert lora and all("lora_" in n and p.dtype == torch.float32 for n, p in lora)
+    titan_name = titan_names(model).__getitem__
     assert all(p.dtype == torch.bfloat16 for n, p in model.named_parameters() if "lora_" not in n)
     ids = read_ids(os.path.join(base_dir, "tokens.txt"))
     model.zero_grad()

@@ -1,6 +1,8 @@
 // LoRA against transformers + peft (tools/oracle/lora_goldens.py): from the same PEFT adapter
 // folder on a qwen3 golden base, logits, loss and every adapter gradient, then 5 AdamW steps with
 // the base frozen (losses per step and the trained adapters), for each kernel set.
+// moe_experts_router: a qwen3_moe base (aux loss on) with PEFT target_parameters adapters on the
+// router weight and the fused expert parameters (ParamWrapper, nested in layer 0) plus q_proj.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -99,7 +101,7 @@ TEST_P(LoraGolden, LossGradientsAndTrainingMatchPeft) {
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  for (const char* n : {"all_linear_r4", "qv_down_rslora"})
+  for (const char* n : {"all_linear_r4", "qv_down_rslora", "moe_experts_router"})
     for (const char* k : {"reference", "cpu"}) v.push_back({n, k});
   return v;
 }
