@@ -53,19 +53,5 @@ if "$titan" export --from "$work/a/checkpoint/step-4" --output "$work/plain" 2> 
 fi
 grep -q -- "--merge-lora" "$work/err.txt"
 
-printf '151643 791 3974 13876 38835 1939 916 279\n9707 11 1879 0 220 16 17 18\n' > "$work/tokens.txt"
-"$titan" score --model "$work/merged" --tokens "$work/tokens.txt" --dump-logits "$work/merged.safetensors" > /dev/null
-"$titan" score --model "$base" --adapter "$adapter" --tokens "$work/tokens.txt" --dump-logits "$work/adapter.safetensors" > /dev/null
-g1=$("$titan" generate --model "$base" --adapter "$adapter" --prompt "The capital" --max-new-tokens 6)
-g2=$("$titan" generate --model "$work/merged" --prompt "The capital" --max-new-tokens 6)
-[ "$g1" = "$g2" ] || { echo "generate --adapter ($g1) differs from the merged model ($g2)"; exit 1; }
-
-py=${TITAN_ORACLE_PYTHON:-}
-for cand in "$py" "$src/.venv-oracle/bin/python" "/work/venv-oracle/bin/python"; do
-  if [ -n "$cand" ] && [ -x "$cand" ] && "$cand" -c "import torch, transformers, peft" 2>/dev/null; then py=$cand; break; fi
-  py=""
-done
-[ -n "$py" ] || { echo "skip: no python with torch + transformers + peft (the titan-only checks passed)"; exit 77; }
-"$py" "$src/tools/oracle/check_peft_adapter.py" --base "$base" --adapter "$adapter" --tokens "$work/tokens.txt" \
-  --logits "$work/adapter.safetensors"
-"$py" "$src/tools/oracle/check_hf_export.py" --model "$work/merged" --tokens "$work/tokens.txt" --logits "$work/merged.safetensors"
+source "$src/tests/cli/lora/adapter_checks.sh"
+check_adapter_against_merged "$titan" "$src" "$work" "$base" "$adapter" "$work/merged"
