@@ -249,6 +249,22 @@ void SafetensorsFile::drop_pages(const std::string& name) const {
   if (end > b) ::madvise(reinterpret_cast<void*>(b), end - b, MADV_DONTNEED);  // advice: failure changes nothing
 }
 
+void SafetensorsFile::prefault(const std::string& name) const {
+  if (!mapped_) return;
+  const SafetensorsEntry& e = entry(name);
+  if (e.end == e.begin) return;
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = reinterpret_cast<uintptr_t>(data_ + e.begin) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data_ + e.end);
+#ifdef MADV_POPULATE_READ
+  if (::madvise(reinterpret_cast<void*>(b), end - b, MADV_POPULATE_READ) == 0) return;
+#endif
+  // Kernels before 5.14: one read per page does the same.
+  volatile uint8_t sink = 0;
+  for (uintptr_t p = std::max(b, reinterpret_cast<uintptr_t>(data_ + e.begin)); p < end; p += page)
+    sink = sink ^ *reinterpret_cast<const uint8_t*>(p);
+}
+
 void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
   const SafetensorsEntry& e = entry(name);
   const DType st = dtype(name);

@@ -63,6 +63,10 @@ class SafetensorsFile {
   // does not hold the file and the copy at once. Only for a file this object mapped (open());
   // nothing for caller memory. The bytes must not have been written through a zero-copy tensor.
   void drop_pages(const std::string& name) const;
+  // Maps the file pages of `name` into this process now (they are read from the page cache or
+  // the disk here rather than on first use), for a zero-copy tensor that will be used soon: a
+  // model's first forward then runs at its steady speed. Nothing for caller memory.
+  void prefault(const std::string& name) const;
 
  private:
   const SafetensorsEntry& entry(const std::string& name) const;

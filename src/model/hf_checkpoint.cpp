@@ -165,6 +165,10 @@ void HfCheckpoint::drop_pages(const std::string& name) const {
   if (!fused_.count(name)) file_of(name).drop_pages(name);
 }
 
+void HfCheckpoint::prefault(const std::string& name) const {
+  if (!fused_.count(name)) file_of(name).prefault(name);
+}
+
 HfCheckpoint::FusedExperts HfCheckpoint::fused_experts(int64_t layer) const {
   auto it = fused_layers_.find(layer);
   return it == fused_layers_.end() ? FusedExperts{} : it->second;

@@ -53,6 +53,8 @@ class HfCheckpoint {
   // name) once a copy of it has been taken (SafetensorsFile::drop_pages); per-expert names of a
   // fused layer: nothing (their bytes lie inside the fused tensor).
   void drop_pages(const std::string& name) const;
+  // Maps in the file pages of a stored tensor that a model borrows (SafetensorsFile::prefault).
+  void prefault(const std::string& name) const;
   // All parameters of specs() in dtype dt.
   TensorMap load_all(DType dt = DType::F32) const;
   // Names of a sparse layer's fused expert tensors when the checkpoint stores that layer fused,

@@ -43,7 +43,10 @@ void load_weights(Qwen3Model& model, const HfCheckpoint& ckpt, int64_t unit) {
       Tensor src = ckpt.get(name, dst.dtype());
       TITAN_CHECK(src.shape() == dst.shape(), ckpt.dir(), ": tensor ", quote(name), " has shape ",
                   shape_str(src.shape()), ", expected ", shape_str(dst.shape()));
-      if (!src.is_borrowed()) ckpt.drop_pages(name);
+      if (src.is_borrowed())
+        ckpt.prefault(name);  // its pages mapped now, not during the first forward
+      else
+        ckpt.drop_pages(name);
       s->adopt(src.raw(), src.storage());
       return;
     }
