@@ -4,7 +4,9 @@
 // 1/N per unit, the staging buffer of the collectives, and the gathered units of a step).
 // --n-layers overrides the layer count. Dense models on one process also get one training step's
 // predicted peak memory (model/train_memory.h): --batch N, and --lora-rank R for LoRA (attention and
-// MLP projections, base frozen); with --config, the job's batch, [lora], checkpointing and dtype. `titan info --peak` prints the peak FLOP/s MFU is measured
+// MLP projections, base frozen; --lora-base-dtype bfloat16: the base's matmul weights in bf16, as
+// [lora] base_dtype); with --config, the job's batch, [lora], checkpointing and dtype. A sharded
+// LoRA rank (--dp N) of a dense model gets its step peak too. `titan info --peak` prints the peak FLOP/s MFU is measured
 // against on this machine (src/train/peak_flops.h), f32 and bf16.
 #include <sys/stat.h>
 
@@ -86,12 +88,13 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
   const int64_t rank_gather = dp == 1 ? 0 : plan.transient_bytes(true, true);
   const int64_t rank_state = rank_param + rank_grad + rank_opt + rank_comm;
   // A sharded LoRA rank's step peak: its state between steps, the base units gathered at their
-  // most (with the bf16 copies of gathered f32 layers when its GEMMs are bf16), the RoPE tables
-  // and the step's activations (one process's, less its whole-model bf16 weight copies).
+  // most, the RoPE tables and the step's activations, one process's less its whole-model bf16
+  // weight copies plus one layer's (an f32 base with bf16 GEMMs rounds a layer when its values
+  // arrive and drops the copies when it is done).
   const bool rank_step = step && dp > 1 && lora;
   const int64_t rank_peak = !rank_step ? 0
-                            : rank_state + rank_gather + (step->mem.weight_copies > 0 ? rank_gather / 2 : 0) +
-                                  step->mem.rope + step->mem.activations - step->mem.weight_copies;
+                            : rank_state + rank_gather + step->mem.rope + step->mem.activations -
+                                  step->mem.weight_copies + step->mem.weight_copies / cfg.num_hidden_layers;
   const double gib = double(1ull << 30);
   const double state = double(s.param_bytes() + s.grad_bytes() + s.optimizer_bytes());
   if (json) {
@@ -149,8 +152,8 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
                 "gathered units %.3f + RoPE tables %.3f + activations %.3f GiB\n",
                 double(rank_peak) / gib, step->what.c_str(), (long long)step->batch, (long long)seq,
                 double(rank_state) / gib,
-                double(rank_peak - rank_state - step->mem.rope - step->mem.activations + step->mem.weight_copies) / gib,
-                double(step->mem.rope) / gib, double(step->mem.activations - step->mem.weight_copies) / gib);
+                double(rank_gather) / gib, double(step->mem.rope) / gib,
+                double(rank_peak - rank_state - rank_gather - step->mem.rope) / gib);
   else if (dp > 1)
     std::printf("per rank (FSDP over %lld ranks) %.3f GiB between steps: weights %.3f + grads %.3f + adamw %.3f GiB "
                 "(1/%lld each), comm buffers %.3f GiB; a step gathers up to %.3f GiB more (parameters and "

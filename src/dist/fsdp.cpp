@@ -240,9 +240,10 @@ Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(
     }
     u->chunk = chunk_words(u->bytes, n);
     u->local = shard_;
-    // This rank's spans: the pieces of [r c, (r+1) c) of the unit's flattening (f32 values).
+    // This rank's spans: the pieces of [r c, (r+1) c) of the unit's flattening (f32 models; a bf16
+    // base is never checkpointed).
     const int64_t lo = r * u->chunk;
-    if (u->bytes == 4 * u->numel)
+    if (model.weight_dtype() == DType::F32)
       for_each_flat_span(ps_, u->p0, u->p1, lo, std::min(u->numel, lo + u->chunk),
                          [&](size_t i, int64_t po, int64_t fo, int64_t c) {
                            spans_.push_back(Span{i, po, c, u->local + (fo - lo)});
@@ -256,7 +257,6 @@ Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(
   plan_ = fsdp_plan(model.config(), n, frozen_, model.weight_dtype());
   TITAN_ASSERT(plan_.shard_bytes == 4 * shard_ && plan_.unit_bytes.size() == units_.size(),
                "FSDP plan disagrees with the model");
-  if (model.weight_dtype() != DType::F32) spans_.clear();  // a bf16 base's f32 units: no checkpoint pieces either
   stage_ = Tensor::zeros({bucket_ * n}, DType::F32);
   out_ = Tensor::zeros({frozen_ ? 1 : bucket_}, DType::F32);
   p_ = Tensor::zeros({shard_}, DType::F32);

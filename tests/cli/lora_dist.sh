@@ -145,7 +145,7 @@ grep -q "LoRA on MoE router and expert projections is not supported yet" "$work/
 #    a full-size step of the other sign, 0.14 of the peak element after 8 steps at lr 1e-2, the
 #    f32 base with bf16 matmuls alike; the bit-equalities above pin the arithmetic instead.)
 #  - A 2-rank run resumed from step 4 ends bit-equal; `titan info --dp 2` predicts the memory after
-#    setup within 10%, below the f32 base's.
+#    setup within 10%, below the f32 base's, and the step peak per rank within 10% (f32 base too).
 bf=(--lora.base_dtype bfloat16)
 run bf_one 1 --checkpoint.enable false "${bf[@]}"
 run mp_one 1 --checkpoint.enable false --training.mixed_precision_param bfloat16
@@ -169,6 +169,17 @@ awk -v p="$pred_bf" -v m="$(mib "$work/bf_two.log")" -v p32="$pred" -v m32="$(mi
       printf "bf16 base, per rank after setup: titan info %.2f MiB, measured %.2f MiB (f32 base: %.2f, %.2f)\n", p, m, p32, m32
       exit !(m > 0.9 * p && m < 1.1 * p && p < p32 && m < m32) }' ||
   fail "titan info --dp 2 for a bf16 base is off by more than 10%, or not below the f32 base"
+# ... and a rank's step peak (the allocator's largest peak of any rank), f32 and bf16 base. (Here
+# the bf16 one is the larger: bf16 GEMMs round this model's tied f32 embedding, its largest
+# tensor, into a bf16 lm_head copy each step, as the f32 base with bf16 matmuls does.)
+for run_name in two bf_two; do
+  x=(); [ "$run_name" = bf_two ] && x=("${bf[@]}")
+  p=$("$titan" info "${common[@]}" "${x[@]}" --dp 2 --json | sed -nE 's/.*"rank_step_peak_bytes": ([0-9]+).*/\1/p')
+  m=$(tail -1 "$work/$run_name/metrics.jsonl" | sed -nE 's/.*"memory_peak_max_rank_gib":([0-9.e-]+).*/\1/p')
+  awk -v p="$p" -v m="$m" -v r="$run_name" 'BEGIN { p /= 1073741824
+        printf "%s: step peak per rank, titan info %.4f GiB, measured %.4f GiB (%.3f)\n", r, p, m, m / p
+        exit !(m > 0.9 * p && m < 1.1 * p) }' || fail "titan info's step peak per rank is off by more than 10% ($run_name)"
+done
 mkdir -p "$work/bf_resumed/checkpoint"; cp -r "$work/bf_two/checkpoint/step-4" "$work/bf_resumed/checkpoint/"
 run bf_resumed 2 --checkpoint.enable true --checkpoint.interval 100 "${bf[@]}"
 grep -q "resumed from .*step-4" "$work/bf_resumed.log" || fail "the bf16-base run did not resume"
