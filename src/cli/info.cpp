@@ -4,7 +4,9 @@
 // 1/N per unit, the staging buffer of the collectives, and the gathered units of a step).
 // --n-layers overrides the layer count. Dense models on one process also get one training step's
 // predicted peak memory (model/train_memory.h): --batch N, and --lora-rank R for LoRA (attention and
-// MLP projections, base frozen); with --config, the job's batch, [lora], checkpointing and dtype. `titan info --peak` prints the peak FLOP/s MFU is measured
+// MLP projections, base frozen; --lora-base-dtype bfloat16: the base's matmul weights in bf16, as
+// [lora] base_dtype); with --config, the job's batch, [lora], checkpointing and dtype. A sharded
+// LoRA rank (--dp N) of a dense model gets its step peak too. `titan info --peak` prints the peak FLOP/s MFU is measured
 // against on this machine (src/train/peak_flops.h), f32 and bf16.
 #include <sys/stat.h>
 
@@ -66,25 +68,33 @@ static int64_t lora_elems(const ModelConfig& cfg, const LoraConfig& c) {
 }
 
 static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t dp, bool json,
-                      const StepMemory* step = nullptr, const LoraConfig* lora = nullptr) {
+                      const StepMemory* step = nullptr, const LoraConfig* lora = nullptr, DType base = DType::F32) {
   ModelSize s = model_size(cfg, seq);
   // Per rank of dp fully sharded ranks: the shards, the staging buffer, and what a step gathers.
   // LoRA (train/sharded_state.cpp): the frozen base's value shard only; the adapters whole with
   // their gradients, and this rank's chunk of them (master, reduced gradient, two moments).
-  const dist::FsdpPlan plan = dist::fsdp_plan(cfg, dp, lora != nullptr);
-  int64_t rank_param = dp == 1 ? s.param_bytes() : plan.shard_elems * 4;
-  int64_t rank_grad = dp == 1 ? s.grad_bytes() : plan.shard_elems * 4;
-  int64_t rank_opt = dp == 1 ? s.optimizer_bytes() : 2 * plan.shard_elems * 4;
-  int64_t rank_comm = dp == 1 ? 0 : plan.staging_elems * 4;
+  const dist::FsdpPlan plan = dist::fsdp_plan(cfg, dp, lora != nullptr, lora ? base : DType::F32);
+  int64_t rank_param = dp == 1 ? s.param_bytes() : plan.shard_bytes;
+  int64_t rank_grad = dp == 1 ? s.grad_bytes() : plan.shard_bytes;
+  int64_t rank_opt = dp == 1 ? s.optimizer_bytes() : 2 * plan.shard_bytes;
+  int64_t rank_comm = dp == 1 ? 0 : plan.staging_bytes;
   if (lora && dp > 1) {
     const int64_t a = lora_elems(cfg, *lora), c = (a + dp - 1) / dp;
-    rank_param = (plan.shard_elems + a + c) * 4;
+    rank_param = plan.shard_bytes + (a + c) * 4;
     rank_grad = (a + c) * 4;
     rank_opt = 2 * c * 4;
     rank_comm += dp * std::min<int64_t>(c, dist::DataParallel::kBucket) * 4;
   }
-  const int64_t rank_gather = dp == 1 ? 0 : plan.transient_elems(true, true) * 4;
+  const int64_t rank_gather = dp == 1 ? 0 : plan.transient_bytes(true, true);
   const int64_t rank_state = rank_param + rank_grad + rank_opt + rank_comm;
+  // A sharded LoRA rank's step peak: its state between steps, the base units gathered at their
+  // most, the RoPE tables and the step's activations, one process's less its whole-model bf16
+  // weight copies plus one layer's (an f32 base with bf16 GEMMs rounds a layer when its values
+  // arrive and drops the copies when it is done).
+  const bool rank_step = step && dp > 1 && lora;
+  const int64_t rank_peak = !rank_step ? 0
+                            : rank_state + rank_gather + step->mem.rope + step->mem.activations -
+                                  step->mem.weight_copies + step->mem.weight_copies / cfg.num_hidden_layers;
   const double gib = double(1ull << 30);
   const double state = double(s.param_bytes() + s.grad_bytes() + s.optimizer_bytes());
   if (json) {
@@ -93,11 +103,12 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
         "\"flops_per_token\": %.6g, \"seq_len\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, "
         "\"optimizer_bytes\": %lld, \"dp\": %lld, \"rank_param_bytes\": %lld, \"rank_grad_bytes\": %lld, "
         "\"rank_optimizer_bytes\": %lld, \"rank_comm_bytes\": %lld, \"rank_state_bytes\": %lld, "
-        "\"rank_gather_bytes\": %lld%s}\n",
+        "\"rank_gather_bytes\": %lld%s%s}\n",
         m.c_str(), (long long)s.params, (long long)s.active_params, (long long)s.embedding_params, s.flops_per_token,
         (long long)seq, (long long)s.param_bytes(), (long long)s.grad_bytes(), (long long)s.optimizer_bytes(),
         (long long)dp, (long long)rank_param, (long long)rank_grad, (long long)rank_opt, (long long)rank_comm,
-        (long long)rank_state, (long long)rank_gather, step_json(step).c_str());
+        (long long)rank_state, (long long)rank_gather, dp == 1 ? step_json(step).c_str() : "",
+        rank_step ? (", \"rank_step_peak_bytes\": " + std::to_string(rank_peak)).c_str() : "");
     return 0;
   }
   std::printf("model            %s (%s, %lld layers, hidden %lld, heads %lld/%lld, head_dim %lld, ffn %lld, vocab %lld%s)\n",
@@ -132,17 +143,24 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
   if (dp > 1 && lora)
     std::printf("per rank (FSDP over %lld ranks, LoRA r=%lld) %.3f GiB between steps: frozen base shard + adapters "
                 "%.3f + adapter grads %.3f + adapter adamw %.3f GiB, comm buffers %.3f GiB; a step gathers up to "
-                "%.3f GiB more (base parameters of the units in flight, with prefetch)\n",
+                "%.3f GiB more (base parameters of the units in flight, with prefetch)%s\n",
                 (long long)dp, (long long)lora->rank, double(rank_param + rank_grad + rank_opt + rank_comm) / gib,
                 double(rank_param) / gib, double(rank_grad) / gib, double(rank_opt) / gib, double(rank_comm) / gib,
-                double(rank_gather) / gib);
+                double(rank_gather) / gib, base == DType::BF16 ? "; base matmul weights in bf16 (shards and gathers)" : "");
+  if (rank_step)
+    std::printf("step memory      %.3f GiB predicted peak per rank for %s, batch %lld x seq %lld: state %.3f + "
+                "gathered units %.3f + RoPE tables %.3f + activations %.3f GiB\n",
+                double(rank_peak) / gib, step->what.c_str(), (long long)step->batch, (long long)seq,
+                double(rank_state) / gib,
+                double(rank_gather) / gib, double(step->mem.rope) / gib,
+                double(rank_peak - rank_state - rank_gather - step->mem.rope) / gib);
   else if (dp > 1)
     std::printf("per rank (FSDP over %lld ranks) %.3f GiB between steps: weights %.3f + grads %.3f + adamw %.3f GiB "
                 "(1/%lld each), comm buffers %.3f GiB; a step gathers up to %.3f GiB more (parameters and "
                 "gradients of the units in flight, with prefetch; largest unit %.3f GiB)\n",
                 (long long)dp, double(rank_state) / gib, double(rank_param) / gib, double(rank_grad) / gib,
                 double(rank_opt) / gib, (long long)dp, double(rank_comm) / gib, double(rank_gather) / gib,
-                double(plan.largest_unit * 4) / gib);
+                double(plan.largest_unit_bytes) / gib);
   return 0;
 }
 
@@ -163,18 +181,19 @@ static int info_for_job(const std::vector<std::string>& argv, int64_t ranks, boo
               job.data_parallel_degree(ranks), " data-parallel ranks");
   const int64_t shard = par.data_parallel_shard_degree == 1 ? 1 : ranks / par.data_parallel_replicate_degree;
   const LoraConfig lc = job_lora_config(job);
-  if (cfg.is_moe() || shard > 1)
-    return print_info(name, cfg, job.training.seq_len, shard, json, nullptr, job.lora.enable ? &lc : nullptr);
+  const DType base = job.lora.enable ? job.lora.base_dtype : DType::F32;
+  // The step's peak: one process (dense), or a sharded LoRA rank (dense).
+  if (cfg.is_moe() || (shard > 1 && !job.lora.enable))
+    return print_info(name, cfg, job.training.seq_len, shard, json, nullptr, job.lora.enable ? &lc : nullptr, base);
   const auto am = job.activation_checkpoint.mode;
   const Checkpointing ck = am == ActivationCheckpointMode::Full        ? Checkpointing::Full
                            : am == ActivationCheckpointMode::Selective ? Checkpointing::Selective
                                                                        : Checkpointing::None;
   // A bf16 LoRA base computes in bf16 whatever mixed_precision_param says (as the trainer).
-  const DType base = job.lora.enable ? job.lora.base_dtype : DType::F32;
   const StepMemory sm = step_memory(cfg, job.training.local_batch_size, job.training.seq_len, ck,
                                     base == DType::BF16 ? DType::BF16 : job.training.mixed_precision_param,
                                     job.lora.enable ? &lc : nullptr, base);
-  return print_info(name, cfg, job.training.seq_len, shard, json, &sm);
+  return print_info(name, cfg, job.training.seq_len, shard, json, &sm, job.lora.enable ? &lc : nullptr, base);
 }
 
 // `titan info --peak [--threads N] [--remeasure] [--json]`: the f32 and bf16 peaks a training run
@@ -225,7 +244,7 @@ static int cmd_info(const std::vector<std::string>& argv) {
       return info_for_job(rest, ranks, json);
     }
   Args args(argv, {"json"});
-  args.check_known({"model", "seq-len", "json", "dp", "n-layers", "batch", "lora-rank"});
+  args.check_known({"model", "seq-len", "json", "dp", "n-layers", "batch", "lora-rank", "lora-base-dtype"});
   const std::string m = args.require("model");
   struct stat st {};
   ModelConfig cfg = (::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ? load_hf_config(m + "/config.json")
@@ -239,10 +258,20 @@ static int cmd_info(const std::vector<std::string>& argv) {
   lc.rank = args.get_int("lora-rank", 0, 0, int64_t(1) << 20);
   lc.alpha = double(2 * lc.rank);
   lc.target_modules = JobConfig().lora.target_modules;
-  if (cfg.is_moe() || dp > 1) return print_info(m, cfg, seq, dp, args.has("json"), nullptr, lc.rank > 0 ? &lc : nullptr);
+  // --lora-base-dtype: [lora] base_dtype (bfloat16: the frozen base's matmul weights in bf16, its
+  // GEMMs in bf16; float32, the default, computes in f32 here).
+  DType base = DType::F32;
+  if (args.has("lora-base-dtype")) {
+    const std::string d = args.get("lora-base-dtype", "");
+    TITAN_CHECK(parse_dtype(d, &base) && (base == DType::F32 || base == DType::BF16),
+                "--lora-base-dtype must be float32 or bfloat16, got '", d, "'");
+    TITAN_CHECK(lc.rank > 0 || base == DType::F32, "--lora-base-dtype bfloat16 needs --lora-rank (a frozen LoRA base)");
+  }
+  if (cfg.is_moe() || (dp > 1 && lc.rank == 0))
+    return print_info(m, cfg, seq, dp, args.has("json"), nullptr, lc.rank > 0 ? &lc : nullptr, base);
   const int64_t batch = args.get_int("batch", 1, 1, int64_t(1) << 24);
-  const StepMemory sm = step_memory(cfg, batch, seq, Checkpointing::None, DType::F32, lc.rank > 0 ? &lc : nullptr);
-  return print_info(m, cfg, seq, dp, args.has("json"), &sm);
+  const StepMemory sm = step_memory(cfg, batch, seq, Checkpointing::None, base, lc.rank > 0 ? &lc : nullptr, base);
+  return print_info(m, cfg, seq, dp, args.has("json"), &sm, lc.rank > 0 ? &lc : nullptr, base);
 }
 
 TITAN_COMMAND("info", "parameters, FLOPs per token and memory of a model folder or flavor; --peak: MFU's peak FLOP/s here",

@@ -25,38 +25,44 @@ int64_t bucket_for(int64_t max_chunk, int64_t world) {
   return std::max<int64_t>(1, std::min(max_chunk, (int64_t(1) << 22) / world));
 }
 
+// A unit's chunk in 4-byte words: ceil(bytes / 4N) (ceil(P / N) elements of f32 values), at least 1.
+int64_t chunk_words(int64_t bytes, int64_t world) { return std::max<int64_t>(1, (bytes + 4 * world - 1) / (4 * world)); }
+
 }  // namespace
 
-FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen) {
+FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen, DType base) {
+  TITAN_CHECK(base == DType::F32 || frozen, "sharded data parallelism: bf16 weights need a frozen base");
   std::vector<int64_t> sizes(size_t(c.num_hidden_layers) + 2, 0);
-  for (const ParamSpec& s : model_param_specs(c)) sizes[size_t(param_unit(c, s.name))] += shape_numel(s.shape);
+  for (const ParamSpec& s : model_param_specs(c))
+    sizes[size_t(param_unit(c, s.name))] += shape_numel(s.shape) * int64_t(dtype_size(param_dtype(s.name, base)));
   FsdpPlan p;
-  p.unit_elems = sizes;
+  p.unit_bytes = sizes;
   p.tied = c.tie_word_embeddings;
   int64_t max_chunk = 0;
   for (int64_t n : sizes) {
-    const int64_t chunk = std::max<int64_t>(1, (n + world - 1) / world);
-    p.shard_elems += chunk;
+    const int64_t chunk = chunk_words(n, world);
+    p.shard_bytes += 4 * chunk;
     max_chunk = std::max(max_chunk, chunk);
-    p.largest_unit = std::max(p.largest_unit, n);
-    p.total += n;
+    p.largest_unit_bytes = std::max(p.largest_unit_bytes, n);
+    p.total_bytes += n;
   }
-  // all-gather staging (N x bucket) and the reduce-scatter output (bucket; 1 element when frozen)
-  p.staging_elems = world * bucket_for(max_chunk, world) + (frozen ? 1 : bucket_for(max_chunk, world));
+  // all-gather staging (N x bucket) and the reduce-scatter output (bucket; 1 word when frozen)
+  p.staging_bytes = 4 * (world * bucket_for(max_chunk, world) + (frozen ? 1 : bucket_for(max_chunk, world)));
   p.schedule = unit_schedule(c, Pass::Train);
   p.frozen = frozen;
   return p;
 }
 
-int64_t FsdpPlan::transient_elems(bool reshard_after_forward, bool prefetch) const {
-  // Replays the schedule with the rules of Fsdp::need / done / prefetch below.
-  const size_t n = unit_elems.size();
+int64_t FsdpPlan::transient_bytes(bool reshard_after_forward, bool prefetch) const {
+  // Replays the schedule with the rules of Fsdp::need / done / prefetch below. A trained unit's
+  // values are f32, so its full gradients are as many bytes as its values.
+  const size_t n = unit_bytes.size();
   std::vector<char> values(n, 0), grads(n, 0);
   std::vector<int64_t> reducing;  // units whose gradients the communication thread still reduces
   int64_t live = 0, peak = 0;
   // A frozen base's gradients are tracked (the tied embedding's lifetime) but hold no memory.
   auto size_of = [&](const std::vector<char>& held, int64_t u) {
-    return &held == &grads && frozen ? int64_t(0) : unit_elems[size_t(u)];
+    return &held == &grads && frozen ? int64_t(0) : unit_bytes[size_t(u)];
   };
   auto take = [&](std::vector<char>& held, int64_t u) {
     if (!held[size_t(u)]) held[size_t(u)] = 1, live += size_of(held, u);
@@ -82,7 +88,7 @@ int64_t FsdpPlan::transient_elems(bool reshard_after_forward, bool prefetch) con
           else if (prefetch)
             reducing.push_back(u);  // freed by the communication thread once reduced
           else
-            live -= unit_elems[size_t(u)];
+            live -= unit_bytes[size_t(u)];
         }
         const bool keep = !reshard_after_forward || (u == 0 && tied && !grads[0]);
         if (uses(s.use, UnitUse::Values) && (uses(s.use, UnitUse::Grads) || !keep)) drop(values, u);
@@ -91,7 +97,7 @@ int64_t FsdpPlan::transient_elems(bool reshard_after_forward, bool prefetch) con
       case UnitStep::Kind::Run:
         peak = std::max(peak, live);
         // A reduction issued before this step overlaps it and is taken as done after it.
-        for (int64_t r : reducing) live -= unit_elems[size_t(r)];
+        for (int64_t r : reducing) live -= unit_bytes[size_t(r)];
         reducing.clear();
         break;
     }
@@ -102,7 +108,8 @@ int64_t FsdpPlan::transient_elems(bool reshard_after_forward, bool prefetch) con
 
 struct Fsdp::Unit {
   size_t p0 = 0, p1 = 0;                 // parameter range
-  int64_t numel = 0, chunk = 0, local = 0;  // local: where this rank's chunk starts in the shard
+  int64_t numel = 0, bytes = 0;          // elements (f32 gradients) and value bytes
+  int64_t chunk = 0, local = 0;          // in words; local: where this rank's chunk starts in the shard
   std::vector<std::shared_ptr<Storage>> values, grads;  // the distinct storages behind the params
   enum class State { Sharded, Pending, Resident } state = State::Sharded;
   int64_t gather_ticket = 0;  // Pending: the worker job that gathers the values
@@ -219,30 +226,37 @@ Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(
     std::set<Storage*> seen;
     for (size_t i = u->p0; i < u->p1; ++i) {
       Param& p = ps_.all()[i];
-      TITAN_CHECK(p.value.dtype() == DType::F32 && (frozen_ ? !p.grad.defined() : p.grad.dtype() == DType::F32),
-                  "sharded data parallelism: parameter ", p.name, " is not f32");
+      const DType dt = p.value.dtype();
+      TITAN_CHECK(frozen_ ? !p.grad.defined() && (dt == DType::F32 || dt == DType::BF16)
+                          : dt == DType::F32 && p.grad.dtype() == DType::F32,
+                  "sharded data parallelism: parameter ", p.name, " is ", dtype_name(dt),
+                  frozen_ ? " (a frozen base is f32 or bf16)" : " (trained parameters are f32)");
       TITAN_CHECK(!p.value.storage()->resident() && (frozen_ || !p.grad.storage()->resident()),
                   "sharded data parallelism: parameter ", p.name, " already has memory (build the model deferred)");
       if (seen.insert(p.value.storage().get()).second) u->values.push_back(p.value.storage());
       if (!frozen_ && seen.insert(p.grad.storage().get()).second) u->grads.push_back(p.grad.storage());
       u->numel += p.value.numel();
+      u->bytes += int64_t(p.value.nbytes());
     }
-    u->chunk = std::max<int64_t>(1, (u->numel + n - 1) / n);
+    u->chunk = chunk_words(u->bytes, n);
     u->local = shard_;
-    // This rank's spans: the pieces of [r c, (r+1) c) of the unit's flattening.
+    // This rank's spans: the pieces of [r c, (r+1) c) of the unit's flattening (f32 models; a bf16
+    // base is never checkpointed).
     const int64_t lo = r * u->chunk;
-    for_each_flat_span(ps_, u->p0, u->p1, lo, std::min(u->numel, lo + u->chunk),
-                       [&](size_t i, int64_t po, int64_t fo, int64_t c) {
-                         spans_.push_back(Span{i, po, c, u->local + (fo - lo)});
-                       });
+    if (model.weight_dtype() == DType::F32)
+      for_each_flat_span(ps_, u->p0, u->p1, lo, std::min(u->numel, lo + u->chunk),
+                         [&](size_t i, int64_t po, int64_t fo, int64_t c) {
+                           spans_.push_back(Span{i, po, c, u->local + (fo - lo)});
+                         });
     shard_ += u->chunk;
     units_.push_back(std::move(u));
   }
   int64_t max_chunk = 0;
   for (auto& u : units_) max_chunk = std::max(max_chunk, u->chunk);
   bucket_ = bucket_for(max_chunk, n);
-  plan_ = fsdp_plan(model.config(), n, frozen_);
-  TITAN_ASSERT(plan_.shard_elems == shard_ && plan_.unit_elems.size() == units_.size(), "FSDP plan disagrees with the model");
+  plan_ = fsdp_plan(model.config(), n, frozen_, model.weight_dtype());
+  TITAN_ASSERT(plan_.shard_bytes == 4 * shard_ && plan_.unit_bytes.size() == units_.size(),
+               "FSDP plan disagrees with the model");
   stage_ = Tensor::zeros({bucket_ * n}, DType::F32);
   out_ = Tensor::zeros({frozen_ ? 1 : bucket_}, DType::F32);
   p_ = Tensor::zeros({shard_}, DType::F32);
@@ -255,8 +269,8 @@ Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(
     Unit& u = *units_[ui];
     for (auto& s : u.values) s->allocate();
     fill(int64_t(ui));
-    const int64_t lo = r * u.chunk;
-    flat_read(ps_, u.p0, u.p1, false, lo, std::min(u.numel, lo + u.chunk), p_.data<float>() + u.local);
+    const int64_t lo = 4 * r * u.chunk;
+    value_bytes_read(ps_, u.p0, u.p1, lo, std::min(u.bytes, lo + 4 * u.chunk), p_.data<float>() + u.local);
     for (auto& s : u.values) s->release();
   }
   tied_ = model.config().tie_word_embeddings;
@@ -280,16 +294,19 @@ double Fsdp::comm_seconds() const { return worker_->seconds() + comm_seconds_; }
 double Fsdp::comm_wait_seconds() const { return worker_->blocked_seconds() + comm_seconds_; }
 
 void Fsdp::gather(Unit& u) {
+  // Bytes, in whatever dtype the values have (f32, or a frozen base's bf16 weights).
   const int n = comm_.size();
-  float* s = stage_.data<float>();
-  const float* mine = p_.data<float>() + u.local;
-  for (int64_t o = 0; o < u.chunk; o += bucket_) {
-    const int64_t b = std::min(bucket_, u.chunk - o);
-    comm_.all_gather(mine + o, s, b);
+  char* s = static_cast<char*>(stage_.raw());
+  const char* mine = static_cast<const char*>(p_.raw()) + 4 * u.local;
+  const int64_t chunk = 4 * u.chunk, bucket = 4 * bucket_;
+  for (int64_t o = 0; o < chunk; o += bucket) {
+    const int64_t b = std::min(bucket, chunk - o);
+    comm_.all_gather_bytes(mine + o, s, size_t(b));
     for (int q = 0; q < n; ++q) {
-      const int64_t lo = int64_t(q) * u.chunk + o;
-      flat_write(ps_, u.p0, u.p1, false, lo, std::min(lo + b, u.numel), s + int64_t(q) * b);
+      const int64_t lo = int64_t(q) * chunk + o;
+      value_bytes_write(ps_, u.p0, u.p1, lo, std::min(lo + b, u.bytes), s + int64_t(q) * b);
     }
+    gathered_bytes_ += int64_t(n) * b;
   }
 }
 

@@ -522,6 +522,13 @@ int64_t param_unit(const ModelConfig& c, const std::string& name) {
   return c.num_hidden_layers + 1;
 }
 
+DType param_dtype(const std::string& name, DType weight_dtype) {
+  auto ends = [&](std::string_view suf) {
+    return name.size() >= suf.size() && name.compare(name.size() - suf.size(), suf.size(), suf) == 0;
+  };
+  return ends("_proj.weight") || name == "lm_head.weight" ? weight_dtype : DType::F32;
+}
+
 std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
   const int64_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   const int64_t Q = c.q_dim(), KV = c.kv_dim();

@@ -108,5 +108,10 @@ int64_t model_param_count(const ModelConfig& c);
 // parameter name: 0 the embedding, 1 + l decoder layer l, num_hidden_layers + 1 the rest (final
 // norm, lm_head). Units are contiguous in model_param_specs order.
 int64_t param_unit(const ModelConfig& c, const std::string& name);
+// The dtype an HF parameter is stored in when the model's matmul weights are `weight_dtype`
+// (Qwen3Model's constructor; bf16 for a frozen LoRA base): the linear weights (q/k/v/o, the MLP
+// and expert projections, an untied lm_head) take it; norms, biases, the router and the
+// embedding stay f32.
+DType param_dtype(const std::string& name, DType weight_dtype);
 
 }  // namespace titan

@@ -41,7 +41,8 @@ TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Che
   // The layers' linear weights, and the untied lm_head: what a bf16 base keeps in bf16.
   const int64_t layer_linear = L * (W * H + H * Q + 2 * I * H + H * I);
   const int64_t bf16_base = base == DType::BF16 ? layer_linear + (c.tie_word_embeddings ? 0 : V * H) : 0;
-  m.weights = (ms.params - bf16_base + lora_params) * 4 + bf16_base * 2 + 2 * rope_pos * c.head_dim * 4;
+  m.rope = 2 * rope_pos * c.head_dim * 4;
+  m.weights = (ms.params - bf16_base + lora_params) * 4 + bf16_base * 2 + m.rope;
   m.grads = trained * 4;
   m.optimizer = trained * 8;
 
@@ -68,6 +69,7 @@ TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Che
   const int64_t attn_bwd = T * W * 4 + std::max(T * Q * 4, x);
   const int64_t layer = x + recompute + std::max(mlp_bwd, attn_bwd) + drop;
   m.activations = kept + wbf + std::max(head, layer);
+  m.weight_copies = wbf;
   return m;
 }
 

@@ -24,6 +24,9 @@ namespace titan {
 
 struct TrainMemory {
   int64_t weights = 0, grads = 0, optimizer = 0, activations = 0;
+  // Parts of the above: the RoPE tables (weights) and the whole model's per-step bf16 copies of
+  // its f32 linear weights (activations), which a sharded rank holds only for its gathered layers.
+  int64_t rope = 0, weight_copies = 0;
   int64_t total() const { return weights + grads + optimizer + activations; }
 };
 

@@ -16,7 +16,9 @@
 //   with N data-parallel ranks (StepRecord::world): tps is per rank, tps_total = N x tps (the
 //   ranks step in lock-step), comm_pct = 100 * seconds in collectives / step seconds, and
 //   comm_wait_pct = 100 * seconds the computing thread waited for them / step seconds (the
-//   exposed part: below comm_pct when FSDP's communication thread overlaps compute)
+//   exposed part: below comm_pct when FSDP's communication thread overlaps compute), and with a
+//   sharded model gather_bytes = the bytes the logged step's parameter all-gathers assembled on
+//   this rank (each unit's padded values in their dtype; (N-1)/N of them arrived over the wire)
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -43,6 +45,7 @@ struct StepRecord {
   double comm_seconds = 0;    // part of step_seconds inside collectives (gradients, parameters)
   double comm_wait_seconds = 0;  // of which the computing thread waited (not overlapped)
   double max_rank_peak_bytes = 0;  // largest allocator peak over all ranks (world > 1)
+  int64_t gather_bytes = 0;   // parameter all-gathers of this step on this rank (sharded; 0 otherwise)
 };
 
 enum class ColorMode { Auto, Never, Always };  // Auto: colors only when the console is a TTY
@@ -78,6 +81,7 @@ struct LogLine {
   double tps = 0, tflops = 0, mfu = 0, data_pct = 0;
   int64_t world = 1;
   double tps_total = 0, comm_pct = 0, comm_wait_pct = 0, memory_peak_max_rank_gib = 0;
+  int64_t gather_bytes = 0;
   double elapsed_s = 0;  // since the logger was created
   bool warmup = false;
 };

@@ -70,8 +70,8 @@ JobModel build_job_model(const JobConfig& cfg, bool deferred) {
   JobModel jm;
   const ModelConfig mc = job_model_config(cfg, &jm.hf);
   // [lora] base_dtype bf16: an HF load converts while reading (a bf16 file copies as is); a base
-  // initialised here is initialised in f32 and converted (FullState), init_weights needing f32.
-  const DType wdt = cfg.lora.enable && jm.hf ? cfg.lora.base_dtype : DType::F32;
+  // initialised here gets its f32 init rounded once (init_weights), one unit at a time when sharded.
+  const DType wdt = cfg.lora.enable ? cfg.lora.base_dtype : DType::F32;
   jm.model = std::make_unique<Qwen3Model>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable, wdt);
   if (cfg.model.load_balance_coeff > 0) {
     TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
@@ -104,13 +104,7 @@ std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, dist::Comm& c
   const int64_t replicate = cfg.parallelism.data_parallel_replicate_degree;
   TITAN_CHECK(cfg.lora.enable || cfg.lora.base_dtype == DType::F32,
               "[lora] base_dtype = \"bfloat16\" needs [lora] enable = true (only a frozen LoRA base is kept in bf16)");
-  if (comm.size() > replicate) {
-    TITAN_CHECK(!cfg.lora.enable || cfg.lora.base_dtype == DType::F32,
-                "[lora] base_dtype = \"bfloat16\" is not supported with a sharded base (FSDP/HSDP, ", comm.size(),
-                " ranks, replicate degree ", replicate, "): use base_dtype = \"float32\" or "
-                "[parallelism] data_parallel_replicate_degree = the world size");
-    return make_sharded_state(cfg, comm);
-  }
+  if (comm.size() > replicate) return make_sharded_state(cfg, comm);
   return make_full_state(cfg, comm);
 }
 
@@ -123,11 +117,6 @@ class FullState final : public ModelState {
     jm.fill(-1, uint64_t(cfg.training.seed));
     loaded_ = jm.hf != nullptr;
     model_ = std::move(jm.model);
-    if (cfg.lora.enable && model_->weight_dtype() != cfg.lora.base_dtype) {
-      TITAN_CHECK(cfg.model.load_balance_coeff <= 0, "[lora] base_dtype = \"bfloat16\" needs the base loaded from HF "
-                  "([checkpoint] initial_load_in_hf) when [model] load_balance_coeff is set");
-      model_ = with_weight_dtype(*model_, cfg.lora.base_dtype);
-    }
     // LoRA: the trained parameters are the adapters; the base is frozen (no gradients, no moments).
     if (cfg.lora.enable) {
       model_->enable_lora(job_lora_config(cfg), uint64_t(cfg.training.seed));
@@ -181,7 +170,8 @@ class FullState final : public ModelState {
 
   Memory memory() const override {
     Memory m;
-    m.params = (model_->params().numel() + model_->lora_params().numel()) * 4;
+    for (const ParamStore* ps : {&model_->params(), &model_->lora_params()})
+      for (const Param& p : ps->all()) m.params += int64_t(p.value.nbytes());  // a bf16 base's weights at 2 bytes
     m.grads = trained().numel() * 4;
     m.optimizer = 2 * m.grads;
     m.staging = dp_ ? dp_->staging_bytes() : 0;

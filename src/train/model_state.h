@@ -62,6 +62,8 @@ class ModelState {
   // Of it, the time the training thread was blocked (collectives it ran, waits for the
   // communication thread); equal to comm_seconds() without a communication thread.
   virtual double comm_wait_seconds() const { return comm_seconds(); }
+  // Bytes the parameter all-gathers of a sharded model have assembled on this rank so far.
+  virtual int64_t gathered_bytes() const { return 0; }
 
  protected:
   std::unique_ptr<Qwen3Model> model_;

@@ -154,13 +154,13 @@ class ShardedState final : public ModelState {
 
   Memory memory() const override {
     Memory m;
-    m.params = m.grads = fsdp_->shard_elems() * 4;
+    m.params = m.grads = fsdp_->shard_bytes();
     m.optimizer = 2 * m.params;
-    m.transient = fsdp_->plan().transient_elems(fsdp_->options().reshard_after_forward, fsdp_->options().prefetch) * 4;
+    m.transient = fsdp_->plan().transient_bytes(fsdp_->options().reshard_after_forward, fsdp_->options().prefetch);
     m.staging = fsdp_->staging_bytes();
-    if (lora_) {  // the base shard, the adapters whole with their gradients, the adapter chunks
+    if (lora_) {  // the base shard (bf16 weights at 2 bytes), the adapters whole with their gradients, the adapter chunks
       const int64_t a = model_->lora_params().numel(), c = lora_->dp.chunk();
-      m.params = (fsdp_->shard_elems() + a + c) * 4;
+      m.params = fsdp_->shard_bytes() + (a + c) * 4;
       m.grads = (a + c) * 4;
       m.optimizer = 2 * c * 4;
       m.staging += lora_->dp.staging_bytes() - c * 4;  // (the reduced chunk is counted in grads)
@@ -170,6 +170,7 @@ class ShardedState final : public ModelState {
   // The adapters' collectives run on the training thread: all of their time is waiting.
   double comm_seconds() const override { return fsdp_->comm_seconds() + adapter_comm_seconds(); }
   double comm_wait_seconds() const override { return fsdp_->comm_wait_seconds() + adapter_comm_seconds(); }
+  int64_t gathered_bytes() const override { return fsdp_->gathered_bytes(); }
 
  private:
   ParamStore& trained() { return lora_ ? model_->lora_params() : model_->params(); }

@@ -165,8 +165,9 @@ void Trainer::resume() {
 
 void Trainer::log_memory() const {
   if (!lead_) return;
-  std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live (weights, grads, optimizer)\n",
-               double(cpu_allocator().stats().live_bytes) / double(1ull << 30));
+  const double live = double(cpu_allocator().stats().live_bytes);
+  std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live (%.2f MiB: weights, grads, optimizer)\n",
+               live / double(1ull << 30), live / double(1 << 20));
   const double mib = double(1 << 20);
   Qwen3Model& model = state_->model();
   if (model.lora_enabled()) {
@@ -261,6 +262,7 @@ StepRecord Trainer::train_step() {
   const std::vector<Batch> micro = next_global_batch(&local_count);
   const double t_data = now_seconds() - t0;
   const double comm0 = state_->comm_seconds(), wait0 = state_->comm_wait_seconds();
+  const int64_t gathered0 = state_->gathered_bytes();
   // The trainer's own collectives; they block this thread too.
   double t_comm = 0;
   auto timed = [&t_comm](auto&& f) {
@@ -292,6 +294,7 @@ StepRecord Trainer::train_step() {
   rec.world = world_;
   rec.comm_seconds = world_ > 1 ? t_comm : 0.0;
   rec.comm_wait_seconds = world_ > 1 ? t_wait : 0.0;
+  rec.gather_bytes = state_->gathered_bytes() - gathered0;
   if (world_ > 1) rec.max_rank_peak_bytes = comm_.all_reduce_max(double(cpu_allocator().stats().peak_bytes));
   rec.step_seconds = t1 - t0;
   rec.data_seconds = t_data;

@@ -8,12 +8,12 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 
 # "step loss" per line of a metrics.jsonl
 curve() { sed -E 's/.*"loss":([^,]*).*"step":([0-9]+).*/\2 \1/' "$1"; }
-# compare A B: every step of B's metrics.jsonl is in A's with a loss within 1e-5 relative
+# compare A B [TOL]: every step of B's metrics.jsonl is in A's with a loss within TOL relative (1e-5)
 compare() {
-  awk 'NR==FNR { a[$1] = $2; next }
+  awk -v tol="${3:-1e-5}" 'NR==FNR { a[$1] = $2; next }
        { if (!($1 in a)) { print "step " $1 " missing"; bad = 1; next }
          d = a[$1] - $2; if (d < 0) d = -d; r = d / (a[$1] < 0 ? -a[$1] : a[$1]); if (r > worst) worst = r
-         if (r > 1e-5) { print "step " $1 ": " a[$1] " vs " $2; bad = 1 } n++ }
+         if (r > tol) { print "step " $1 ": " a[$1] " vs " $2; bad = 1 } n++ }
        END { printf "%d steps, worst relative difference %.2e\n", n, worst; exit bad || n == 0 }' <(curve "$1") <(curve "$2")
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <vector>
@@ -167,8 +168,8 @@ TEST(Fsdp, SpansCoverEveryParameterOnceAcrossRanks) {
   for (size_t i = 0; i < counts.size(); ++i)
     EXPECT_EQ(comm.all_reduce_sum(counts[i]), double(m.params().all()[i].value.numel())) << m.params().all()[i].name;
   // The shard is about 1/N of the model (padding: under one element per unit per rank).
-  EXPECT_LE(fsdp.shard_elems() * comm.size(), m.params().numel() + comm.size() * m.num_units());
-  EXPECT_GE(fsdp.shard_elems() * comm.size(), m.params().numel());
+  EXPECT_LE(fsdp.shard_bytes() / 4 * comm.size(), m.params().numel() + comm.size() * m.num_units());
+  EXPECT_GE(fsdp.shard_bytes() / 4 * comm.size(), m.params().numel());
 }
 
 namespace {
@@ -200,7 +201,7 @@ class Measure final : public UnitHooks {
 
 }  // namespace
 
-// FsdpPlan::transient_elems replays the model's schedule with Fsdp's rules; without the
+// FsdpPlan::transient_bytes replays the model's schedule with Fsdp's rules; without the
 // communication thread (every collective inline, so no timing) it is exactly what a step holds.
 TEST(Fsdp, PlanReplayOfTheScheduleIsWhatAStepGathers) {
   Comm& comm = test_comm();
@@ -218,9 +219,115 @@ TEST(Fsdp, PlanReplayOfTheScheduleIsWhatAStepGathers) {
         Tensor ids, labels;
         batch(comm.rank(), 0, c, ids, labels);
         m.forward_backward(ids, labels, 0.01f);
-        EXPECT_EQ(measure.peak, size_t(fsdp.plan().transient_elems(reshard, false)) * 4)
+        EXPECT_EQ(measure.peak, size_t(fsdp.plan().transient_bytes(reshard, false)))
             << "tied " << tied << " reshard " << reshard << " frozen " << frozen;
         EXPECT_EQ(fsdp.frozen(), frozen);
         m.set_unit_hooks(&fsdp);
       }
+}
+
+namespace {
+
+// LoRA on a frozen base with bf16 matmul weights (docs/lora.md, "bf16 base"), sharded: the shards
+// hold the bf16 bytes, a gather gives back exactly the whole bf16 model's weights, and a LoRA
+// pass over the sharded base equals one process's on every rank's batch.
+void run_bf16_base(bool tied, bool prefetch, Checkpointing ckpt) {
+  Comm& comm = test_comm();
+  const int n = comm.size(), r = comm.rank();
+  const ModelConfig c = tiny(false, tied);
+  LoraConfig lc;
+  lc.rank = 4, lc.alpha = 8, lc.target_modules = {"model.layers.*.self_attn.[qkvo]_proj", "model.layers.*.mlp.*_proj"};
+  // The whole bf16 base (initialised in f32, rounded once), as one process holds it.
+  Qwen3Model ref(c, "cpu", false, /*frozen=*/true, DType::BF16);
+  ref.init_weights(InitScheme::Torchtitan, 5);
+  Qwen3Model sharded(c, "cpu", /*deferred=*/true, /*frozen=*/true, DType::BF16);
+  Fsdp::Options o;
+  o.prefetch = prefetch;
+  Fsdp fsdp(sharded, comm, o, [&](int64_t u) { sharded.init_weights(InitScheme::Torchtitan, 5, u); });
+  // The value shard is the bf16 bytes: the plan's, and smaller than an f32 base's by the weights' half.
+  const FsdpPlan f32_plan = fsdp_plan(c, n, true, DType::F32);
+  EXPECT_EQ(fsdp.shard_bytes(), fsdp_plan(c, n, true, DType::BF16).shard_bytes);
+  int64_t weight_bytes = 0;  // the bf16 matmul weights' bytes
+  for (auto& p : ref.params().all())
+    if (p.value.dtype() == DType::BF16) weight_bytes += int64_t(p.value.nbytes());
+  EXPECT_GT(weight_bytes, 0);
+  EXPECT_LE(fsdp.shard_bytes() * n, f32_plan.shard_bytes * n - weight_bytes + 8 * n * sharded.num_units());
+  EXPECT_TRUE(fsdp.spans().empty());
+  // Gathered, every unit is the whole model's values, bit for bit, in their dtypes.
+  fsdp.for_each_unit_gathered([&](int64_t u) {
+    auto [p0, p1] = sharded.unit_params(u);
+    for (size_t i = p0; i < p1; ++i) {
+      const Param &p = sharded.params().all()[i], &q = ref.params().all()[i];
+      ASSERT_EQ(p.value.dtype(), q.value.dtype()) << p.name;
+      ASSERT_EQ(0, std::memcmp(p.value.raw(), q.value.raw(), p.value.nbytes())) << p.name;
+    }
+  });
+  // Adapters: the same on both (B made non-zero so that A's gradient is too).
+  for (Qwen3Model* m : {&ref, &sharded}) {
+    m->enable_lora(lc, 7);
+    for (auto& p : m->lora_params().all())
+      if (p.name.find("lora_B") != std::string::npos)
+        for (int64_t k = 0; k < p.value.numel(); ++k) p.value.data<float>()[k] = 0.01f * float((k * 7 + 3) % 11 - 5);
+    m->set_checkpointing(ckpt);
+    EXPECT_EQ(m->compute_dtype(), DType::BF16);
+  }
+  Tensor ids, labels;
+  int64_t count = 0;
+  for (int q = 0; q < n; ++q) batch(q, 1, c, ids, labels), count += count_labels(labels);
+  ref.lora_params().zero_grad();
+  double ref_loss = 0;
+  for (int q = 0; q < n; ++q) {
+    batch(q, 1, c, ids, labels);
+    ref_loss += ref.forward_backward(ids, labels, float(1.0 / double(count)));
+  }
+  sharded.lora_params().zero_grad();
+  const int64_t gathered0 = fsdp.gathered_bytes();
+  batch(r, 1, c, ids, labels);
+  const double loss = comm.all_reduce_sum(sharded.forward_backward(ids, labels, float(1.0 / double(count))));
+  EXPECT_NEAR(loss, ref_loss, 1e-5 * std::abs(ref_loss));
+  // Summed over ranks, the adapters' gradients are the one-process ones (up to f32 summation order).
+  for (size_t i = 0; i < ref.lora_params().all().size(); ++i) {
+    const Param &p = sharded.lora_params().all()[i], &q = ref.lora_params().all()[i];
+    Tensor g = Tensor::empty(p.grad.shape(), DType::F32);
+    g.copy_(p.grad);
+    comm.all_reduce(g.data<float>(), g.numel(), ReduceOp::Sum);
+    float peak = 0;
+    for (int64_t k = 0; k < g.numel(); ++k) peak = std::max(peak, std::abs(q.grad.data<float>()[k]));
+    ASSERT_GT(peak, 0.0f) << p.name;
+    for (int64_t k = 0; k < g.numel(); ++k)
+      ASSERT_NEAR(g.data<float>()[k], q.grad.data<float>()[k], 1e-5f * peak) << p.name << " [" << k << "]";
+  }
+  // Nothing of the base stays gathered between passes; the pass's gathers moved bf16 weights: with
+  // every unit gathered at least once and the layers twice, under 0.6 x the bytes of f32 weights.
+  for (auto& p : sharded.params().all()) EXPECT_FALSE(p.value.storage()->resident()) << p.name;
+  const int64_t moved = fsdp.gathered_bytes() - gathered0;
+  int64_t f32_layers = 0;
+  for (int64_t u = 1; u <= c.num_hidden_layers; ++u) f32_layers += f32_plan.unit_bytes[size_t(u)];
+  EXPECT_GE(moved, f32_layers);  // each layer's bf16 bytes twice (forward, backward) at least
+  EXPECT_LT(moved, 2 * f32_layers * 6 / 10 + f32_plan.unit_bytes[0] + f32_plan.unit_bytes.back() + 16 * n * sharded.num_units());
+}
+
+}  // namespace
+
+TEST(Fsdp, Bf16FrozenBaseTiedMatchesOneProcess) { run_bf16_base(true, true, Checkpointing::None); }
+TEST(Fsdp, Bf16FrozenBaseUntiedNoPrefetchFullCheckpointing) { run_bf16_base(false, false, Checkpointing::Full); }
+
+// The plan's replay of a bf16 frozen base's step is what the step gathers (bf16 weights at 2 bytes).
+TEST(Fsdp, PlanReplayOfABf16FrozenBase) {
+  Comm& comm = test_comm();
+  for (bool tied : {false, true})
+    for (bool reshard : {false, true}) {
+      const ModelConfig c = tiny(false, tied);
+      Qwen3Model m(c, "cpu", true, /*frozen=*/true, DType::BF16);
+      Fsdp::Options o;
+      o.reshard_after_forward = reshard, o.prefetch = false;
+      Fsdp fsdp(m, comm, o, [&](int64_t u) { m.init_weights(InitScheme::HF, 1, u); });
+      Measure measure(fsdp, m.params());
+      m.set_unit_hooks(&measure);
+      Tensor ids, labels;
+      batch(comm.rank(), 0, c, ids, labels);
+      m.forward_backward(ids, labels, 0.01f);
+      EXPECT_EQ(measure.peak, size_t(fsdp.plan().transient_bytes(reshard, false))) << "tied " << tied << " reshard " << reshard;
+      m.set_unit_hooks(&fsdp);
+    }
 }

@@ -111,4 +111,29 @@ TEST(LoraBf16Base, RefusesF32ComputeAndATrainableBf16Model) {
   EXPECT_THROW(Qwen3Model(m->config(), "cpu", false, /*frozen=*/false, DType::BF16), Error);
 }
 
+// A bf16 base initialised here (no HF load): each weight is its f32 init rounded once (RNE), the
+// f32 parameters (norms, embedding) equal the f32 init, whole or one unit at a time (as a sharded
+// base fills its units).
+TEST(LoraBf16Base, InitIsTheF32InitRoundedOnce) {
+  for (bool tied : {true, false}) {
+    ModelConfig c = flavor_config("debug-tiny");
+    c.tie_word_embeddings = tied;
+    Qwen3Model f32(c, "cpu");
+    f32.init_weights(InitScheme::Torchtitan, 3);
+    Qwen3Model whole(c, "cpu", false, /*frozen=*/true, DType::BF16), units(c, "cpu", false, true, DType::BF16);
+    whole.init_weights(InitScheme::Torchtitan, 3);
+    for (int64_t u = 0; u < units.num_units(); ++u) units.init_weights(InitScheme::Torchtitan, 3, u);
+    int bf16 = 0;
+    for (size_t i = 0; i < f32.params().all().size(); ++i) {
+      const Tensor& w = whole.params().all()[i].value;
+      Tensor want = Tensor::empty(w.shape(), w.dtype());
+      want.copy_(f32.params().all()[i].value);
+      bf16 += w.dtype() == DType::BF16;
+      EXPECT_EQ(0, std::memcmp(w.raw(), want.raw(), w.nbytes())) << whole.params().all()[i].name;
+      EXPECT_EQ(0, std::memcmp(units.params().all()[i].value.raw(), want.raw(), w.nbytes())) << whole.params().all()[i].name;
+    }
+    EXPECT_GT(bf16, 0);
+  }
+}
+
 }  // namespace

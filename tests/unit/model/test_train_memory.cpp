@@ -26,7 +26,7 @@ struct Case {
   DType base = DType::F32;  // LoRA's base_dtype: the frozen base's matmul weights
 };
 
-// A bf16 base's values, filled in place (init_weights needs f32 weights): small deterministic ones
+// A bf16 base's values, filled in place with small deterministic ones (not the init's scales)
 // through a per-parameter f32 temporary, far below the step's peak.
 void fill_bf16_base(Qwen3Model& m) {
   int64_t k = 0;
