@@ -119,6 +119,8 @@ std::unique_ptr<Team> g_team;  // rebuilt when num_threads() changes
 
 }  // namespace
 
+bool in_team() { return tl_in_team; }
+
 bool team_run(int64_t chunks, TeamChunkFn fn, void* ctx) {
   const int want = num_threads() - 1;
   if (want < 1 || tl_in_team || omp_in_parallel() || uint64_t(chunks) > kIndexMask) return false;

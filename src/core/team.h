@@ -10,9 +10,9 @@
 // Same contract as parallel_for (threading.h): fn(begin, end) over [0, n) in chunks of `grain`,
 // claimed dynamically; results must not depend on which thread runs a chunk, and fn must not
 // throw (a worker has nowhere to send the exception). The team has
-// num_threads() - 1 workers (rebuilt when that changes). Calls from inside an OpenMP region, from
-// a team worker, or while another thread is using the team run on the calling thread alone
-// (or through parallel_for), so nesting and concurrent callers stay correct.
+// num_threads() - 1 workers (rebuilt when that changes). A call nested in a team chunk runs on
+// its calling thread alone; one from inside an OpenMP region, or while another thread is using
+// the team, goes through parallel_for; so nesting and concurrent callers stay correct.
 #pragma once
 #include <cstdint>
 
@@ -27,6 +27,8 @@ using TeamChunkFn = void (*)(void* ctx, int64_t chunk);
 // Runs fn(ctx, c) for every c in [0, chunks) on the team; false (nothing run) when the team
 // cannot take the call (nested, busy, a single thread, or more chunks than it can index).
 bool team_run(int64_t chunks, TeamChunkFn fn, void* ctx);
+// True on a team worker, and on the caller while it runs a region.
+bool in_team();
 }  // namespace detail
 
 template <class F>
@@ -47,7 +49,12 @@ void team_parallel_for(int64_t n, int64_t grain, F&& fn) {
     const int64_t b = c * x.grain, e = b + x.grain < x.n ? b + x.grain : x.n;
     (*x.f)(b, e);
   };
-  if (!detail::team_run(chunks, body, &ctx)) parallel_for(n, grain, fn);
+  if (detail::team_run(chunks, body, &ctx)) return;
+  if (detail::in_team()) {  // nested inside a team chunk: the other threads are busy already
+    for (int64_t c = 0; c < chunks; ++c) body(&ctx, c);
+    return;
+  }
+  parallel_for(n, grain, fn);
 }
 
 }  // namespace titan
