@@ -39,21 +39,18 @@ echo -n "2 ranks vs 1 (training): "; compare "$(train_lines "$work/one/metrics.j
 [ "$(vcurve "$work/one/metrics.jsonl" | wc -l)" -eq 2 ] || fail "expected validations at steps 4 and 8"
 echo -n "2 ranks vs 1 (validation): "; vcompare "$work/one/metrics.jsonl" "$work/two/metrics.jsonl" || fail "validation differs"
 
-mkdir -p "$work/resumed/checkpoint"
-mv "$work/two/checkpoint/step-4" "$work/resumed/checkpoint/"
-run resumed 1 --checkpoint.enable true --checkpoint.interval 100
-grep -q "resumed from .*step-4" "$work/resumed.log" || fail "did not resume"
-echo -n "resume 2 -> 1 ranks vs uninterrupted: "
-compare "$(train_lines "$work/one/metrics.jsonl")" "$(train_lines "$work/resumed/metrics.jsonl")" || fail "resume differs"
-echo -n "resume 2 -> 1 ranks (validation at step 8): "
-vcompare <(grep '"step":8,' "$work/one/metrics.jsonl") "$work/resumed/metrics.jsonl" || fail "resumed validation differs"
-
-mkdir -p "$work/resumed2/checkpoint"
-mv "$work/one/checkpoint/step-4" "$work/resumed2/checkpoint/"
-run resumed2 2 --checkpoint.enable true --checkpoint.interval 100
-grep -q "resumed from .*step-4" "$work/resumed2.log" || fail "did not resume on 2 ranks"
-echo -n "resume 1 -> 2 ranks vs uninterrupted: "
-compare "$(train_lines "$work/one/metrics.jsonl")" "$(train_lines "$work/resumed2/metrics.jsonl")" || fail "resume on 2 ranks differs"
-echo -n "resume 1 -> 2 ranks (validation at step 8): "
-vcompare <(grep '"step":8,' "$work/one/metrics.jsonl") "$work/resumed2/metrics.jsonl" || fail "resumed validation differs"
+# resume_check NAME FROM RANKS LABEL: step 4 of run FROM resumed on RANKS ranks ends as the
+# uninterrupted run "one" does, training and validation (step 8).
+resume_check() {
+  mkdir -p "$work/$1/checkpoint"
+  mv "$work/$2/checkpoint/step-4" "$work/$1/checkpoint/"
+  run "$1" "$3" --checkpoint.enable true --checkpoint.interval 100
+  grep -q "resumed from .*step-4" "$work/$1.log" || fail "did not resume ($4)"
+  echo -n "resume $4 vs uninterrupted: "
+  compare "$(train_lines "$work/one/metrics.jsonl")" "$(train_lines "$work/$1/metrics.jsonl")" || fail "resume $4 differs"
+  echo -n "resume $4 (validation at step 8): "
+  vcompare <(grep '"step":8,' "$work/one/metrics.jsonl") "$work/$1/metrics.jsonl" || fail "resumed validation $4 differs"
+}
+resume_check resumed two 1 "2 -> 1 ranks"
+resume_check resumed2 one 2 "1 -> 2 ranks"
 echo "ok"
