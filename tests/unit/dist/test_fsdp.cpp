@@ -205,12 +205,13 @@ class Measure final : public UnitHooks {
 // communication thread (every collective inline, so no timing) it is exactly what a step holds.
 TEST(Fsdp, PlanReplayOfTheScheduleIsWhatAStepGathers) {
   Comm& comm = test_comm();
-  // frozen: a LoRA base (values only; the tied embedding is still freed at the head).
-  for (bool frozen : {false, true})
+  // frozen: a LoRA base (values only; the tied embedding is still freed at the head), its matmul
+  // weights in f32 or in bf16 (2 bytes each).
+  for (const auto& [frozen, wdt] : {std::pair{false, DType::F32}, {true, DType::F32}, {true, DType::BF16}})
     for (bool tied : {false, true})
       for (bool reshard : {false, true}) {
         const ModelConfig c = tiny(false, tied);
-        Qwen3Model m(c, "cpu", true, frozen);
+        Qwen3Model m(c, "cpu", true, frozen, wdt);
         Fsdp::Options o;
         o.reshard_after_forward = reshard, o.prefetch = false;
         Fsdp fsdp(m, comm, o, [&](int64_t u) { m.init_weights(InitScheme::HF, 1, u); });
@@ -220,7 +221,7 @@ TEST(Fsdp, PlanReplayOfTheScheduleIsWhatAStepGathers) {
         batch(comm.rank(), 0, c, ids, labels);
         m.forward_backward(ids, labels, 0.01f);
         EXPECT_EQ(measure.peak, size_t(fsdp.plan().transient_bytes(reshard, false)))
-            << "tied " << tied << " reshard " << reshard << " frozen " << frozen;
+            << "tied " << tied << " reshard " << reshard << " frozen " << frozen << " " << dtype_name(wdt);
         EXPECT_EQ(fsdp.frozen(), frozen);
         m.set_unit_hooks(&fsdp);
       }
@@ -311,23 +312,3 @@ void run_bf16_base(bool tied, bool prefetch, Checkpointing ckpt) {
 
 TEST(Fsdp, Bf16FrozenBaseTiedMatchesOneProcess) { run_bf16_base(true, true, Checkpointing::None); }
 TEST(Fsdp, Bf16FrozenBaseUntiedNoPrefetchFullCheckpointing) { run_bf16_base(false, false, Checkpointing::Full); }
-
-// The plan's replay of a bf16 frozen base's step is what the step gathers (bf16 weights at 2 bytes).
-TEST(Fsdp, PlanReplayOfABf16FrozenBase) {
-  Comm& comm = test_comm();
-  for (bool tied : {false, true})
-    for (bool reshard : {false, true}) {
-      const ModelConfig c = tiny(false, tied);
-      Qwen3Model m(c, "cpu", true, /*frozen=*/true, DType::BF16);
-      Fsdp::Options o;
-      o.reshard_after_forward = reshard, o.prefetch = false;
-      Fsdp fsdp(m, comm, o, [&](int64_t u) { m.init_weights(InitScheme::HF, 1, u); });
-      Measure measure(fsdp, m.params());
-      m.set_unit_hooks(&measure);
-      Tensor ids, labels;
-      batch(comm.rank(), 0, c, ids, labels);
-      m.forward_backward(ids, labels, 0.01f);
-      EXPECT_EQ(measure.peak, size_t(fsdp.plan().transient_bytes(reshard, false))) << "tied " << tied << " reshard " << reshard;
-      m.set_unit_hooks(&fsdp);
-    }
-}
