@@ -1,6 +1,6 @@
 // titan info: parameter count, training FLOPs per token and training-state memory of a model
 // given as an HF folder or a built-in flavor name; with --dp N, the training state per rank of N
-// fully sharded data-parallel ranks (src/dist/fsdp.h: parameters, gradients and AdamW moments
+// fully sharded data-parallel ranks (src/distributed/fsdp.h: parameters, gradients and AdamW moments
 // 1/N per unit, the staging buffer of the collectives, and the gathered units of a step).
 // --n-layers overrides the layer count. Dense models on one process also get one training step's
 // predicted peak memory (model/train_memory.h): --batch N, and --lora-rank R for LoRA (attention and
@@ -14,8 +14,8 @@
 
 #include "cli/command.h"
 #include "core/allocator.h"
-#include "dist/data_parallel.h"
-#include "dist/fsdp.h"
+#include "distributed/data_parallel.h"
+#include "distributed/fsdp.h"
 #include "model/flops.h"
 #include "model/train_memory.h"
 #include "train/model_state.h"
@@ -73,7 +73,7 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
   // Per rank of dp fully sharded ranks: the shards, the staging buffer, and what a step gathers.
   // LoRA (train/sharded_state.cpp): the frozen base's value shard only; the adapters whole with
   // their gradients, and this rank's chunk of them (master, reduced gradient, two moments).
-  const dist::FsdpPlan plan = dist::fsdp_plan(cfg, dp, lora != nullptr, lora ? base : DType::F32);
+  const distributed::FsdpPlan plan = distributed::fsdp_plan(cfg, dp, lora != nullptr, lora ? base : DType::F32);
   int64_t rank_param = dp == 1 ? s.param_bytes() : plan.shard_bytes;
   int64_t rank_grad = dp == 1 ? s.grad_bytes() : plan.shard_bytes;
   int64_t rank_opt = dp == 1 ? s.optimizer_bytes() : 2 * plan.shard_bytes;
@@ -83,7 +83,7 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
     rank_param = plan.shard_bytes + (a + c) * 4;
     rank_grad = (a + c) * 4;
     rank_opt = 2 * c * 4;
-    rank_comm += dp * std::min<int64_t>(c, dist::DataParallel::kBucket) * 4;
+    rank_comm += dp * std::min<int64_t>(c, distributed::DataParallel::kBucket) * 4;
   }
   const int64_t rank_gather = dp == 1 ? 0 : plan.transient_bytes(true, true);
   const int64_t rank_state = rank_param + rank_grad + rank_opt + rank_comm;

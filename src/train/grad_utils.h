@@ -1,6 +1,6 @@
 // Gradient helpers of the training step over whole tensors: global L2 norm, clipping as
 // torch.nn.utils.clip_grad_norm_ does, and locating the first non-finite tensor (the run stops
-// naming it). Norm and clipping are dist/grad_clip.h's, the routine the sharded step (dist/fsdp.h)
+// naming it). Norm and clipping are distributed/grad_clip.h's, the routine the sharded step (distributed/fsdp.h)
 // uses too: deterministic for any thread count.
 #pragma once
 #include <optional>

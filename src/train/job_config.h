@@ -159,7 +159,7 @@ struct ParallelismSection {
   int64_t pipeline_parallel_degree = 1;
   int64_t context_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
-  // Sharded data parallelism (dist/fsdp.h): free a layer's gathered parameters after its forward
+  // Sharded data parallelism (distributed/fsdp.h): free a layer's gathered parameters after its forward
   // and gather them again for backward ("default" = "always", as torchtitan without pipeline
   // parallelism), or keep them until the backward ("never": less communication, more memory).
   ReshardAfterForward fsdp_reshard_after_forward = ReshardAfterForward::Default;
@@ -238,7 +238,7 @@ inline constexpr int64_t kMaxThreads = 4096;
 
 // torchtitan's [comm] timeouts. A collective that has not completed after the timeout means a
 // rank is hung (deadlock, SIGSTOP, lost machine): the MPI backend's watchdog ends the job
-// (dist::Comm::set_timeout). init_timeout_seconds holds until the first training step completes
+// (distributed::Comm::set_timeout). init_timeout_seconds holds until the first training step completes
 // (setup, loading, the first step's warm-up), train_timeout_seconds after it. Not trajectory
 // keys (trajectory_config): changing a timeout never blocks a resume.
 struct CommSection {

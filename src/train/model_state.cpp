@@ -5,7 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "dist/data_parallel.h"
+#include "distributed/data_parallel.h"
 #include "model/hf_model.h"
 #include "model/peft_adapter.h"
 #include "ops/registry.h"
@@ -98,7 +98,7 @@ nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& ba
   return j;
 }
 
-std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, dist::Comm& comm) {
+std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, distributed::Comm& comm) {
   // Shard groups of world / R ranks (fully sharded; hybrid when R > 1 too); or, with a shard
   // degree of 1, R = world replicas holding everything.
   const int64_t replicate = cfg.parallelism.data_parallel_replicate_degree;
@@ -112,7 +112,7 @@ namespace {
 
 class FullState final : public ModelState {
  public:
-  FullState(const JobConfig& cfg, dist::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
+  FullState(const JobConfig& cfg, distributed::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
     JobModel jm = build_job_model(cfg, false);
     jm.fill(-1, uint64_t(cfg.training.seed));
     loaded_ = jm.hf != nullptr;
@@ -129,7 +129,7 @@ class FullState final : public ModelState {
       v_.push_back(Tensor::zeros(p.value.shape(), DType::F32));
       grads_.push_back({p.name, p.grad});
     }
-    if (comm.size() > 1) dp_ = std::make_unique<dist::DataParallel>(trained(), comm);
+    if (comm.size() > 1) dp_ = std::make_unique<distributed::DataParallel>(trained(), comm);
   }
   bool sharded() const override { return false; }
   void zero_grad() override { trained().zero_grad(); }
@@ -199,17 +199,17 @@ class FullState final : public ModelState {
     for (auto& b : model_->expert_bias_state()) out.push_back(b);  // MoE balancing state, if any
     return out;
   }
-  dist::Comm& comm_;
+  distributed::Comm& comm_;
   const AdamWKernel& adamw_;
   std::vector<Tensor> m_, v_;
   std::vector<NamedTensor> grads_;
-  std::unique_ptr<dist::DataParallel> dp_;
+  std::unique_ptr<distributed::DataParallel> dp_;
   std::string lora_base_;  // the base HF folder of a LoRA run ("" when initialised here)
 };
 
 }  // namespace
 
-std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, dist::Comm& comm) {
+std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, distributed::Comm& comm) {
   return std::make_unique<FullState>(cfg, comm);
 }
 

@@ -1,11 +1,11 @@
 // Where a training run's model state lives and how a step updates it.
 //
 // Full (one process, or data_parallel_replicate_degree ranks): every rank holds every parameter,
-// gradient and AdamW moment; gradients are summed across ranks (dist/data_parallel.h), then the
+// gradient and AdamW moment; gradients are summed across ranks (distributed/data_parallel.h), then the
 // one-process clip and AdamW run. Rank 0 writes checkpoints (whole tensors) and the HF export.
 //
 // Sharded (data_parallel_shard_degree S > 1; with data_parallel_replicate_degree R > 1 too,
-// hybrid: R replicas of an S-rank sharded group, gradients summed across replicas): dist::Fsdp. The model is built without parameter
+// hybrid: R replicas of an S-rank sharded group, gradients summed across replicas): distributed::Fsdp. The model is built without parameter
 // memory and filled one unit at a time (initialised or loaded from the HF folder, identically on
 // every rank), each rank keeping its shard of parameters, gradients and moments. Each rank
 // writes its own checkpoint files (its pieces); a checkpoint written with any number of ranks
@@ -21,7 +21,7 @@
 #include <memory>
 #include <string>
 
-#include "dist/comm.h"
+#include "distributed/comm.h"
 #include "model/hf_checkpoint.h"
 #include "model/qwen3.h"
 #include "ops/adamw/adamw.h"
@@ -94,10 +94,10 @@ nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& ba
 // Builds the job's model (job_model_config; weights from [checkpoint] initial_load_path when
 // initial_load_in_hf, else torchtitan's init with [training] seed) and its state for the ranks of
 // `comm` (sharded or full, from [parallelism]).
-std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, dist::Comm& comm);
+std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, distributed::Comm& comm);
 
 // Implementations (model_state.cpp, sharded_state.cpp).
-std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, dist::Comm& comm);
-std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, dist::Comm& comm);
+std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, distributed::Comm& comm);
+std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, distributed::Comm& comm);
 
 }  // namespace titan

@@ -45,7 +45,7 @@ struct TrainResult {
   std::string hf_export;        // folder, "" when none written
 };
 
-namespace dist {
+namespace distributed {
 class Comm;
 }
 
@@ -69,7 +69,7 @@ class Trainer {
  public:
   // Setup, collective: every rank calls it with the same config (checked). Throws on a config the
   // world cannot run, an unusable run folder or a checkpoint this config may not resume.
-  Trainer(const JobConfig& cfg, dist::Comm& comm);
+  Trainer(const JobConfig& cfg, distributed::Comm& comm);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -91,7 +91,7 @@ class Trainer {
   // For hooks.
   const JobConfig& cfg() const { return cfg_; }
   TrainData& data() { return *data_; }
-  dist::Comm& comm() { return comm_; }
+  distributed::Comm& comm() { return comm_; }
   bool lead() const { return lead_; }  // the rank that logs and writes metrics
   Qwen3Model& model() { return state_->model(); }
   ModelState& model_state() { return *state_; }
@@ -118,7 +118,7 @@ class Trainer {
   bool poll_stop();
 
   const JobConfig cfg_;
-  dist::Comm& comm_;
+  distributed::Comm& comm_;
   const int64_t world_, rank_;
   const bool lead_;
   std::vector<std::unique_ptr<RunLock>> folder_locks_;
@@ -151,8 +151,8 @@ TrainResult run_training(const JobConfig& cfg);
 // Data parallel over the ranks of `comm` (every rank calls it with the same config; checked):
 // each rank takes its slice of every global micro-batch, the loss is the mean over the global
 // batch's tokens, gradients are summed over ranks; parameters, gradients and optimizer state are
-// fully sharded (dist/fsdp.h) or replicated (train/model_state.h); rank 0 alone logs and writes
+// fully sharded (distributed/fsdp.h) or replicated (train/model_state.h); rank 0 alone logs and writes
 // metrics, every rank its checkpoint shard.
-TrainResult run_training(const JobConfig& cfg, dist::Comm& comm);
+TrainResult run_training(const JobConfig& cfg, distributed::Comm& comm);
 
 }  // namespace titan

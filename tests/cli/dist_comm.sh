@@ -6,7 +6,7 @@ BIN=$1
 TEST=$(dirname "$BIN")/test_dist
 command -v mpirun >/dev/null || { echo "mpirun not found; skipping"; exit 77; }
 [ -x "$TEST" ] || { echo "missing $TEST (build target test_dist)"; exit 1; }
-source "$2/tests/cli/dist/env.sh"
+source "$2/tests/cli/distributed/env.sh"
 for np in 2 3; do
   echo "== $np ranks"
   OMP_NUM_THREADS=1 mpirun "${MPIRUN_ARGS[@]}" -np $np "$TEST" --gtest_brief=1

@@ -9,7 +9,7 @@
 set -uo pipefail
 titan=$1 src=$2
 command -v mpirun >/dev/null || { echo "mpirun not found; skipping"; exit 77; }
-source "$src/tests/cli/dist/env.sh"
+source "$src/tests/cli/distributed/env.sh"
 test_dist=$(dirname "$titan")/test_dist
 [ -x "$test_dist" ] || { echo "missing $test_dist (build target test_dist)"; exit 1; }
 work=$(mktemp -d)
@@ -77,7 +77,7 @@ ls -d "$work"/t/checkpoint/step-* > /dev/null 2>&1 || fail "no checkpoint after 
 echo "ok: SIGTERM to rank 1 -> $(grep 'another rank' "$work/term.log"), checkpoint $(ls "$work/t/checkpoint")"
 
 # 4. Rank 1 stops itself (SIGSTOP) while rank 0 waits in a barrier with a 3 s timeout
-#    (WatchdogJob.HungRankEndsTheJob in tests/unit/dist/test_watchdog.cpp): rank 0's watchdog
+#    (WatchdogJob.HungRankEndsTheJob in tests/unit/distributed/test_watchdog.cpp): rank 0's watchdog
 #    prints its line and exits 1, mpirun ends rank 1.
 TITAN_TEST_HANG=1 mpirun "${MPIRUN_ARGS[@]}" -x TITAN_TEST_HANG -np 2 "$test_dist" \
   --gtest_filter=WatchdogJob.HungRankEndsTheJob > "$work/hang.log" 2>&1 &

@@ -1,4 +1,4 @@
-// dist::clip_grad_norm: the one clipping routine of the whole-tensor step (train/grad_utils.h) and
+// distributed::clip_grad_norm: the one clipping routine of the whole-tensor step (train/grad_utils.h) and
 // of the sharded step (Fsdp::step). Cut into shards whose sums of squares are added, it clips
 // exactly as it does the whole.
 #include <gtest/gtest.h>
@@ -10,10 +10,10 @@
 
 #include "core/rng.h"
 #include "core/tensor.h"
-#include "dist/grad_clip.h"
+#include "distributed/grad_clip.h"
 
 using namespace titan;
-using namespace titan::dist;
+using namespace titan::distributed;
 
 namespace {
 

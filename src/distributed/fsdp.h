@@ -60,7 +60,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "dist/comm.h"
+#include "distributed/comm.h"
 #include "model/config.h"
 #include "model/unit_hooks.h"
 #include "model/unit_schedule.h"
@@ -71,7 +71,7 @@ class ParamStore;
 class Qwen3Model;
 }  // namespace titan
 
-namespace titan::dist {
+namespace titan::distributed {
 
 // Per-rank sizes of a sharded run, from the model configuration alone (for `titan info`; an Fsdp
 // of that model reports the same numbers). In bytes: values in their dtype (f32, or a frozen
@@ -178,4 +178,4 @@ class Fsdp final : public UnitHooks {
   double comm_seconds_ = 0;
 };
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

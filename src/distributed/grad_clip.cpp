@@ -1,4 +1,4 @@
-#include "dist/grad_clip.h"
+#include "distributed/grad_clip.h"
 
 #include <immintrin.h>
 
@@ -7,7 +7,7 @@
 
 #include "core/threading.h"
 
-namespace titan::dist {
+namespace titan::distributed {
 namespace {
 
 constexpr int64_t kChunk = 1 << 16;
@@ -72,4 +72,4 @@ double clip_grad_norm(const std::vector<GradRange>& grads, double max_norm,
   return total;
 }
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-namespace titan::dist {
+namespace titan::distributed {
 
 enum class ReduceOp { Sum, Avg };
 
@@ -46,7 +46,7 @@ class Comm {
 
   // A collective that waits longer than `seconds` for the other ranks ends this process with a
   // one-line error (`titan: error (rank r of N): MPI_... has not completed after ...`) and
-  // status 1, and mpirun then ends the others (MpiComm's watchdog, dist/watchdog.h). 0 = wait
+  // status 1, and mpirun then ends the others (MpiComm's watchdog, distributed/watchdog.h). 0 = wait
   // forever, the default. `setting` names the value's origin in that line ("[comm]
   // train_timeout_seconds"). May be changed at any time, e.g. from the setup timeout to the
   // training one after the first step. A single process never waits for a peer: no-op there.
@@ -128,4 +128,4 @@ std::unique_ptr<Comm> make_comm();
 // The MPI backend (error when MPI cannot be initialised).
 std::unique_ptr<Comm> make_mpi_comm();
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

@@ -1,4 +1,4 @@
-#include "dist/fsdp.h"
+#include "distributed/fsdp.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,11 +12,11 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "dist/flat_params.h"
-#include "dist/grad_clip.h"
+#include "distributed/flat_params.h"
+#include "distributed/grad_clip.h"
 #include "model/qwen3.h"
 
-namespace titan::dist {
+namespace titan::distributed {
 
 namespace {
 
@@ -415,7 +415,7 @@ double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& 
     replicate_->all_reduce(g_.data<float>(), shard_, ReduceOp::Sum);
     comm_seconds_ += now_seconds() - t0;
   }
-  // The clipping of the whole-tensor path (dist/grad_clip.h) on my shard; the global sum of
+  // The clipping of the whole-tensor path (distributed/grad_clip.h) on my shard; the global sum of
   // squares is the ranks' sums added in rank order.
   const double norm = clip_grad_norm({{g_.data<float>(), shard_}}, max_norm, [this](double ss) {
     const double t0 = now_seconds();
@@ -449,4 +449,4 @@ std::optional<std::string> Fsdp::first_non_finite_grad() const {
   return std::nullopt;
 }
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

@@ -1,4 +1,4 @@
-// Collectives of dist::Comm. Run as one process (LocalComm, ctest "dist") and under mpirun with
+// Collectives of distributed::Comm. Run as one process (LocalComm, ctest "distributed") and under mpirun with
 // several ranks (MpiComm, tests/cli/dist_comm.sh): every expectation holds for any world size.
 #include <gtest/gtest.h>
 
@@ -7,11 +7,11 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "dist/comm.h"
-#include "unit/dist/dist_test_util.h"
+#include "distributed/comm.h"
+#include "unit/distributed/dist_test_util.h"
 
 using namespace titan;
-using namespace titan::dist;
+using namespace titan::distributed;
 
 namespace {
 

@@ -3,13 +3,13 @@
 #pragma once
 #include <memory>
 
-#include "dist/comm.h"
+#include "distributed/comm.h"
 
-namespace titan::dist {
+namespace titan::distributed {
 
 inline Comm& test_comm() {
   static std::unique_ptr<Comm> c = make_comm();
   return *c;
 }
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

@@ -6,7 +6,7 @@
 // exit without MPI_Finalize) makes mpirun terminate every other rank; a rank that raises a
 // titan::Error calls abort() (MPI_Abort) after printing its error, which also ends every rank.
 // A rank that hangs without dying (deadlock, SIGSTOP, an endless loop outside MPI) is caught by
-// the others: every MPI call here is marked in flight for a CollectiveWatchdog (dist/watchdog.h;
+// the others: every MPI call here is marked in flight for a CollectiveWatchdog (distributed/watchdog.h;
 // one atomic store before and one after the call), whose thread ends this process with a one-line
 // error once a call has waited longer than set_timeout()'s seconds; mpirun then ends the rest.
 // With no timeout set (the default) the thread is not started.
@@ -18,10 +18,10 @@
 #include <string>
 
 #include "core/error.h"
-#include "dist/comm.h"
-#include "dist/watchdog.h"
+#include "distributed/comm.h"
+#include "distributed/watchdog.h"
 
-namespace titan::dist {
+namespace titan::distributed {
 
 namespace {
 
@@ -57,7 +57,7 @@ class MpiComm final : public Comm {
     MPI_Initialized(&inited);
     if (!inited) {
       int provided = 0;
-      // The main thread and the FSDP communication thread (dist/fsdp.h) call MPI, never at the
+      // The main thread and the FSDP communication thread (distributed/fsdp.h) call MPI, never at the
       // same time (OpenMP workers never do).
       check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
       TITAN_CHECK(provided >= MPI_THREAD_SERIALIZED, "the MPI library does not support MPI_THREAD_SERIALIZED ",
@@ -146,4 +146,4 @@ class MpiComm final : public Comm {
 
 std::unique_ptr<Comm> make_mpi_comm() { return std::make_unique<MpiComm>(); }
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

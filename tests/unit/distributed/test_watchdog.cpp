@@ -1,4 +1,4 @@
-// The collective watchdog (dist/watchdog.h): its decisions on a scripted clock, its thread on the
+// The collective watchdog (distributed/watchdog.h): its decisions on a scripted clock, its thread on the
 // real one, Comm::set_timeout, and (only when TITAN_TEST_HANG=1, under mpirun: the hung-rank case
 // of tests/cli/dist_faults.sh) a real job whose rank 1 stops itself while rank 0 waits.
 #include <gtest/gtest.h>
@@ -15,11 +15,11 @@
 
 #include "common/test_util.h"
 #include "core/error.h"
-#include "dist/comm.h"
-#include "dist/watchdog.h"
+#include "distributed/comm.h"
+#include "distributed/watchdog.h"
 
 using namespace titan;
-using namespace titan::dist;
+using namespace titan::distributed;
 using namespace titan::test;
 
 namespace {

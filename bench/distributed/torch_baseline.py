@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch baseline for bench/dist: data-parallel training of transformers' Qwen3ForCausalLM on CPU
+"""PyTorch baseline for bench/distributed: data-parallel training of transformers' Qwen3ForCausalLM on CPU
 with torch.distributed (gloo), N processes on this machine, 1 thread each. Every rank trains on
 its own batch of random token ids (local batch x seq), full steps: forward, backward (gradient
 reduction inside the wrapper), gradient clipping at 1.0, AdamW. Rank 0 prints one JSON line:

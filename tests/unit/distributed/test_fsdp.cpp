@@ -1,6 +1,6 @@
 // Fsdp (ZeRO-3): training steps with parameters, gradients and AdamW state sharded across the
 // ranks equal one process stepping the whole model on the union of the ranks' batches. Runs as
-// one process (ctest "dist": the sharding machinery with one rank, the communication thread
+// one process (ctest "distributed": the sharding machinery with one rank, the communication thread
 // included) and with 2 and 3 ranks under mpirun (tests/cli/dist_comm.sh).
 #include <gtest/gtest.h>
 
@@ -12,16 +12,16 @@
 #include <vector>
 
 #include "core/allocator.h"
-#include "dist/comm.h"
-#include "unit/dist/dist_test_util.h"
-#include "dist/fsdp.h"
+#include "distributed/comm.h"
+#include "unit/distributed/dist_test_util.h"
+#include "distributed/fsdp.h"
 #include "model/config.h"
 #include "model/qwen3.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/registry.h"
 
 using namespace titan;
-using namespace titan::dist;
+using namespace titan::distributed;
 
 namespace {
 

@@ -1,18 +1,18 @@
 // DataParallel (replicated): after the reduction every rank holds the gradient one process would
 // compute, summed over ranks in rank order (sharded: test_fsdp.cpp). Runs
-// as one process (ctest "dist") and with 2 and 3 ranks under mpirun (tests/cli/dist_comm.sh).
+// as one process (ctest "distributed") and with 2 and 3 ranks under mpirun (tests/cli/dist_comm.sh).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "dist/comm.h"
-#include "unit/dist/dist_test_util.h"
-#include "dist/data_parallel.h"
+#include "distributed/comm.h"
+#include "unit/distributed/dist_test_util.h"
+#include "distributed/data_parallel.h"
 #include "ops/registry.h"
 
 using namespace titan;
-using namespace titan::dist;
+using namespace titan::distributed;
 
 namespace {
 

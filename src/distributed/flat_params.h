@@ -1,6 +1,6 @@
 // Parameters [first, last) of a ParamStore seen as one flat f32 vector: their row-major elements
-// back to back in store order. Data-parallel collectives move ranges of it (dist/data_parallel.h
-// over the whole store, dist/fsdp.h per unit) without ever building the flat copy.
+// back to back in store order. Data-parallel collectives move ranges of it (distributed/data_parallel.h
+// over the whole store, distributed/fsdp.h per unit) without ever building the flat copy.
 // The values may also be seen as one flat byte vector, each parameter's value in its own dtype
 // (a bf16 LoRA base: bf16 weights next to f32 norms); for f32 values byte 4k starts element k.
 #pragma once
@@ -10,7 +10,7 @@
 
 #include "model/params.h"
 
-namespace titan::dist {
+namespace titan::distributed {
 
 // Calls f(param index, offset in the param, flat offset, count) for each piece of the flat range
 // [lo, hi).
@@ -67,4 +67,4 @@ inline void value_bytes_write(const ParamStore& ps, size_t first, size_t last, i
   });
 }
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

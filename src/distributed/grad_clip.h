@@ -1,6 +1,6 @@
 // Gradient clipping as torch.nn.utils.clip_grad_norm_(max_norm, norm_type=2), one routine for
 // gradients held whole in each process (one process, or replicas after their all-reduce:
-// train/grad_utils.h) and for a rank's shard of them (dist/fsdp.h). The two differ only in how
+// train/grad_utils.h) and for a rank's shard of them (distributed/fsdp.h). The two differ only in how
 // the global sum of squares is formed from this process's part, which the caller passes in; the
 // norm and the scaling are the same code.
 //
@@ -12,7 +12,7 @@
 #include <functional>
 #include <vector>
 
-namespace titan::dist {
+namespace titan::distributed {
 
 // f32 gradient elements [data, data + n).
 struct GradRange {
@@ -32,4 +32,4 @@ double sum_of_squares(const std::vector<GradRange>& grads);
 double clip_grad_norm(const std::vector<GradRange>& grads, double max_norm,
                       const std::function<double(double local_sum_of_squares)>& global = {});
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

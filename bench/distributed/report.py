@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Parses the outputs of bench/dist/run.sh and prints its table with ratios.
+"""Parses the outputs of bench/distributed/run.sh and prints its table with ratios.
 
 usage: report.py OUT_DIR RANKS
 OUT_DIR holds r1/, r2/, ... (one per round): per titan run NAME a dump folder NAME/ (metrics.jsonl),

@@ -1,13 +1,13 @@
-#include "dist/data_parallel.h"
+#include "distributed/data_parallel.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "dist/flat_params.h"
+#include "distributed/flat_params.h"
 
-namespace titan::dist {
+namespace titan::distributed {
 
 DataParallel::DataParallel(ParamStore& ps, Comm& comm) : ps_(ps), comm_(comm) {
   for (auto& p : ps.all()) {
@@ -72,4 +72,4 @@ void DataParallel::gather_into(bool grads, const float* mine) {
   }
 }
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

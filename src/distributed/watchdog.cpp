@@ -1,4 +1,4 @@
-#include "dist/watchdog.h"
+#include "distributed/watchdog.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 
-namespace titan::dist {
+namespace titan::distributed {
 
 namespace {
 
@@ -95,4 +95,4 @@ void CollectiveWatchdog::run() {
   }
 }
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-namespace titan::dist {
+namespace titan::distributed {
 
 class CollectiveWatchdog {
  public:
@@ -79,4 +79,4 @@ class CollectiveWatchdog {
   bool fired_ = false;
 };
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

@@ -1,4 +1,4 @@
-#include "dist/comm.h"
+#include "distributed/comm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 
-namespace titan::dist {
+namespace titan::distributed {
 
 namespace {
 
@@ -165,4 +165,4 @@ std::unique_ptr<Comm> make_comm() {
   return std::make_unique<LocalComm>();
 }
 
-}  // namespace titan::dist
+}  // namespace titan::distributed

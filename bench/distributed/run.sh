@@ -5,7 +5,7 @@
 # 1 thread each (the 1-process reference gets both threads). Model: the debugmodel flavor (4
 # layers, hidden 256, vocab 151,936, tied: 42M parameters, 0.63 GiB of f32 training state),
 # seq 128, local batch 1, global batch = ranks, f32.
-#   usage: bench/dist/run.sh [TITAN_BIN=build/titan] ; STEPS=12 WARMUP=3 ROUNDS=3 SEQ=128 LAYERS=4
+#   usage: bench/distributed/run.sh [TITAN_BIN=build/titan] ; STEPS=12 WARMUP=3 ROUNDS=3 SEQ=128 LAYERS=4
 # Each round runs every side once (titan: FSDP, replicated, FSDP without prefetch, FSDP without
 # resharding, 1 process; then PyTorch FSDP2 and DDP); throughput is the median over the
 # steady-state steps of all rounds, memory the largest over rounds. Prints one table with ratios.
@@ -17,7 +17,7 @@ steps=${STEPS:-12} warmup=${WARMUP:-3} rounds=${ROUNDS:-3} seq=${SEQ:-128} layer
 py=${TITAN_ORACLE_PYTHON:-$src/.venv-oracle/bin/python}
 [ -x "$py" ] || py=/work/venv-oracle/bin/python
 command -v mpirun >/dev/null || { echo "mpirun not found"; exit 1; }
-source "$src/tests/cli/dist/env.sh"
+source "$src/tests/cli/distributed/env.sh"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cd "$src"
@@ -44,7 +44,7 @@ titan_run() {  # titan_run ROUND NAME NP ARGS...
   echo "  titan $name ($np rank(s)) done at ${SECONDS}s"
 }
 torch_run() {  # torch_run ROUND WRAP
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ${jemalloc:+LD_PRELOAD=$jemalloc} "$py" bench/dist/torch_baseline.py \
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ${jemalloc:+LD_PRELOAD=$jemalloc} "$py" bench/distributed/torch_baseline.py \
     --wrap "$2" --ranks "$ranks" --threads 1 --layers "$layers" --seq "$seq" --batch 1 --steps "$((steps - warmup))" \
     --warmup "$warmup" --port "$((29500 + $$ % 2000))" > "$out/r$1/torch-$2.log" 2>&1 ||
     { tail -20 "$out/r$1/torch-$2.log"; echo "pytorch $2 failed"; exit 1; }
@@ -68,4 +68,4 @@ for ((r = 1; r <= rounds; r++)); do
 done
 "$titan" info --model debugmodel --n-layers "$layers" --seq-len "$seq" --dp "$ranks" --json > "$out/info.json"
 echo "load after: $(load)" >> "$out/load"
-"$py" bench/dist/report.py "$out" "$ranks"
+"$py" bench/distributed/report.py "$out" "$ranks"

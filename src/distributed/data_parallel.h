@@ -1,6 +1,6 @@
 // Replicated data parallelism (data_parallel_replicate_degree): every rank holds every parameter,
 // gradient and optimizer state; gradients are summed across ranks after backward. (Sharded data
-// parallelism is dist/fsdp.h.)
+// parallelism is distributed/fsdp.h.)
 //
 // The parameters are viewed as one flattened f32 vector of P elements (ParamStore order),
 // padded to P' = N x chunk with chunk = ceil(P / N) for N ranks; rank r owns [r x chunk,
@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "dist/comm.h"
+#include "distributed/comm.h"
 #include "model/params.h"
 
-namespace titan::dist {
+namespace titan::distributed {
 
 class DataParallel {
  public:
@@ -65,4 +65,4 @@ class DataParallel {
   double comm_seconds_ = 0;
 };
 
-}  // namespace titan::dist
+}  // namespace titan::distributed
