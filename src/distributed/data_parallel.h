@@ -21,10 +21,13 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "distributed/comm.h"
+#include "comm/comm.h"
 #include "model/params.h"
 
 namespace titan::distributed {
+
+using comm::Comm;
+using comm::ReduceOp;
 
 class DataParallel {
  public:

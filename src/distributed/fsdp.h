@@ -60,7 +60,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "distributed/comm.h"
+#include "comm/comm.h"
 #include "model/config.h"
 #include "model/unit_hooks.h"
 #include "model/unit_schedule.h"
@@ -72,6 +72,9 @@ class Qwen3Model;
 }  // namespace titan
 
 namespace titan::distributed {
+
+using comm::Comm;
+using comm::ReduceOp;
 
 // Per-rank sizes of a sharded run, from the model configuration alone (for `titan info`; an Fsdp
 // of that model reports the same numbers). In bytes: values in their dtype (f32, or a frozen

@@ -16,12 +16,16 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
-#include "distributed/comm.h"
+#include "comm/comm.h"
+#include "distributed/backends.h"
 #include "distributed/watchdog.h"
 
 namespace titan::distributed {
+
+using comm::Comm;
 
 namespace {
 
@@ -34,7 +38,7 @@ void check_mpi(int rc, const char* what) {
 }
 
 // Indices of the watchdog's operation names (MpiComm's constructor lists them in this order).
-enum Op : unsigned { kAllgather, kAlltoall, kBcast, kBarrier, kSplit };
+enum Op : unsigned { kAllgather, kAlltoall, kBcast, kBarrier, kSplit, kAlltoallv, kSend, kRecv };
 
 // Marks one MPI call in flight for the watchdog for as long as it lives.
 struct InFlight {
@@ -69,10 +73,11 @@ class MpiComm final : public Comm {
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     watchdog_ = std::make_shared<CollectiveWatchdog>(
         "rank " + std::to_string(rank_) + " of " + std::to_string(size_),
-        std::vector<std::string>{"MPI_Allgather", "MPI_Alltoall", "MPI_Bcast", "MPI_Barrier", "MPI_Comm_split"});
+        std::vector<std::string>{"MPI_Allgather", "MPI_Alltoall", "MPI_Bcast", "MPI_Barrier", "MPI_Comm_split",
+                                 "MPI_Alltoallv", "MPI_Send", "MPI_Recv"});
   }
   // A sub-communicator (split()): its calls are watched by the world communicator's watchdog.
-  MpiComm(MPI_Comm c, std::shared_ptr<CollectiveWatchdog> wd) : comm_(c), watchdog_(std::move(wd)) {
+  MpiComm(const MpiComm& parent, MPI_Comm c) : Comm(parent), comm_(c), watchdog_(parent.watchdog_) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_ARE_FATAL);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -87,29 +92,37 @@ class MpiComm final : public Comm {
     watchdog_.reset();  // its thread stops before MPI does (sub-communicators are gone by now)
     if (owns_ && !finalized) MPI_Finalize();
   }
-  std::unique_ptr<Comm> split(int color, int key) override {
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend() const override { return "mpi"; }
+  [[noreturn]] void abort(int code) override {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+
+ protected:
+  std::unique_ptr<Comm> do_split(int color, int key) override {
     MPI_Comm c;
     {
       InFlight f(*watchdog_, kSplit);
       check_mpi(MPI_Comm_split(comm_, color, key, &c), "MPI_Comm_split");
     }
-    return std::make_unique<MpiComm>(c, watchdog_);
+    return std::make_unique<MpiComm>(*this, c);
   }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const char* backend() const override { return "mpi"; }
 
-  void all_gather_bytes(const void* in, void* out, size_t bytes) override {
+  void do_all_gather(const void* in, void* out, size_t bytes) override {
     InFlight f(*watchdog_, kAllgather);
     check_mpi(MPI_Allgather(in, count_of(bytes), MPI_BYTE, out, count_of(bytes), MPI_BYTE, comm_),
               "MPI_Allgather");
   }
-  void all_to_all_bytes(const void* in, void* out, size_t bytes) override {
+  void do_all_to_all(const void* in, void* out, size_t bytes) override {
     InFlight f(*watchdog_, kAlltoall);
     check_mpi(MPI_Alltoall(in, count_of(bytes), MPI_BYTE, out, count_of(bytes), MPI_BYTE, comm_),
               "MPI_Alltoall");
   }
-  void broadcast(void* buf, size_t bytes, int root) override {
+  void do_broadcast(void* buf, size_t bytes, int root) override {
     // Large broadcasts go in INT_MAX-bounded pieces.
     char* p = static_cast<char*>(buf);
     const size_t piece = size_t(1) << 30;
@@ -121,18 +134,36 @@ class MpiComm final : public Comm {
       off += b;
     } while (off < bytes);
   }
-  void barrier() override {
+  void do_barrier() override {
     InFlight f(*watchdog_, kBarrier);
     check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
   }
-  [[noreturn]] void abort(int code) override {
-    std::fflush(stdout);
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, code);
-    std::_Exit(code);
+  void do_all_to_all_v(const void* in, const size_t* send_bytes, void* out, const size_t* recv_bytes) override {
+    const size_t n = static_cast<size_t>(size_);
+    std::vector<int> sc(n), sd(n), rc(n), rd(n);
+    size_t so = 0, ro = 0;
+    for (int q = 0; q < size_; ++q) {
+      sc[size_t(q)] = count_of(send_bytes[q]), sd[size_t(q)] = count_of(so), so += send_bytes[q];
+      rc[size_t(q)] = count_of(recv_bytes[q]), rd[size_t(q)] = count_of(ro), ro += recv_bytes[q];
+    }
+    InFlight f(*watchdog_, kAlltoallv);
+    check_mpi(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE, comm_),
+              "MPI_Alltoallv");
   }
-
- protected:
+  void do_send(const void* buf, size_t bytes, int dst) override {
+    InFlight f(*watchdog_, kSend);
+    check_mpi(MPI_Send(buf, count_of(bytes), MPI_BYTE, dst, 0, comm_), "MPI_Send");
+  }
+  void do_recv(void* buf, size_t bytes, int src) override {
+    MPI_Status st;
+    {
+      InFlight f(*watchdog_, kRecv);
+      check_mpi(MPI_Recv(buf, count_of(bytes), MPI_BYTE, src, 0, comm_, &st), "MPI_Recv");
+    }
+    int got = 0;
+    MPI_Get_count(&st, MPI_BYTE, &got);
+    TITAN_CHECK(size_t(got) == bytes, "MPI_Recv of ", bytes, " bytes from rank ", src, " received ", got);
+  }
   void apply_timeout(double seconds, const std::string& setting) override { watchdog_->set_timeout(seconds, setting); }
 
  private:

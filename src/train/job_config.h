@@ -238,7 +238,7 @@ inline constexpr int64_t kMaxThreads = 4096;
 
 // torchtitan's [comm] timeouts. A collective that has not completed after the timeout means a
 // rank is hung (deadlock, SIGSTOP, lost machine): the MPI backend's watchdog ends the job
-// (distributed::Comm::set_timeout). init_timeout_seconds holds until the first training step completes
+// (comm::Comm::set_timeout). init_timeout_seconds holds until the first training step completes
 // (setup, loading, the first step's warm-up), train_timeout_seconds after it. Not trajectory
 // keys (trajectory_config): changing a timeout never blocks a resume.
 struct CommSection {

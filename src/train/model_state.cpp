@@ -98,7 +98,7 @@ nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& ba
   return j;
 }
 
-std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, distributed::Comm& comm) {
+std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, comm::Comm& comm) {
   // Shard groups of world / R ranks (fully sharded; hybrid when R > 1 too); or, with a shard
   // degree of 1, R = world replicas holding everything.
   const int64_t replicate = cfg.parallelism.data_parallel_replicate_degree;
@@ -112,7 +112,7 @@ namespace {
 
 class FullState final : public ModelState {
  public:
-  FullState(const JobConfig& cfg, distributed::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
+  FullState(const JobConfig& cfg, comm::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
     JobModel jm = build_job_model(cfg, false);
     jm.fill(-1, uint64_t(cfg.training.seed));
     loaded_ = jm.hf != nullptr;
@@ -199,7 +199,7 @@ class FullState final : public ModelState {
     for (auto& b : model_->expert_bias_state()) out.push_back(b);  // MoE balancing state, if any
     return out;
   }
-  distributed::Comm& comm_;
+  comm::Comm& comm_;
   const AdamWKernel& adamw_;
   std::vector<Tensor> m_, v_;
   std::vector<NamedTensor> grads_;
@@ -209,7 +209,7 @@ class FullState final : public ModelState {
 
 }  // namespace
 
-std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, distributed::Comm& comm) {
+std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, comm::Comm& comm) {
   return std::make_unique<FullState>(cfg, comm);
 }
 

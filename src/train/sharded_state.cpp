@@ -35,7 +35,7 @@ distributed::Fsdp::Options fsdp_options(const JobConfig& cfg) {
 struct ShardedAdapters {
   distributed::DataParallel dp;
   Tensor p, m, v;  // this rank's chunk: master values, exp_avg, exp_avg_sq
-  ShardedAdapters(ParamStore& ps, distributed::Comm& shard) : dp(ps, shard) {
+  ShardedAdapters(ParamStore& ps, comm::Comm& shard) : dp(ps, shard) {
     p = Tensor::zeros({dp.chunk()}, DType::F32);
     m = Tensor::zeros({dp.chunk()}, DType::F32);
     v = Tensor::zeros({dp.chunk()}, DType::F32);
@@ -52,7 +52,7 @@ struct ShardedAdapters {
 
 class ShardedState final : public ModelState {
  public:
-  ShardedState(const JobConfig& cfg, distributed::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
+  ShardedState(const JobConfig& cfg, comm::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
     // Ranks r = replica x S + s: shard groups of S consecutive ranks, replicated R times.
     replicas_ = int(cfg.parallelism.data_parallel_replicate_degree);
     TITAN_CHECK(replicas_ >= 1 && comm.size() % replicas_ == 0, "[parallelism] data_parallel_replicate_degree ",
@@ -182,7 +182,7 @@ class ShardedState final : public ModelState {
     const int64_t c = lora_->dp.chunk();
     if (replicate_comm_ && replicate_comm_->size() > 1) {  // HSDP: the replicas' chunks summed
       const double t0 = now_seconds();
-      replicate_comm_->all_reduce(g.data<float>(), c, distributed::ReduceOp::Sum);
+      replicate_comm_->all_reduce(g.data<float>(), c, comm::ReduceOp::Sum);
       adapter_comm_ += now_seconds() - t0;
     }
     const double norm = distributed::clip_grad_norm({{g.data<float>(), c}}, max_norm, [this](double ss) {
@@ -229,10 +229,10 @@ class ShardedState final : public ModelState {
       opt->push_back({p.name + ".exp_avg_sq", p.value.shape(), s.offset, view(fsdp_->exp_avg_sq())});
     }
   }
-  distributed::Comm& shard_comm() { return shard_comm_ ? *shard_comm_ : comm_; }
-  distributed::Comm& comm_;
+  comm::Comm& shard_comm() { return shard_comm_ ? *shard_comm_ : comm_; }
+  comm::Comm& comm_;
   int replicas_ = 1, replica_ = 0;
-  std::unique_ptr<distributed::Comm> shard_comm_, replicate_comm_;  // hybrid only
+  std::unique_ptr<comm::Comm> shard_comm_, replicate_comm_;  // hybrid only
   const AdamWKernel& adamw_;
   std::unique_ptr<distributed::Fsdp> fsdp_;
   std::unique_ptr<ShardedAdapters> lora_;  // LoRA: the adapters' sharded optimizer
@@ -242,7 +242,7 @@ class ShardedState final : public ModelState {
 
 }  // namespace
 
-std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, distributed::Comm& comm) {
+std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, comm::Comm& comm) {
   return std::make_unique<ShardedState>(cfg, comm);
 }
 

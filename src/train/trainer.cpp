@@ -6,7 +6,7 @@
 #include "core/allocator.h"
 #include "core/clock.h"
 #include "core/threading.h"
-#include "distributed/comm.h"
+#include "comm/comm.h"
 #include "model/flops.h"
 #include "model/hf_model.h"
 #include "model/replace.h"
@@ -52,7 +52,7 @@ class StopHandlers {
 
 // ---- setup ----
 
-Trainer::Trainer(const JobConfig& cfg, distributed::Comm& comm)
+Trainer::Trainer(const JobConfig& cfg, comm::Comm& comm)
     : cfg_(cfg), comm_(comm), world_(comm.size()), rank_(comm.rank()), lead_(comm.rank() == 0) {
   init_run();
   build_model();
@@ -353,7 +353,7 @@ void Trainer::update_expert_bias(double* comm_seconds) {
   if (!m.has_expert_bias()) return;
   const double t0 = now_seconds();
   for (auto& t : m.expert_bias_state())
-    if (t.name.ends_with(".tokens_per_expert")) comm_.all_reduce(t.tensor.data<float>(), t.tensor.numel(), distributed::ReduceOp::Sum);
+    if (t.name.ends_with(".tokens_per_expert")) comm_.all_reduce(t.tensor.data<float>(), t.tensor.numel(), comm::ReduceOp::Sum);
   *comm_seconds += now_seconds() - t0;
   m.update_expert_bias(float(cfg_.model.load_balance_coeff));
 }
@@ -371,7 +371,7 @@ std::string Trainer::save_checkpoint(int64_t step) {
   st.extra["job_config"] = render_toml(cfg_);
   record_resume_config(st, cfg_, world_);
   st.extra["world_size"] = world_;
-  distributed::ScopedTimeout none(comm_, 0);  // ranks wait for the slowest writer, for as long as that takes
+  comm::ScopedTimeout none(comm_, 0);  // ranks wait for the slowest writer, for as long as that takes
   result_.last_checkpoint = state_->save(*ckm_, st);
   if (lead_) std::fprintf(stderr, "[titan] checkpoint %s\n", result_.last_checkpoint.c_str());
   return result_.last_checkpoint;
@@ -383,7 +383,7 @@ std::string Trainer::export_hf() {
   eo.dtype = cfg_.checkpoint.export_dtype;
   eo.tokenizer_dir = data_->tokenizer_dir();
   result_.hf_export = cfg_.checkpoint_folder() + "/step-" + std::to_string(step_) + "-hf";
-  distributed::ScopedTimeout none(comm_, 0);  // ranks wait while rank 0 writes each unit
+  comm::ScopedTimeout none(comm_, 0);  // ranks wait while rank 0 writes each unit
   state_->export_hf(result_.hf_export, eo);
   if (lead_)
     std::fprintf(stderr, "[titan] exported Hugging Face checkpoint to %s (%s)\n", result_.hf_export.c_str(),
@@ -394,11 +394,11 @@ std::string Trainer::export_hf() {
 // ---- entry points ----
 
 TrainResult run_training(const JobConfig& cfg) {
-  distributed::LocalComm local;
+  comm::LocalComm local;
   return run_training(cfg, local);
 }
 
-TrainResult run_training(const JobConfig& cfg, distributed::Comm& comm) {
+TrainResult run_training(const JobConfig& cfg, comm::Comm& comm) {
   Trainer trainer(cfg, comm);
   return trainer.train();
 }

@@ -45,7 +45,7 @@ struct TrainResult {
   std::string hf_export;        // folder, "" when none written
 };
 
-namespace distributed {
+namespace comm {
 class Comm;
 }
 
@@ -69,7 +69,7 @@ class Trainer {
  public:
   // Setup, collective: every rank calls it with the same config (checked). Throws on a config the
   // world cannot run, an unusable run folder or a checkpoint this config may not resume.
-  Trainer(const JobConfig& cfg, distributed::Comm& comm);
+  Trainer(const JobConfig& cfg, comm::Comm& comm);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -91,7 +91,7 @@ class Trainer {
   // For hooks.
   const JobConfig& cfg() const { return cfg_; }
   TrainData& data() { return *data_; }
-  distributed::Comm& comm() { return comm_; }
+  comm::Comm& comm() { return comm_; }
   bool lead() const { return lead_; }  // the rank that logs and writes metrics
   Qwen3Model& model() { return state_->model(); }
   ModelState& model_state() { return *state_; }
@@ -118,7 +118,7 @@ class Trainer {
   bool poll_stop();
 
   const JobConfig cfg_;
-  distributed::Comm& comm_;
+  comm::Comm& comm_;
   const int64_t world_, rank_;
   const bool lead_;
   std::vector<std::unique_ptr<RunLock>> folder_locks_;
@@ -153,6 +153,6 @@ TrainResult run_training(const JobConfig& cfg);
 // batch's tokens, gradients are summed over ranks; parameters, gradients and optimizer state are
 // fully sharded (distributed/fsdp.h) or replicated (train/model_state.h); rank 0 alone logs and writes
 // metrics, every rank its checkpoint shard.
-TrainResult run_training(const JobConfig& cfg, distributed::Comm& comm);
+TrainResult run_training(const JobConfig& cfg, comm::Comm& comm);
 
 }  // namespace titan

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "core/clock.h"
-#include "distributed/comm.h"
+#include "comm/comm.h"
 #include "infer/generate.h"
 #include "infer/kv_source.h"
 #include "ops/cross_entropy/cross_entropy.h"
@@ -27,7 +27,7 @@ Validator::Validator(const JobConfig& cfg, const data::Tokenizer& tok, const std
   rows_ = std::make_unique<DataRows>(cfg, tok, validation_source(cfg), cfg.validation.seq_len);
 }
 
-ValidationResult Validator::run(Qwen3Model& model, distributed::Comm& comm) const {
+ValidationResult Validator::run(Qwen3Model& model, comm::Comm& comm) const {
   const double t0 = now_seconds();
   const int64_t W = comm.size(), r = comm.rank(), lb = cfg_.validation.local_batch_size;
   const int64_t N = cfg_.validation.steps * lb, per = (N + W - 1) / W, calls = (per + lb - 1) / lb;

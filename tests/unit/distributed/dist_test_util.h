@@ -3,9 +3,14 @@
 #pragma once
 #include <memory>
 
-#include "distributed/comm.h"
+#include "comm/comm.h"
+#include "distributed/backends.h"
 
 namespace titan::distributed {
+
+using comm::Comm;
+using comm::ReduceOp;
+using comm::LocalComm;
 
 inline Comm& test_comm() {
   static std::unique_ptr<Comm> c = make_comm();

@@ -1,4 +1,4 @@
-// Collectives of distributed::Comm. Run as one process (LocalComm, ctest "distributed") and under mpirun with
+// Collectives of comm::Comm. Run as one process (LocalComm, ctest "distributed") and under mpirun with
 // several ranks (MpiComm, tests/cli/dist_comm.sh): every expectation holds for any world size.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,8 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "distributed/comm.h"
+#include "comm/comm.h"
+#include "unit/comm/comm_cases.h"
 #include "unit/distributed/dist_test_util.h"
 
 using namespace titan;
@@ -133,3 +134,9 @@ TEST(Comm, SplitGroupsRanksByColorOrderedByKey) {
   EXPECT_EQ(sub->all_reduce_sum(mine), want);
   sub->barrier();
 }
+
+// The primitives of the parallel layers (comm_cases.h; the threaded backend runs them too).
+TEST(Comm, AllToAllV) { test::case_all_to_all_v(test_comm()); }
+TEST(Comm, SendRecvRing) { test::case_send_recv_ring(test_comm()); }
+TEST(Comm, AsyncWorkRunsInOrder) { test::case_async_in_order(test_comm()); }
+TEST(Comm, SplitByParity) { test::case_split_by_parity(test_comm()); }

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "distributed/comm.h"
+#include "comm/comm.h"
 #include "unit/distributed/dist_test_util.h"
 #include "distributed/data_parallel.h"
 #include "ops/registry.h"

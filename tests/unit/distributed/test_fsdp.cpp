@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/allocator.h"
-#include "distributed/comm.h"
+#include "comm/comm.h"
 #include "unit/distributed/dist_test_util.h"
 #include "distributed/fsdp.h"
 #include "model/config.h"

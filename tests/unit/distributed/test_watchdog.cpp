@@ -15,11 +15,13 @@
 
 #include "common/test_util.h"
 #include "core/error.h"
-#include "distributed/comm.h"
+#include "comm/comm.h"
+#include "distributed/backends.h"
 #include "distributed/watchdog.h"
 
 using namespace titan;
 using namespace titan::distributed;
+using namespace titan::comm;
 using namespace titan::test;
 
 namespace {
@@ -137,7 +139,7 @@ TEST(Watchdog, CommSetTimeoutValidatesAndScopesRestore) {
   EXPECT_EQ(c.timeout_setting(), "[comm] init_timeout_seconds");
 }
 
-// Run by tests/cli/dist_faults.sh: TITAN_TEST_HANG=1 mpirun -np 2 test_dist --gtest_filter=...
+// Run by tests/cli/dist_faults.sh: TITAN_TEST_HANG=1 mpirun -np 2 test_distributed --gtest_filter=...
 // Rank 1 stops itself (SIGSTOP: alive, never answering); rank 0 waits in a barrier with a 3 s
 // timeout. The watchdog must end rank 0 with its message; mpirun then ends rank 1 (it sends
 // SIGCONT before SIGTERM, so rank 1 keeps hanging after it resumes).

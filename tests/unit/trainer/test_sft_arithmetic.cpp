@@ -20,7 +20,7 @@
 
 #include "data/arithmetic.h"
 #include "data/chat_template.h"
-#include "distributed/comm.h"
+#include "comm/comm.h"
 #include "infer/generate.h"
 #include "infer/kv_source.h"
 #include "train/trainer.h"
@@ -67,7 +67,7 @@ TEST(SftArithmetic, ValidationLossFallsAndNinetyPercentOfHeldOutAnswersAreExact)
   cfg.metrics.enable_tensorboard = false;
   cfg.validation.sample_prompts.clear();
 
-  distributed::LocalComm comm;
+  comm::LocalComm comm;
   Trainer trainer(cfg, comm);
   trainer.train();
 
