@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/parallel_dims.h"
 #include "core/dtype.h"
 
 namespace titan {
@@ -309,6 +310,9 @@ std::string render_toml(const JobConfig& cfg);
 // it at start. Checkpoints store it too, but a resume compares trajectory_config() key by key
 // (the hash remains for checkpoints written before those records: see train/resume_check.h).
 std::string config_hash(const JobConfig& cfg);
+
+// [parallelism]'s degrees as the mesh takes them (comm/parallel_dims.h).
+comm::ParallelDegrees parallel_degrees(const JobConfig& cfg);
 
 // The keys that decide a run's numerical trajectory, as "section.key" -> the value as TOML text
 // ("unset" for an unset optional): what a resume must keep. [training] global_batch_size is the

@@ -98,14 +98,13 @@ nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& ba
   return j;
 }
 
-std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, comm::Comm& comm) {
-  // Shard groups of world / R ranks (fully sharded; hybrid when R > 1 too); or, with a shard
-  // degree of 1, R = world replicas holding everything.
-  const int64_t replicate = cfg.parallelism.data_parallel_replicate_degree;
+std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, comm::DeviceMesh& mesh) {
+  // Sharded over the mesh's fsdp group (hybrid when dp_replicate > 1 too); or, with an fsdp
+  // degree of 1, replicas holding everything, gradients summed over the loss group.
   TITAN_CHECK(cfg.lora.enable || cfg.lora.base_dtype == DType::F32,
               "[lora] base_dtype = \"bfloat16\" needs [lora] enable = true (only a frozen LoRA base is kept in bf16)");
-  if (comm.size() > replicate) return make_sharded_state(cfg, comm);
-  return make_full_state(cfg, comm);
+  if (mesh.dims().fsdp() > 1) return make_sharded_state(cfg, mesh);
+  return make_full_state(cfg, mesh.loss());
 }
 
 namespace {

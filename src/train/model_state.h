@@ -22,6 +22,7 @@
 #include <string>
 
 #include "comm/comm.h"
+#include "comm/device_mesh.h"
 #include "model/hf_checkpoint.h"
 #include "model/qwen3.h"
 #include "ops/adamw/adamw.h"
@@ -94,10 +95,10 @@ nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& ba
 // Builds the job's model (job_model_config; weights from [checkpoint] initial_load_path when
 // initial_load_in_hf, else torchtitan's init with [training] seed) and its state for the ranks of
 // `comm` (sharded or full, from [parallelism]).
-std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, comm::Comm& comm);
+std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, comm::DeviceMesh& mesh);
 
 // Implementations (model_state.cpp, sharded_state.cpp).
 std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, comm::Comm& comm);
-std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, comm::Comm& comm);
+std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, comm::DeviceMesh& mesh);
 
 }  // namespace titan

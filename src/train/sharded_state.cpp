@@ -52,22 +52,18 @@ struct ShardedAdapters {
 
 class ShardedState final : public ModelState {
  public:
-  ShardedState(const JobConfig& cfg, comm::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
-    // Ranks r = replica x S + s: shard groups of S consecutive ranks, replicated R times.
-    replicas_ = int(cfg.parallelism.data_parallel_replicate_degree);
-    TITAN_CHECK(replicas_ >= 1 && comm.size() % replicas_ == 0, "[parallelism] data_parallel_replicate_degree ",
-                replicas_, " does not divide the ", comm.size(), " ranks");
-    const int s = comm.size() / replicas_;
-    replica_ = comm.rank() / s;
-    if (replicas_ > 1) {
-      shard_comm_ = comm.split(replica_, comm.rank() % s);
-      replicate_comm_ = comm.split(comm.rank() % s, replica_);
-    }
+  ShardedState(const JobConfig& cfg, comm::DeviceMesh& mesh)
+      : comm_(mesh.world()), shard_comm_(mesh.fsdp()), adamw_(kernel<AdamWKernel>("cpu")) {
+    // The mesh's fsdp group shards; with dp_replicate > 1 (HSDP) its dp_replicate group holds
+    // the replicas of each shard.
+    replicas_ = int(mesh.dims().dp_replicate);
+    replica_ = int(mesh.coord(comm::MeshAxis::DpReplicate));
+    if (replicas_ > 1) replicate_comm_ = &mesh.dp_replicate();
     JobModel jm = build_job_model(cfg, /*deferred=*/true);
     loaded_ = jm.hf != nullptr;
     const uint64_t seed = uint64_t(cfg.training.seed);
     fsdp_ = std::make_unique<distributed::Fsdp>(*jm.model, shard_comm(), fsdp_options(cfg),
-                                         [&](int64_t unit) { jm.fill(unit, seed); }, replicate_comm_.get());
+                                         [&](int64_t unit) { jm.fill(unit, seed); }, replicate_comm_);
     model_ = std::move(jm.model);
     if (cfg.lora.enable) {  // the model was built frozen; the adapters as one process makes them
       model_->enable_lora(job_lora_config(cfg), seed);
@@ -229,10 +225,11 @@ class ShardedState final : public ModelState {
       opt->push_back({p.name + ".exp_avg_sq", p.value.shape(), s.offset, view(fsdp_->exp_avg_sq())});
     }
   }
-  comm::Comm& shard_comm() { return shard_comm_ ? *shard_comm_ : comm_; }
+  comm::Comm& shard_comm() { return shard_comm_; }
   comm::Comm& comm_;
+  comm::Comm& shard_comm_;
   int replicas_ = 1, replica_ = 0;
-  std::unique_ptr<comm::Comm> shard_comm_, replicate_comm_;  // hybrid only
+  comm::Comm* replicate_comm_ = nullptr;  // hybrid only
   const AdamWKernel& adamw_;
   std::unique_ptr<distributed::Fsdp> fsdp_;
   std::unique_ptr<ShardedAdapters> lora_;  // LoRA: the adapters' sharded optimizer
@@ -242,8 +239,8 @@ class ShardedState final : public ModelState {
 
 }  // namespace
 
-std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, comm::Comm& comm) {
-  return std::make_unique<ShardedState>(cfg, comm);
+std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, comm::DeviceMesh& mesh) {
+  return std::make_unique<ShardedState>(cfg, mesh);
 }
 
 }  // namespace titan

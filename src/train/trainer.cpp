@@ -87,17 +87,21 @@ void Trainer::init_run() {
   folder_locks_ = prepare_run_folders(cfg_, comm_);
   seq_ = cfg_.training.seq_len;
   local_batch_ = cfg_.training.local_batch_size;
+  // The mesh: every sub-communicator made once; data, dropout and the loss follow its batch and
+  // loss groups, the sharded state its fsdp and dp_replicate groups.
+  mesh_ = std::make_unique<comm::DeviceMesh>(comm_, comm::ParallelDims::resolve(parallel_degrees(cfg_), world_));
   accum_ = cfg_.grad_accumulation_steps(world_);
-  dp_ = cfg_.data_parallel_degree(world_);
+  dp_ = mesh_->dims().batch();
+  batch_rank_ = mesh_->batch_rank();
+  TITAN_CHECK(dp_ == cfg_.data_parallel_degree(world_), "[parallelism] data-parallel degree ",
+              cfg_.data_parallel_degree(world_), " differs from the mesh's batch degree ", dp_);
   global_batch_ = local_batch_ * dp_ * accum_;
-  TITAN_CHECK(dp_ == world_, "[parallelism] data-parallel degree ", dp_, " (data_parallel_shard_degree x ",
-              "data_parallel_replicate_degree) does not match the ", world_, " ranks of this run");
 }
 
 // The model state (weights, gradients, optimizer: full or sharded), its precision, activation
 // checkpointing and kernel replacements.
 void Trainer::build_model() {
-  state_ = make_model_state(cfg_, comm_);
+  state_ = make_model_state(cfg_, *mesh_);
   Qwen3Model& m = model();
   // A bf16 LoRA base ([lora] base_dtype) computes its GEMMs in bf16 whatever mixed_precision_param
   // says: the same arithmetic as f32 weights with mixed_precision_param = bfloat16 (docs/lora.md).
@@ -272,11 +276,11 @@ StepRecord Trainer::train_step() {
     return r;
   };
   // Global: the loss is the mean over every labelled token of the global batch.
-  const int64_t count = timed([&] { return comm_.all_reduce_sum(local_count); });
+  const int64_t count = timed([&] { return mesh_->loss().all_reduce_sum(local_count); });
   TITAN_CHECK(count > 0, "step ", step, ": the batch has no labelled tokens");
   state_->zero_grad();
   const double loss_sum = forward_backward_step(micro, count);
-  const double loss = timed([&] { return comm_.all_reduce_sum(loss_sum); }) / double(count);
+  const double loss = timed([&] { return mesh_->loss().all_reduce_sum(loss_sum); }) / double(count);
   TITAN_CHECK(std::isfinite(loss), "step ", step, ": loss is ", loss, " (non-finite); stopping");
   const AdamWParams hp = optimizer_params(step);
   const double norm = optimizer_step(hp, &t_comm);
@@ -305,7 +309,7 @@ StepRecord Trainer::train_step() {
 // scaled by 1 / the global batch's labelled-token count, known only once all are read.
 std::vector<Batch> Trainer::next_global_batch(int64_t* local_count) {
   std::vector<Batch> micro;
-  for (int64_t a = 0; a < accum_; ++a) micro.push_back(data_->next(rank_, world_));
+  for (int64_t a = 0; a < accum_; ++a) micro.push_back(data_->next(batch_rank_, dp_));
   *local_count = 0;
   for (auto& b : micro) *local_count += count_labels(b.labels);
   return micro;
@@ -319,9 +323,9 @@ double Trainer::forward_backward_step(const std::vector<Batch>& micro, int64_t g
     const Batch& b = micro[a];
     step_head_rows_ += Qwen3Model::head_rows(b.labels);
     // LoRA dropout masks follow the sample's index in the global batch (micro-batch a of the
-    // step holds rows [a x dp x local, (a + 1) x dp x local), this rank's from rank x local on):
-    // the same mask for any rank count and after a resume.
-    m.set_lora_dropout_rows(step_, (int64_t(a) * world_ + rank_) * local_batch_);
+    // step holds rows [a x dp x local, (a + 1) x dp x local), this rank's from its batch
+    // coordinate x local on): the same mask for any rank count and after a resume.
+    m.set_lora_dropout_rows(step_, (int64_t(a) * dp_ + batch_rank_) * local_batch_);
     loss_sum += m.forward_backward(b.inputs, b.labels, float(1.0 / double(global_count)),
                                    b.positions.defined() ? &b.positions : nullptr);
   }

@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/device_mesh.h"
 #include "model/hf_checkpoint.h"
 #include "model/qwen3.h"
 #include "ops/adamw/adamw.h"
@@ -92,6 +93,7 @@ class Trainer {
   const JobConfig& cfg() const { return cfg_; }
   TrainData& data() { return *data_; }
   comm::Comm& comm() { return comm_; }
+  comm::DeviceMesh& mesh() { return *mesh_; }
   bool lead() const { return lead_; }  // the rank that logs and writes metrics
   Qwen3Model& model() { return state_->model(); }
   ModelState& model_state() { return *state_; }
@@ -120,6 +122,8 @@ class Trainer {
   const JobConfig cfg_;
   comm::Comm& comm_;
   const int64_t world_, rank_;
+  std::unique_ptr<comm::DeviceMesh> mesh_;  // the parallel layout; data and loss follow its groups
+  int64_t batch_rank_ = 0;                  // this rank's rows of each global micro-batch
   const bool lead_;
   std::vector<std::unique_ptr<RunLock>> folder_locks_;
   int64_t seq_ = 0, local_batch_ = 0, accum_ = 0, dp_ = 0, global_batch_ = 0;

@@ -91,7 +91,7 @@ class ValidationHook final : public TrainerHook {
   }
   void on_step_end(Trainer& t, const StepRecord& rec) override {
     if (rec.step % t.cfg().validation.freq != 0 && !t.last_step()) return;
-    const ValidationResult r = v_.run(t.model(), t.comm());
+    const ValidationResult r = v_.run(t.model(), t.mesh().batch());
     if (t.lead()) t.metrics().record_validation(rec.step, r.loss, r.tokens, r.seconds);
     if (t.cfg().validation.sample_prompts.empty()) return;
     if (t.comm().size() > 1 || t.model_state().sharded()) {
