@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "distributed/flat_params.h"
 #include "distributed/grad_clip.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 namespace titan::distributed {
 
@@ -216,7 +216,7 @@ class Fsdp::Worker {
   std::exception_ptr err_;
 };
 
-Fsdp::Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill,
+Fsdp::Fsdp(DecoderModel& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill,
            Comm* replicate)
     : model_(model), ps_(model.params()), comm_(comm), replicate_(replicate), opt_(opt), frozen_(model.base_frozen()) {
   const int64_t n = comm.size(), r = comm.rank();

@@ -1,6 +1,6 @@
 // Fully sharded data parallelism (FSDP / ZeRO-3) over a Comm, one parameter unit at a time.
 //
-// Layout. The model's parameter units (Qwen3Model::unit_params: the embedding, each decoder
+// Layout. The model's parameter units (DecoderModel::unit_params: the embedding, each decoder
 // layer, the final norm + head) are sharded separately. A unit's parameters, flattened in
 // ParamStore order, form a vector of P_u elements padded to N x c_u with c_u = ceil(P_u / N);
 // rank r owns elements [r c_u, (r+1) c_u). A rank's shard is the concatenation of its chunks of
@@ -41,7 +41,7 @@
 // waits for a unit's gather only when it needs it. Without it the announcements are ignored (a
 // unit is gathered when it is needed, not earlier). Results do not depend on it.
 //
-// Frozen base (Qwen3Model::base_frozen(), LoRA): the units hold values only (f32, or bf16 matmul
+// Frozen base (DecoderModel::base_frozen(), LoRA): the units hold values only (f32, or bf16 matmul
 // weights). need/done(Grads) only track that the pass is in a unit's backward (for the tied
 // embedding's lifetime); nothing is allocated or reduced, and the shard is the parameter chunk
 // alone (no gradient or moment shards: step() must not be called; the trained adapters are
@@ -68,7 +68,7 @@
 
 namespace titan {
 class ParamStore;
-class Qwen3Model;
+class DecoderModel;
 }  // namespace titan
 
 namespace titan::distributed {
@@ -97,7 +97,7 @@ struct FsdpPlan {
   // after forward, every unit's values stay until its backward.
   int64_t transient_bytes(bool reshard_after_forward, bool prefetch) const;
 };
-// base: the dtype of a frozen base's matmul weights (Qwen3Model's weight_dtype).
+// base: the dtype of a frozen base's matmul weights (DecoderModel's weight_dtype).
 FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen = false, DType base = DType::F32);
 
 class Fsdp final : public UnitHooks {
@@ -109,7 +109,7 @@ class Fsdp final : public UnitHooks {
   // `model` must be built deferred. fill(unit) runs on every rank with the unit's values resident
   // (contents undefined) and must write all of them (init or load, the same on every rank); then
   // this rank keeps its chunk and the memory is freed. Installs itself as the model's hooks.
-  Fsdp(Qwen3Model& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill,
+  Fsdp(DecoderModel& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill,
        Comm* replicate = nullptr);
   ~Fsdp() override;
 
@@ -163,7 +163,7 @@ class Fsdp final : public UnitHooks {
   void reduce_grads(Unit& u);   // collective: sum u's full grads over ranks into g_
   void wait_values(Unit& u);
   void issue_gather(Unit& u);  // issues u's gather unless it is pending or done
-  Qwen3Model& model_;
+  DecoderModel& model_;
   ParamStore& ps_;
   Comm& comm_;
   Comm* replicate_;

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 namespace titan::infer {
 

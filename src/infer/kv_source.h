@@ -1,4 +1,4 @@
-// LogitsSource over the model's KV-cache forward (Qwen3Model::forward_cached): prefill runs the
+// LogitsSource over the model's KV-cache forward (DecoderModel::forward_cached): prefill runs the
 // whole left-padded prompt batch in one forward, each decode_step only the appended column.
 #pragma once
 #include "core/tensor.h"
@@ -6,14 +6,14 @@
 #include "model/kv_cache.h"
 
 namespace titan {
-class Qwen3Model;
+class DecoderModel;
 }
 
 namespace titan::infer {
 
 class KvCacheLogitsSource : public LogitsSource {
  public:
-  explicit KvCacheLogitsSource(Qwen3Model& model) : model_(model) {}
+  explicit KvCacheLogitsSource(DecoderModel& model) : model_(model) {}
   int64_t vocab_size() const override;
   int64_t max_positions() const override;
   void prefill(const LeftPaddedBatch& batch, float* logits) override;
@@ -30,7 +30,7 @@ class KvCacheLogitsSource : public LogitsSource {
 
  private:
   void run(const LeftPaddedBatch& batch, int64_t c0, float* logits);
-  Qwen3Model& model_;
+  DecoderModel& model_;
   KvCache cache_;
   Timing timing_;
 };

@@ -104,12 +104,12 @@ struct ParamSpec {
 std::vector<ParamSpec> model_param_specs(const ModelConfig& c);
 // Number of parameters (sum over model_param_specs: a tied embedding counts once).
 int64_t model_param_count(const ModelConfig& c);
-// The parameter unit (the granularity of sharded data parallelism, model/qwen3.h) of an HF
+// The parameter unit (the granularity of sharded data parallelism, model/decoder.h) of an HF
 // parameter name: 0 the embedding, 1 + l decoder layer l, num_hidden_layers + 1 the rest (final
 // norm, lm_head). Units are contiguous in model_param_specs order.
 int64_t param_unit(const ModelConfig& c, const std::string& name);
 // The dtype an HF parameter is stored in when the model's matmul weights are `weight_dtype`
-// (Qwen3Model's constructor; bf16 for a frozen LoRA base): the linear weights (q/k/v/o, the MLP
+// (DecoderModel's constructor; bf16 for a frozen LoRA base): the linear weights (q/k/v/o, the MLP
 // and expert projections, an untied lm_head) take it; norms, biases, the router and the
 // embedding stay f32.
 DType param_dtype(const std::string& name, DType weight_dtype);

@@ -1,5 +1,5 @@
 // The keys and values a generating model keeps per decoder layer, so each step computes only its
-// new columns (Qwen3Model::forward_cached). Rows are those of a left-padded batch
+// new columns (DecoderModel::forward_cached). Rows are those of a left-padded batch
 // (infer/batch.h): row b's first[b] leading columns are padding, masked out of every attention,
 // and its real tokens sit at positions column - first[b]. Keys are stored after the q/k norm and
 // RoPE, as attention reads them.

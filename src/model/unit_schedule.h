@@ -12,7 +12,7 @@
 //   Run(u, phase)  one compute step of the model on unit u;
 //   Done(u, use)   values: not needed again in this pass until the next Need; gradients: this
 //                  pass's contributions to the unit are complete.
-// Qwen3Model executes exactly this list (it calls its UnitHooks for Need, Prefetch and Done and
+// DecoderModel executes exactly this list (it calls its UnitHooks for Need, Prefetch and Done and
 // computes at each Run, checking that the Run it is at is the one it computes), and what plans
 // memory around the hooks replays the same list (distributed::fsdp_plan) instead of restating the order.
 //

@@ -72,7 +72,7 @@ JobModel build_job_model(const JobConfig& cfg, bool deferred) {
   // [lora] base_dtype bf16: an HF load converts while reading (a bf16 file copies as is); a base
   // initialised here gets its f32 init rounded once (init_weights), one unit at a time when sharded.
   const DType wdt = cfg.lora.enable ? cfg.lora.base_dtype : DType::F32;
-  jm.model = std::make_unique<Qwen3Model>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable, wdt);
+  jm.model = std::make_unique<DecoderModel>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable, wdt);
   if (cfg.model.load_balance_coeff > 0) {
     TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
     jm.model->enable_expert_bias();
@@ -88,7 +88,7 @@ LoraConfig job_lora_config(const JobConfig& cfg) {
   return c;
 }
 
-nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& base) {
+nlohmann::json lora_checkpoint_record(const DecoderModel& m, const std::string& base) {
   std::vector<std::string> modules, params;
   for (const auto& a : m.lora_adapters()) (a.is_parameter() ? params : modules).push_back(a.module);
   const LoraConfig& c = m.lora_config();

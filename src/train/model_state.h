@@ -24,7 +24,7 @@
 #include "comm/comm.h"
 #include "comm/device_mesh.h"
 #include "model/hf_checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "ops/adamw/adamw.h"
 #include "train/checkpoint.h"
 #include "train/job_config.h"
@@ -34,7 +34,7 @@ namespace titan {
 class ModelState {
  public:
   virtual ~ModelState() = default;
-  Qwen3Model& model() { return *model_; }
+  DecoderModel& model() { return *model_; }
   bool loaded_weights() const { return loaded_; }
   virtual bool sharded() const = 0;
 
@@ -67,7 +67,7 @@ class ModelState {
   virtual int64_t gathered_bytes() const { return 0; }
 
  protected:
-  std::unique_ptr<Qwen3Model> model_;
+  std::unique_ptr<DecoderModel> model_;
   bool loaded_ = false;
 };
 
@@ -81,7 +81,7 @@ ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>
 // means to fill one parameter unit (or all, unit -1) from the initial HF checkpoint or
 // torchtitan's init with [training] seed.
 struct JobModel {
-  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<DecoderModel> model;
   std::unique_ptr<HfCheckpoint> hf;  // the initial HF checkpoint, when the job loads one
   void fill(int64_t unit, uint64_t seed);
 };
@@ -90,7 +90,7 @@ JobModel build_job_model(const JobConfig& cfg, bool deferred);
 // [lora] as the model's LoraConfig; and what a LoRA checkpoint records of its adapters and base
 // (state.json extra "lora": base, rank, alpha, use_rslora, target_modules as exact module names).
 LoraConfig job_lora_config(const JobConfig& cfg);
-nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& base);
+nlohmann::json lora_checkpoint_record(const DecoderModel& m, const std::string& base);
 
 // Builds the job's model (job_model_config; weights from [checkpoint] initial_load_path when
 // initial_load_in_hf, else torchtitan's init with [training] seed) and its state for the ranks of

@@ -102,14 +102,14 @@ void Trainer::init_run() {
 // checkpointing and kernel replacements.
 void Trainer::build_model() {
   state_ = make_model_state(cfg_, *mesh_);
-  Qwen3Model& m = model();
+  DecoderModel& m = model();
   // A bf16 LoRA base ([lora] base_dtype) computes its GEMMs in bf16 whatever mixed_precision_param
   // says: the same arithmetic as f32 weights with mixed_precision_param = bfloat16 (docs/lora.md).
   m.set_compute_dtype(m.weight_dtype() == DType::BF16 ? DType::BF16 : cfg_.training.mixed_precision_param);
   m.set_checkpointing(model_checkpointing(cfg_.activation_checkpoint.mode));
   if (!cfg_.kernels.replace.empty()) {
     // The kernel path: swap module kernels by name pattern, one log line per replaced module.
-    auto modules = qwen3_kernel_modules(m, local_batch_, seq_);
+    auto modules = decoder_kernel_modules(m, local_batch_, seq_);
     std::vector<std::string> lines;
     apply_kernel_replacements(modules, cfg_.kernels.replace, &lines);
     if (lead_)
@@ -173,7 +173,7 @@ void Trainer::log_memory() const {
   std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live (%.2f MiB: weights, grads, optimizer)\n",
                live / double(1ull << 30), live / double(1 << 20));
   const double mib = double(1 << 20);
-  Qwen3Model& model = state_->model();
+  DecoderModel& model = state_->model();
   if (model.lora_enabled()) {
     const LoraConfig& c = model.lora_config();
     const int64_t n = model.lora_params().numel(), base = model.params().numel();
@@ -316,12 +316,12 @@ std::vector<Batch> Trainer::next_global_batch(int64_t* local_count) {
 }
 
 double Trainer::forward_backward_step(const std::vector<Batch>& micro, int64_t global_count) {
-  Qwen3Model& m = model();
+  DecoderModel& m = model();
   double loss_sum = 0;
   step_head_rows_ = 0;
   for (size_t a = 0; a < micro.size(); ++a) {
     const Batch& b = micro[a];
-    step_head_rows_ += Qwen3Model::head_rows(b.labels);
+    step_head_rows_ += DecoderModel::head_rows(b.labels);
     // LoRA dropout masks follow the sample's index in the global batch (micro-batch a of the
     // step holds rows [a x dp x local, (a + 1) x dp x local), this rank's from its batch
     // coordinate x local on): the same mask for any rank count and after a resume.
@@ -353,7 +353,7 @@ double Trainer::optimizer_step(const AdamWParams& hp, double* comm_seconds) {
 // torchtitan updates the MoE expert biases from the step's token counts (summed over the ranks)
 // just before the optimizer.
 void Trainer::update_expert_bias(double* comm_seconds) {
-  Qwen3Model& m = model();
+  DecoderModel& m = model();
   if (!m.has_expert_bias()) return;
   const double t0 = now_seconds();
   for (auto& t : m.expert_bias_state())

@@ -26,7 +26,7 @@
 
 #include "comm/device_mesh.h"
 #include "model/hf_checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "ops/adamw/adamw.h"
 #include "train/checkpoint.h"
 #include "train/job_config.h"
@@ -95,7 +95,7 @@ class Trainer {
   comm::Comm& comm() { return comm_; }
   comm::DeviceMesh& mesh() { return *mesh_; }
   bool lead() const { return lead_; }  // the rank that logs and writes metrics
-  Qwen3Model& model() { return state_->model(); }
+  DecoderModel& model() { return state_->model(); }
   ModelState& model_state() { return *state_; }
   MetricsLogger& metrics() { return *metrics_; }
   CheckpointManager* checkpoint_manager() { return ckm_.get(); }  // nullptr: checkpoints off

@@ -27,7 +27,7 @@ Validator::Validator(const JobConfig& cfg, const data::Tokenizer& tok, const std
   rows_ = std::make_unique<DataRows>(cfg, tok, validation_source(cfg), cfg.validation.seq_len);
 }
 
-ValidationResult Validator::run(Qwen3Model& model, comm::Comm& comm) const {
+ValidationResult Validator::run(DecoderModel& model, comm::Comm& comm) const {
   const double t0 = now_seconds();
   const int64_t W = comm.size(), r = comm.rank(), lb = cfg_.validation.local_batch_size;
   const int64_t N = cfg_.validation.steps * lb, per = (N + W - 1) / W, calls = (per + lb - 1) / lb;
@@ -50,7 +50,7 @@ ValidationResult Validator::run(Qwen3Model& model, comm::Comm& comm) const {
   return res;
 }
 
-std::vector<std::string> Validator::samples(Qwen3Model& model) const {
+std::vector<std::string> Validator::samples(DecoderModel& model) const {
   std::vector<std::vector<uint32_t>> prompts;
   const bool chat = cfg_.training.dataset_format == DatasetFormat::Chat;
   const data::ChatTemplate* tmpl = nullptr;

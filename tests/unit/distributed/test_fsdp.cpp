@@ -16,7 +16,7 @@
 #include "unit/distributed/dist_test_util.h"
 #include "distributed/fsdp.h"
 #include "model/config.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/registry.h"
 
@@ -55,14 +55,14 @@ void run(const Variant& v) {
   const int n = comm.size(), r = comm.rank();
   const ModelConfig c = tiny(v.moe, v.tied);
   const AdamWKernel& adamw = kernel<AdamWKernel>("cpu");
-  Qwen3Model ref(c, "cpu");
+  DecoderModel ref(c, "cpu");
   ref.init_weights(InitScheme::Torchtitan, 5);
-  Qwen3Model sharded(c, "cpu", /*deferred=*/true);
+  DecoderModel sharded(c, "cpu", /*deferred=*/true);
   Fsdp::Options o;
   o.reshard_after_forward = v.reshard;
   o.prefetch = v.prefetch;
   Fsdp fsdp(sharded, comm, o, [&](int64_t u) { sharded.init_weights(InitScheme::Torchtitan, 5, u); });
-  for (Qwen3Model* m : {&ref, &sharded}) {
+  for (DecoderModel* m : {&ref, &sharded}) {
     m->set_compute_dtype(v.bf16 ? DType::BF16 : DType::F32);
     m->set_checkpointing(v.ckpt);
   }
@@ -160,7 +160,7 @@ TEST(Fsdp, MoEWithAuxLoss) {
 TEST(Fsdp, SpansCoverEveryParameterOnceAcrossRanks) {
   Comm& comm = test_comm();
   const ModelConfig c = tiny(false, false);
-  Qwen3Model m(c, "cpu", true);
+  DecoderModel m(c, "cpu", true);
   Fsdp fsdp(m, comm, {}, [&](int64_t u) { m.init_weights(InitScheme::HF, 1, u); });
   // Every rank's count per parameter, summed over ranks, is the parameter's size.
   std::vector<double> counts(m.params().all().size(), 0.0);
@@ -211,7 +211,7 @@ TEST(Fsdp, PlanReplayOfTheScheduleIsWhatAStepGathers) {
     for (bool tied : {false, true})
       for (bool reshard : {false, true}) {
         const ModelConfig c = tiny(false, tied);
-        Qwen3Model m(c, "cpu", true, frozen, wdt);
+        DecoderModel m(c, "cpu", true, frozen, wdt);
         Fsdp::Options o;
         o.reshard_after_forward = reshard, o.prefetch = false;
         Fsdp fsdp(m, comm, o, [&](int64_t u) { m.init_weights(InitScheme::HF, 1, u); });
@@ -239,9 +239,9 @@ void run_bf16_base(bool tied, bool prefetch, Checkpointing ckpt) {
   LoraConfig lc;
   lc.rank = 4, lc.alpha = 8, lc.target_modules = {"model.layers.*.self_attn.[qkvo]_proj", "model.layers.*.mlp.*_proj"};
   // The whole bf16 base (initialised in f32, rounded once), as one process holds it.
-  Qwen3Model ref(c, "cpu", false, /*frozen=*/true, DType::BF16);
+  DecoderModel ref(c, "cpu", false, /*frozen=*/true, DType::BF16);
   ref.init_weights(InitScheme::Torchtitan, 5);
-  Qwen3Model sharded(c, "cpu", /*deferred=*/true, /*frozen=*/true, DType::BF16);
+  DecoderModel sharded(c, "cpu", /*deferred=*/true, /*frozen=*/true, DType::BF16);
   Fsdp::Options o;
   o.prefetch = prefetch;
   Fsdp fsdp(sharded, comm, o, [&](int64_t u) { sharded.init_weights(InitScheme::Torchtitan, 5, u); });
@@ -264,7 +264,7 @@ void run_bf16_base(bool tied, bool prefetch, Checkpointing ckpt) {
     }
   });
   // Adapters: the same on both (B made non-zero so that A's gradient is too).
-  for (Qwen3Model* m : {&ref, &sharded}) {
+  for (DecoderModel* m : {&ref, &sharded}) {
     m->enable_lora(lc, 7);
     for (auto& p : m->lora_params().all())
       if (p.name.find("lora_B") != std::string::npos)

@@ -23,7 +23,7 @@ std::string fixture(const std::string& rel) { return test::infer_fixture(rel); }
 const json& goldens() { return test::infer_goldens("generate.json"); }
 
 struct Tiny {
-  std::unique_ptr<Qwen3Model> model = load_hf_model(fixture("tiny_chat"));
+  std::unique_ptr<DecoderModel> model = load_hf_model(fixture("tiny_chat"));
   data::Tokenizer tok = data::Tokenizer::load(fixture("tiny_chat"));
 };
 Tiny& tiny() {

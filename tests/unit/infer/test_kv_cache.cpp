@@ -162,8 +162,8 @@ TEST(KvCache, Bf16StoredWeightsEqualHeldBf16Copies) {
 
 TEST(KvCache, Bf16WeightsNeedAFrozenModel) {
   auto model = load_hf_model(model_dir("dense"));
-  EXPECT_THROW(Qwen3Model(model->config(), "cpu", false, /*frozen=*/false, DType::BF16), Error);
-  Qwen3Model m(model->config(), "cpu", false, true, DType::BF16);
+  EXPECT_THROW(DecoderModel(model->config(), "cpu", false, /*frozen=*/false, DType::BF16), Error);
+  DecoderModel m(model->config(), "cpu", false, true, DType::BF16);
   EXPECT_THROW(m.set_compute_dtype(DType::F32), Error);
 }
 

@@ -1,15 +1,15 @@
 // The decoder layer's storage and saved activations, shared by the model's two source files:
-// qwen3.cpp (parameters, init, the passes) and qwen3_layer.cpp (one layer's forward and backward).
+// decoder.cpp (parameters, init, the passes) and decoder_layer.cpp (one layer's forward and backward).
 #pragma once
 #include <vector>
 
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 namespace titan {
 
 // Saved activations of one decoder layer. Which are kept depends on the checkpointing mode; the
 // rest are recomputed from the layer input (Full) or from the attention block output (Selective).
-// Shapes as in qwen3.h (T tokens, W = Q + 2K). With bf16 compute the inputs that only a bf16 GEMM
+// Shapes as in decoder.h (T tokens, W = Q + 2K). With bf16 compute the inputs that only a bf16 GEMM
 // reads (xn1, a dense layer's xn2 and act) are kept in bf16, written so by the op that makes them.
 struct LayerActs {
   // attention block
@@ -23,7 +23,7 @@ struct LayerActs {
   Tensor xn2, rstd2;      // [T, H], [T]
   Tensor gu, act;         // [T, 2I], [T, I]  (dense MLP)
   MoESaved moe;           // sparse MLP: routing and the variant's saved activations
-  std::vector<Tensor> lora_t;  // per adapter of the layer (Qwen3Model::lora_layer_): x A^T [T, r]
+  std::vector<Tensor> lora_t;  // per adapter of the layer (DecoderModel::lora_layer_): x A^T [T, r]
   bool have_attn = false, have_mlp = false;
 };
 
@@ -33,7 +33,7 @@ struct ActivationStore {
   std::vector<LayerActs> layers;  // per layer, by the checkpointing mode
 };
 
-struct Qwen3Model::Layer {
+struct DecoderModel::Layer {
   Tensor w_in, w_qkv, w_qn, w_kn, w_o, w_post, w_gu, w_down;  // fused storage
   Tensor g_in, g_qkv, g_qn, g_kn, g_o, g_post, g_gu, g_down;  // their grads
   Tensor b_qkv, gb_qkv;  // q/k/v biases [Q + 2K] and grad (qwen2; undefined otherwise)
@@ -42,7 +42,7 @@ struct Qwen3Model::Layer {
   Tensor w_router, w_egu, w_edown, g_router, g_egu, g_edown;
 };
 
-struct Qwen3Model::Bf16Weights {
+struct DecoderModel::Bf16Weights {
   std::vector<Tensor> qkv, o, gu, down;  // per layer, BF16
 };
 

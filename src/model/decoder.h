@@ -10,7 +10,7 @@
 // Passes: forward (scoring) and forward_backward (training) both run forward_layers, the one
 // embedding + decoder-layer loop, and both follow the unit schedule of model/unit_schedule.h
 // (the hook calls, checked against it at every compute step). One layer's forward and backward
-// are in qwen3_layer.cpp.
+// are in decoder_layer.cpp.
 //
 // Qwen3-MoE (config.is_moe()): a sparse layer's MLP is the MoE op instead (ops/moe/moe.h):
 //   x' = h + moe(xn2; router [E, H], gate_up [E, 2I, H], down [E, H, I]), experts stacked in one
@@ -36,8 +36,8 @@ namespace titan {
 enum class InitScheme { Torchtitan, HF };
 InitScheme parse_init_scheme(const std::string& s);
 
-struct LayerActs;        // saved activations of one decoder layer (model/qwen3_layer.h)
-struct ActivationStore;  // what a training forward keeps for the backward (model/qwen3_layer.h)
+struct LayerActs;        // saved activations of one decoder layer (model/decoder_layer.h)
+struct ActivationStore;  // what a training forward keeps for the backward (model/decoder_layer.h)
 struct KvCache;         // per-layer keys and values of a generating batch (model/kv_cache.h)
 
 // Positions of the tokens of a call: each sequence's S tokens are at positions start..start+S-1
@@ -50,7 +50,7 @@ struct Positions {
   const int64_t* doc_start = nullptr;
 };
 
-class Qwen3Model {
+class DecoderModel {
  public:
   // deferred: parameters and gradients get no memory (Tensor::deferred) until someone allocates
   // their storage, as fully sharded data parallelism does one unit at a time.
@@ -60,9 +60,9 @@ class Qwen3Model {
   // expert projections, an untied lm_head) are stored in bf16 and the model computes in bf16:
   // a loader reads them straight into bf16 (half the memory; no f32 copy is ever held). Norms,
   // biases, the router and the embedding stay f32.
-  Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false,
+  DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false,
              bool frozen = false, DType weight_dtype = DType::F32);
-  ~Qwen3Model();
+  ~DecoderModel();
 
   const ModelConfig& config() const { return cfg_; }
   ParamStore& params() { return params_; }
@@ -183,10 +183,10 @@ class Qwen3Model {
                        Positions pos, Steps& steps);
   void build_params();
   RopeCache rope_cache(int64_t max_pos) const;  // positions [0, max_pos), with the config's scaling
-  // One decoder layer (model/qwen3_layer.cpp).
+  // One decoder layer (model/decoder_layer.cpp).
   void layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs& a, int64_t B, int64_t S, Positions pos,
                      KvCache* cache = nullptr);
-  // With a KV cache (model/qwen3_cache.cpp): RoPE of a.q / a.k at each row's positions, the new
+  // With a KV cache (model/decoder_cache.cpp): RoPE of a.q / a.k at each row's positions, the new
   // keys and values into the cache, a.attn = attention of the new queries over the cache.
   void attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, KvCache& cache);
   void layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S, Positions pos,
@@ -194,12 +194,12 @@ class Qwen3Model {
   void mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T);
   void mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T, const Tensor* dlogits_extra);
   MoEArgs moe_args(size_t l, const LayerActs& a) const;
-  // LoRA on one projection group of layer l (model/qwen3_lora.cpp; no-ops without adapters
+  // LoRA on one projection group of layer l (model/decoder_lora.cpp; no-ops without adapters
   // there): forward adds each adapter into its rows of the group's output y (y null: only the
   // saved x A^T, for a recomputation); backward takes d(output) and adds into dx.
   void lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tensor* y, LayerActs& a);
   void lora_backward_group(size_t l, LoraGroup g, const Tensor& x, LayerActs& a, const Tensor& dy, Tensor& dx);
-  // LoRA on a sparse layer's MoE parameters (model/qwen3_lora.cpp): lora_merge_moe copies each
+  // LoRA on a sparse layer's MoE parameters (model/decoder_lora.cpp): lora_merge_moe copies each
   // targeted weight of layer l with its delta merged into w (router, gate_up, down) and points m
   // at the copies (false: none targeted); lora_moe_grads points g's weight gradients at zeroed
   // buffers dw for the merged ones; lora_moe_backward turns those into the adapters' gradients.

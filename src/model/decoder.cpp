@@ -1,4 +1,4 @@
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 #include <cmath>
 #include <cstring>
@@ -6,12 +6,12 @@
 #include "core/rng.h"
 #include "model/kv_cache.h"
 #include "model/positions.h"
-#include "model/qwen3_layer.h"
+#include "model/decoder_layer.h"
 #include "ops/matmul/bf16_convert.h"
 
 namespace titan {
 
-void Qwen3Model::round_weights_for_compute() {
+void DecoderModel::round_weights_for_compute() {
   if (hold_wbf_ && wbf_) return;
   wbf_.reset();
   if (compute_ != DType::BF16) return;
@@ -22,7 +22,7 @@ void Qwen3Model::round_weights_for_compute() {
   for (size_t l = 0; l < n; ++l) round_layer(l);
 }
 
-void Qwen3Model::round_layer(size_t l) {
+void DecoderModel::round_layer(size_t l) {
   if (!wbf_ || wbf_->qkv[l].defined()) return;
   const Layer& L = layers_[l];
   wbf_->qkv[l] = to_bf16(L.w_qkv);
@@ -33,7 +33,7 @@ void Qwen3Model::round_layer(size_t l) {
   wbf_->down[l] = to_bf16(L.sparse ? L.w_edown : L.w_down);
 }
 
-void Qwen3Model::apply(const UnitStep& s) {
+void DecoderModel::apply(const UnitStep& s) {
   const int64_t l = s.unit - 1;
   const bool layer = l >= 0 && l < int64_t(layers_.size());
   switch (s.kind) {
@@ -58,9 +58,9 @@ void Qwen3Model::apply(const UnitStep& s) {
 // Walks a pass's schedule (model/unit_schedule.h): the hook steps are applied in order, and each
 // compute step announces itself with at(unit, phase), which applies the hook steps before it and
 // checks that this Run is the schedule's next one, so the schedule and the code cannot drift.
-class Qwen3Model::Steps {
+class DecoderModel::Steps {
  public:
-  Steps(Qwen3Model& m, Pass pass) : m_(m), s_(unit_schedule(m.cfg_, pass, m.ckpt_)) {}
+  Steps(DecoderModel& m, Pass pass) : m_(m), s_(unit_schedule(m.cfg_, pass, m.ckpt_)) {}
   void at(int64_t unit, Phase phase) {
     for (; i_ < s_.size() && s_[i_].kind != UnitStep::Kind::Run; ++i_) m_.apply(s_[i_]);
     const UnitStep want{UnitStep::Kind::Run, unit, UnitUse::None, phase};
@@ -78,7 +78,7 @@ class Qwen3Model::Steps {
   }
 
  private:
-  Qwen3Model& m_;
+  DecoderModel& m_;
   std::vector<UnitStep> s_;
   size_t i_ = 0;
 };
@@ -89,7 +89,7 @@ InitScheme parse_init_scheme(const std::string& s) {
   fail("unknown init scheme '", s, "' (expected torchtitan or hf)");
 }
 
-Qwen3Model::Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred, bool frozen,
+DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred, bool frozen,
                        DType weight_dtype)
     : cfg_(cfg), deferred_(deferred), base_frozen_(frozen) {
   cfg_.validate(cfg.flavor.empty() ? "model config" : "flavor " + cfg.flavor);
@@ -105,7 +105,7 @@ Qwen3Model::Qwen3Model(const ModelConfig& cfg, const std::string& kernel_variant
   rope_ = rope_cache(std::min<int64_t>(cfg_.max_position_embeddings, 4096));
 }
 
-RopeCache Qwen3Model::rope_cache(int64_t max_pos) const {
+RopeCache DecoderModel::rope_cache(int64_t max_pos) const {
   RopeLlama3 s;
   if (cfg_.rope_scaling.rope_type == "llama3") {
     const auto& r = cfg_.rope_scaling;
@@ -115,9 +115,9 @@ RopeCache Qwen3Model::rope_cache(int64_t max_pos) const {
   return make_rope_cache(cfg_.rope_theta, cfg_.head_dim, max_pos, s);
 }
 
-Qwen3Model::~Qwen3Model() = default;
+DecoderModel::~DecoderModel() = default;
 
-void Qwen3Model::build_params() {
+void DecoderModel::build_params() {
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
   (void)I;
   const int64_t Q = cfg_.q_dim(), K = cfg_.kv_dim();
@@ -205,16 +205,16 @@ void Qwen3Model::build_params() {
   }
 }
 
-Tensor* Qwen3Model::expert_gate_up(int64_t layer) {
+Tensor* DecoderModel::expert_gate_up(int64_t layer) {
   Layer& L = layers_.at(size_t(layer));
   return L.sparse ? &L.w_egu : nullptr;
 }
-Tensor* Qwen3Model::expert_down(int64_t layer) {
+Tensor* DecoderModel::expert_down(int64_t layer) {
   Layer& L = layers_.at(size_t(layer));
   return L.sparse ? &L.w_edown : nullptr;
 }
 
-void Qwen3Model::enable_expert_bias() {
+void DecoderModel::enable_expert_bias() {
   bias_.assign(layers_.size(), Tensor());
   counts_.assign(layers_.size(), Tensor());
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -224,7 +224,7 @@ void Qwen3Model::enable_expert_bias() {
   }
 }
 
-void Qwen3Model::update_expert_bias(float coeff) {
+void DecoderModel::update_expert_bias(float coeff) {
   for (size_t l = 0; l < bias_.size(); ++l) {
     if (!bias_[l].defined()) continue;
     moe_update_expert_bias(bias_[l], counts_[l], coeff);
@@ -232,7 +232,7 @@ void Qwen3Model::update_expert_bias(float coeff) {
   }
 }
 
-std::vector<NamedTensor> Qwen3Model::expert_bias_state() {
+std::vector<NamedTensor> DecoderModel::expert_bias_state() {
   std::vector<NamedTensor> v;
   for (size_t l = 0; l < bias_.size(); ++l)
     if (bias_[l].defined()) v.push_back({"model.layers." + std::to_string(l) + ".mlp.expert_bias", bias_[l]});
@@ -241,16 +241,16 @@ std::vector<NamedTensor> Qwen3Model::expert_bias_state() {
   return v;
 }
 
-bool Qwen3Model::aux_loss_on() const { return cfg_.output_router_logits && cfg_.num_sparse_layers() > 0; }
+bool DecoderModel::aux_loss_on() const { return cfg_.output_router_logits && cfg_.num_sparse_layers() > 0; }
 
-const Tensor& Qwen3Model::lm_head_weight() {
+const Tensor& DecoderModel::lm_head_weight() {
   return params_.at(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight").value;
 }
-Tensor& Qwen3Model::lm_head_grad() {
+Tensor& DecoderModel::lm_head_grad() {
   return params_.at(cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight").grad;
 }
 
-void Qwen3Model::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) {
+void DecoderModel::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) {
   auto rng = [&](const std::string& name) { return Philox{seed, stream_id(name.c_str())}; };
   const auto [first, last] = unit >= 0 ? unit_params(unit) : std::make_pair(size_t(0), params_.all().size());
   // torchtitan's output layer: trunc_normal(std = dim^-0.5, cutoff 3 std). With tied embeddings the
@@ -315,7 +315,7 @@ std::vector<int64_t> sparse_label_rows(const Tensor& labels) {
 
 }  // namespace
 
-int64_t Qwen3Model::head_rows(const Tensor& labels) {
+int64_t DecoderModel::head_rows(const Tensor& labels) {
   const size_t n = sparse_label_rows(labels).size();
   return n > 0 ? int64_t(n) : labels.numel();
 }
@@ -343,7 +343,7 @@ Tensor gather_labels(const Tensor& labels, const std::vector<int64_t>& rows) {
 
 }  // namespace
 
-Qwen3Model::Hidden Qwen3Model::forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps,
+DecoderModel::Hidden DecoderModel::forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps,
                                               KvCache* cache) {
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
   const size_t n = layers_.size();
@@ -387,7 +387,7 @@ Qwen3Model::Hidden Qwen3Model::forward_layers(const Tensor& ids, Positions pos, 
   return out;
 }
 
-void Qwen3Model::backward_layers(ActivationStore& store, Tensor& dx, std::vector<Tensor>& dlogits, int64_t B,
+void DecoderModel::backward_layers(ActivationStore& store, Tensor& dx, std::vector<Tensor>& dlogits, int64_t B,
                                  int64_t S, Positions pos, Steps& steps) {
   for (size_t l = layers_.size(); l-- > 0;) {
     store.x[l + 1] = Tensor();
@@ -403,7 +403,7 @@ void Qwen3Model::backward_layers(ActivationStore& store, Tensor& dx, std::vector
   }
 }
 
-double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out, const Tensor* positions) {
+double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out, const Tensor* positions) {
   check_batch(ids, labels, cfg_.max_position_embeddings);
   const std::vector<int64_t> doc_start = document_starts(positions, ids);
   const int64_t T = ids.numel(), H = cfg_.hidden_size;
@@ -432,19 +432,19 @@ double Qwen3Model::forward(const Tensor& ids, const Tensor& labels, Tensor* logi
   return loss;
 }
 
-void Qwen3Model::set_compute_dtype(DType d) {
+void DecoderModel::set_compute_dtype(DType d) {
   TITAN_CHECK(weight_dtype_ == DType::F32 || d == weight_dtype_, "model: weights stored in ", dtype_name(weight_dtype_),
               " cannot compute in ", dtype_name(d));
   compute_ = d;
 }
 
-void Qwen3Model::hold_compute_weights(bool on) {
+void DecoderModel::hold_compute_weights(bool on) {
   hold_wbf_ = on;
   wbf_.reset();  // the next call rounds the current weights
   head_bf16_ = Tensor();
 }
 
-void Qwen3Model::forward_cached(const Tensor& ids, KvCache& cache, Tensor& logits) {
+void DecoderModel::forward_cached(const Tensor& ids, KvCache& cache, Tensor& logits) {
   TITAN_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64 && ids.dim(0) == cache.rows && ids.dim(1) > 0,
               "generation: token ids must be i64 [", cache.rows, ", columns], got ", ids.str());
   const int64_t B = ids.dim(0), S = ids.dim(1), H = cfg_.hidden_size, V = cfg_.vocab_size;
@@ -475,7 +475,7 @@ void Qwen3Model::forward_cached(const Tensor& ids, KvCache& cache, Tensor& logit
   if (!hold_wbf_) wbf_.reset();
 }
 
-double Qwen3Model::forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale,
+double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale,
                                     const Tensor* positions) {
   check_batch(ids, labels, cfg_.max_position_embeddings);
   TITAN_CHECK(!lora_params_merged_, "forward_backward: the MoE-parameter LoRA adapters were merged for inference");

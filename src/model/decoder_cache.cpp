@@ -1,4 +1,4 @@
-// The attention block's middle with a KV cache (Qwen3Model::attend_cached, called by
+// The attention block's middle with a KV cache (DecoderModel::attend_cached, called by
 // layer_forward during generation): q and k arrive normed ([B, S, heads, D]) for the S new
 // columns of each row of a left-padded batch (model/kv_cache.h).
 //   - RoPE: row b's real columns are at positions column - first[b]; its padding columns are left
@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "model/kv_cache.h"
-#include "model/qwen3_layer.h"
+#include "model/decoder_layer.h"
 #include "ops/attention/cached.h"
 
 namespace titan {
@@ -28,7 +28,7 @@ RowView rows_of(const Tensor& t, int64_t r0, int64_t r1, int64_t h, int64_t d) {
 
 }  // namespace
 
-void Qwen3Model::attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, KvCache& c) {
+void DecoderModel::attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, KvCache& c) {
   const KernelSet& k = kernels_[l];
   const int64_t Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim, W = Q + 2 * K;
   const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, cap = c.capacity();

@@ -1,4 +1,4 @@
-// One decoder layer, forward and backward side by side (shapes in qwen3.h; T = B * S tokens,
+// One decoder layer, forward and backward side by side (shapes in decoder.h; T = B * S tokens,
 // W = Q + 2K the fused q/k/v width).
 //
 // The layer reads and writes its fused buffers in place rather than copying parts out and back:
@@ -17,13 +17,13 @@
 
 #include "core/threading.h"
 #include "model/positions.h"
-#include "model/qwen3_layer.h"
+#include "model/decoder_layer.h"
 
 namespace titan {
 namespace {
 
 Tensor f32(const Shape& s) { return Tensor::empty(s, DType::F32); }
-// A weight gradient to accumulate into, or null for a frozen weight (Qwen3Model::freeze_base).
+// A weight gradient to accumulate into, or null for a frozen weight (DecoderModel::freeze_base).
 Tensor* grad_or_null(Tensor& g) { return g.defined() ? &g : nullptr; }
 
 // dst (contiguous, [T, n] as any shape) = columns [c0, c0 + n) of src [T, W].
@@ -41,7 +41,7 @@ void copy_columns(const Tensor& src, int64_t c0, Tensor& dst) {
 // x [T, H] -> *out [T, H] (out null: a recomputation that only refills `a`, so the dense MLP's
 // last GEMM is skipped). Fills `a` with what backward needs (all of it; the caller drops parts
 // according to the checkpointing mode) and skips the attention block when `a` already holds it.
-void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs& a, int64_t B, int64_t S,
+void DecoderModel::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs& a, int64_t B, int64_t S,
                                Positions pos, KvCache* cache) {
   const Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
@@ -99,7 +99,7 @@ void Qwen3Model::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs
 }
 
 // The MoE op's inputs for sparse layer l (the same for forward and backward).
-MoEArgs Qwen3Model::moe_args(size_t l, const LayerActs& a) const {
+MoEArgs DecoderModel::moe_args(size_t l, const LayerActs& a) const {
   const Layer& L = layers_[l];
   MoEArgs m;
   m.x = &a.xn2, m.router = &L.w_router;
@@ -111,7 +111,7 @@ MoEArgs Qwen3Model::moe_args(size_t l, const LayerActs& a) const {
 
 // *out [T, H] = residual + mlp(xn2): the dense SwiGLU MLP or the sparse MoE block (out null: only
 // what the backward needs).
-void Qwen3Model::mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T) {
+void DecoderModel::mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T) {
   const Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
   if (L.sparse) {
@@ -134,7 +134,7 @@ void Qwen3Model::mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Ten
 }
 
 // dy [T, H] = d(mlp output) -> dxn2 [T, H] = d(xn2) (overwritten); parameter grads accumulate.
-void Qwen3Model::mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T,
+void DecoderModel::mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T,
                               const Tensor* dlogits_extra) {
   Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
@@ -167,7 +167,7 @@ void Qwen3Model::mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& 
 
 // dx: on entry d(layer output) [T, H]; on exit d(layer input). Parameter grads accumulate. `a`
 // must be complete (recomputed by the caller under checkpointing); it is cleared on exit.
-void Qwen3Model::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S,
+void DecoderModel::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S,
                                 Positions pos, const Tensor* dlogits_extra) {
   Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];

@@ -1,7 +1,7 @@
 // LoRA adapters inside the decoder layer (model/lora.h has the math): each adapter adds into its
 // module's rows of a fused projection output, and its backward reads d(output) there.
 #include "core/rng.h"
-#include "model/qwen3_layer.h"
+#include "model/decoder_layer.h"
 #include "ops/registry.h"
 
 namespace titan {
@@ -15,7 +15,7 @@ const GemmKernel& lora_gemm(const LinearKernel& lin) {
 
 }  // namespace
 
-void Qwen3Model::enable_lora(const LoraConfig& c, uint64_t seed) {
+void DecoderModel::enable_lora(const LoraConfig& c, uint64_t seed) {
   TITAN_CHECK(lora_.empty(), "LoRA is already enabled on this model");
   c.validate("lora");
   lora_cfg_ = c;
@@ -37,7 +37,7 @@ void Qwen3Model::enable_lora(const LoraConfig& c, uint64_t seed) {
   }
 }
 
-void Qwen3Model::freeze_base() {
+void DecoderModel::freeze_base() {
   for (auto& p : params_.all()) p.grad = Tensor();
   for (Layer& L : layers_)
     for (Tensor* g : {&L.g_in, &L.g_qkv, &L.g_qn, &L.g_kn, &L.g_o, &L.g_post, &L.g_gu, &L.g_down, &L.g_router,
@@ -46,7 +46,7 @@ void Qwen3Model::freeze_base() {
   base_frozen_ = true;
 }
 
-void Qwen3Model::merge_lora() {
+void DecoderModel::merge_lora() {
   const GemmKernel& gk = kernel<GemmKernel>("cpu");
   const float scale = float(lora_cfg_.scale());
   for (const LoraAdapter& ad : lora_) {
@@ -70,7 +70,7 @@ void Qwen3Model::merge_lora() {
 }
 
 // The same GEMM and operands as lora_merge_moe's per-pass merge: the merged weight is bit-identical.
-void Qwen3Model::merge_lora_parameter(const LoraAdapter& ad) {
+void DecoderModel::merge_lora_parameter(const LoraAdapter& ad) {
   Layer& L = layers_[size_t(ad.layer)];
   Tensor& w = ad.group == LoraGroup::Router ? L.w_router : ad.group == LoraGroup::ExpertGateUp ? L.w_egu : L.w_edown;
   TITAN_CHECK(w.dtype() == DType::F32, "merging LoRA into ", ad.module, ": the base weight is not f32");
@@ -79,7 +79,7 @@ void Qwen3Model::merge_lora_parameter(const LoraAdapter& ad) {
                        ad.experts, float(lora_cfg_.scale()), w);
 }
 
-void Qwen3Model::merge_lora_parameters() {
+void DecoderModel::merge_lora_parameters() {
   if (lora_params_merged_) return;
   for (const LoraAdapter& ad : lora_)
     if (ad.is_parameter()) merge_lora_parameter(ad);
@@ -87,7 +87,7 @@ void Qwen3Model::merge_lora_parameters() {
   wbf_.reset();  // held bf16 copies are of the unmerged weights
 }
 
-LoraDropout Qwen3Model::lora_dropout(size_t i) const {
+LoraDropout DecoderModel::lora_dropout(size_t i) const {
   LoraDropout d;
   if (lora_cfg_.dropout <= 0 || lora_seq_ <= 0) return d;
   d.p = float(lora_cfg_.dropout);
@@ -96,7 +96,7 @@ LoraDropout Qwen3Model::lora_dropout(size_t i) const {
   return d;
 }
 
-void Qwen3Model::lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tensor* y, LayerActs& a) {
+void DecoderModel::lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tensor* y, LayerActs& a) {
   if (lora_layer_.empty() || lora_layer_[l].empty()) return;
   const auto& ids = lora_layer_[l];
   a.lora_t.resize(ids.size());
@@ -113,7 +113,7 @@ void Qwen3Model::lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tens
   }
 }
 
-void Qwen3Model::lora_backward_group(size_t l, LoraGroup g, const Tensor& x, LayerActs& a, const Tensor& dy,
+void DecoderModel::lora_backward_group(size_t l, LoraGroup g, const Tensor& x, LayerActs& a, const Tensor& dy,
                                      Tensor& dx) {
   if (lora_layer_.empty() || lora_layer_[l].empty()) return;
   const auto& ids = lora_layer_[l];
@@ -131,7 +131,7 @@ void Qwen3Model::lora_backward_group(size_t l, LoraGroup g, const Tensor& x, Lay
   }
 }
 
-bool Qwen3Model::lora_merge_moe(size_t l, MoEArgs& m, LoraMoeWeights& w) const {
+bool DecoderModel::lora_merge_moe(size_t l, MoEArgs& m, LoraMoeWeights& w) const {
   if (lora_layer_.empty() || lora_layer_[l].empty() || lora_params_merged_) return false;
   const Layer& L = layers_[l];
   const GemmKernel& gk = lora_gemm(*kernels_[l].linear);
@@ -153,7 +153,7 @@ bool Qwen3Model::lora_merge_moe(size_t l, MoEArgs& m, LoraMoeWeights& w) const {
   return any;
 }
 
-void Qwen3Model::lora_moe_grads(const LoraMoeWeights& w, MoEGrads& g, LoraMoeWeights& dw) const {
+void DecoderModel::lora_moe_grads(const LoraMoeWeights& w, MoEGrads& g, LoraMoeWeights& dw) const {
   Tensor** slot[3] = {&g.drouter, &g.dgate_up, &g.ddown};
   for (int i = 0; i < 3; ++i) {
     if (!w.w[i].defined()) continue;
@@ -162,7 +162,7 @@ void Qwen3Model::lora_moe_grads(const LoraMoeWeights& w, MoEGrads& g, LoraMoeWei
   }
 }
 
-void Qwen3Model::lora_moe_backward(size_t l, const LoraMoeWeights& dw) {
+void DecoderModel::lora_moe_backward(size_t l, const LoraMoeWeights& dw) {
   // An unfrozen base (titan score --dump-grads with an adapter): d(base) = d(merged weight).
   Layer& L = layers_[l];
   Tensor* base[3] = {&L.g_router, &L.g_egu, &L.g_edown};
