@@ -217,6 +217,13 @@ bool ModelConfig::layer_is_sparse(int64_t layer) const {
   return (layer + 1) % decoder_sparse_step == 0;
 }
 
+LayerKind ModelConfig::layer_kind(int64_t layer) const {
+  LayerKind k;
+  if (!layer_mixers.empty()) k.mixer = layer_mixers.at(size_t(layer));
+  k.mlp = layer_is_sparse(layer) ? MlpKind::MoE : MlpKind::Dense;
+  return k;
+}
+
 int64_t ModelConfig::num_sparse_layers() const {
   int64_t n = 0;
   for (int64_t l = 0; l < num_hidden_layers; ++l) n += layer_is_sparse(l);
@@ -438,10 +445,14 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
     TITAN_CHECK(lt->is_array(), origin, ": field \"layer_types\" must be a list");
     TITAN_CHECK(int64_t(lt->size()) == c.num_hidden_layers, origin, ": layer_types has ", lt->size(),
                 " entries but num_hidden_layers is ", c.num_hidden_layers);
+    // Each entry names the layer's mixer kind; these families have softmax attention only
+    // (Qwen3.5's "linear_attention" layers are the gated delta-net kind of its own family).
     for (size_t i = 0; i < lt->size(); ++i) {
       const json& e = (*lt)[i];
-      TITAN_CHECK(e.is_string() && e.get<std::string>() == "full_attention", origin, ": layer_types[", i, "] is ",
-                  printable(e.dump(), 40), "; only \"full_attention\" is supported");
+      TITAN_CHECK(e.is_string() && e.get<std::string>() == hf_layer_type(MixerKind::Attention), origin,
+                  ": layer_types[", i, "] is ", printable(e.dump(), 40), "; only \"full_attention\" is supported for ",
+                  c.model_type);
+      c.layer_mixers.push_back(MixerKind::Attention);
     }
   }
   if (c.model_type != "qwen2")  // Qwen2's q/k/v biases are part of the architecture, not a config field

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/layer_kind.h"
 
 namespace titan {
 
@@ -59,6 +60,10 @@ struct ModelConfig {
   // Biases on q_proj / k_proj / v_proj (not o_proj): Qwen2 only.
   bool has_qkv_bias() const { return model_type == "qwen2"; }
   bool layer_is_sparse(int64_t layer) const;
+  // Per layer, its mixer (HF layer_types; empty = every layer Attention) and, from the MoE rule
+  // above, its MLP (model/layer_kind.h). layer_kind() is what the decoder dispatches on.
+  std::vector<MixerKind> layer_mixers;
+  LayerKind layer_kind(int64_t layer) const;
   int64_t num_sparse_layers() const;
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }

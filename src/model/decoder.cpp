@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "core/rng.h"
-#include "model/kv_cache.h"
+#include "model/inference_state.h"
 #include "model/positions.h"
 #include "model/decoder_layer.h"
 #include "ops/matmul/bf16_convert.h"
@@ -29,8 +29,8 @@ void DecoderModel::round_layer(size_t l) {
   wbf_->o[l] = to_bf16(L.w_o);
   // Sparse layers: the stacked experts are rounded here too (the MoE op takes bf16 expert
   // weights as they are); the router stays f32 inside the op.
-  wbf_->gu[l] = to_bf16(L.sparse ? L.w_egu : L.w_gu);
-  wbf_->down[l] = to_bf16(L.sparse ? L.w_edown : L.w_down);
+  wbf_->gu[l] = to_bf16(L.moe() ? L.w_egu : L.w_gu);
+  wbf_->down[l] = to_bf16(L.moe() ? L.w_edown : L.w_down);
 }
 
 void DecoderModel::apply(const UnitStep& s) {
@@ -135,6 +135,11 @@ void DecoderModel::build_params() {
   layers_.resize(size_t(cfg_.num_hidden_layers));
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     Layer& L = layers_[size_t(l)];
+    L.kind = cfg_.layer_kind(l);
+    kinds_.push_back(L.kind);
+    // The kinds this decoder builds today; a new kind is its own file in model/layers/.
+    TITAN_CHECK(L.kind.mixer == MixerKind::Attention, describe_layer(l, L.kind), ": the ",
+                mixer_kind_name(L.kind.mixer), " mixer is not built into this decoder yet");
     std::string p = "model.layers." + std::to_string(l) + ".";
     std::tie(L.w_in, L.g_in) = pair({H});
     std::tie(L.w_qkv, L.g_qkv) = pair({Q + 2 * K, H}, wdt);
@@ -159,9 +164,8 @@ void DecoderModel::build_params() {
       params_.add(p + "self_attn.k_norm.weight", L.w_kn, L.g_kn);
     }
     params_.add(p + "post_attention_layernorm.weight", L.w_post, L.g_post);
-    if (cfg_.layer_is_sparse(l)) {
+    if (L.moe()) {
       const int64_t E = cfg_.num_experts, MI = cfg_.moe_intermediate_size;
-      L.sparse = true;
       std::tie(L.w_router, L.g_router) = pair({E, H});
       std::tie(L.w_egu, L.g_egu) = pair({E, 2 * MI, H}, wdt);
       std::tie(L.w_edown, L.g_edown) = pair({E, H, MI}, wdt);
@@ -207,18 +211,18 @@ void DecoderModel::build_params() {
 
 Tensor* DecoderModel::expert_gate_up(int64_t layer) {
   Layer& L = layers_.at(size_t(layer));
-  return L.sparse ? &L.w_egu : nullptr;
+  return L.moe() ? &L.w_egu : nullptr;
 }
 Tensor* DecoderModel::expert_down(int64_t layer) {
   Layer& L = layers_.at(size_t(layer));
-  return L.sparse ? &L.w_edown : nullptr;
+  return L.moe() ? &L.w_edown : nullptr;
 }
 
 void DecoderModel::enable_expert_bias() {
   bias_.assign(layers_.size(), Tensor());
   counts_.assign(layers_.size(), Tensor());
   for (size_t l = 0; l < layers_.size(); ++l) {
-    if (!layers_[l].sparse) continue;
+    if (!layers_[l].moe()) continue;
     bias_[l] = Tensor::zeros({cfg_.num_experts}, DType::F32);
     counts_[l] = Tensor::zeros({cfg_.num_experts}, DType::F32);
   }
@@ -288,9 +292,9 @@ void DecoderModel::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) 
   }
 }
 
-namespace {
+using layer_util::f32;
 
-Tensor f32(const Shape& s) { return Tensor::empty(s, DType::F32); }
+namespace {
 
 void check_batch(const Tensor& ids, const Tensor& labels, int64_t max_pos) {
   TITAN_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64, "token ids must be i64 [batch, seq], got ", ids.str());
@@ -344,7 +348,7 @@ Tensor gather_labels(const Tensor& labels, const std::vector<int64_t>& rows) {
 }  // namespace
 
 DecoderModel::Hidden DecoderModel::forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps,
-                                              KvCache* cache) {
+                                              InferenceState* cache) {
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
   const size_t n = layers_.size();
   if (pos.start + S > rope_.max_pos()) rope_ = rope_cache(pos.start + S);
@@ -362,7 +366,7 @@ DecoderModel::Hidden DecoderModel::forward_layers(const Tensor& ids, Positions p
     Tensor y = f32({T, H});
     steps.at(unit_of_layer(int64_t(l)), Phase::Forward);
     layer_forward(l, x, &y, a, B, S, pos, cache);
-    if (layers_[l].sparse) {
+    if (layers_[l].moe()) {
       if (aux_loss_on()) out.router_logits.push_back(a.moe.logits);
       if (store && !counts_.empty()) {  // counted once per training forward (recomputation does not count)
         const int64_t* c = a.moe.tokens_per_expert.data<int64_t>();
@@ -444,7 +448,7 @@ void DecoderModel::hold_compute_weights(bool on) {
   head_bf16_ = Tensor();
 }
 
-void DecoderModel::forward_cached(const Tensor& ids, KvCache& cache, Tensor& logits) {
+void DecoderModel::forward_cached(const Tensor& ids, InferenceState& cache, Tensor& logits) {
   TITAN_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64 && ids.dim(0) == cache.rows && ids.dim(1) > 0,
               "generation: token ids must be i64 [", cache.rows, ", columns], got ", ids.str());
   const int64_t B = ids.dim(0), S = ids.dim(1), H = cfg_.hidden_size, V = cfg_.vocab_size;
@@ -456,7 +460,7 @@ void DecoderModel::forward_cached(const Tensor& ids, KvCache& cache, Tensor& log
     TITAN_CHECK(cache.first[size_t(b)] >= 0 && cache.first[size_t(b)] < S, "generation: row ", b, " of the prompt batch ",
                 "has ", cache.first[size_t(b)], " padding columns of ", S);
   if (!logits.defined()) logits = f32({B, V});
-  cache.reserve(cfg_.num_hidden_layers, cfg_.num_key_value_heads, cfg_.head_dim, cache.len + S);
+  cache.reserve(layer_kinds(), cfg_.num_key_value_heads, cfg_.head_dim, cache.len + S);
   round_weights_for_compute();
   Steps steps(*this, Pass::Score);
   Hidden hid = forward_layers(ids, Positions{cache.len}, nullptr, steps, &cache);
@@ -503,7 +507,7 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
     std::vector<const Tensor*> lp;
     std::vector<Tensor*> dp;
     for (size_t l = 0, i = 0; l < n; ++l) {
-      if (!layers_[l].sparse) continue;
+      if (!layers_[l].moe()) continue;
       const Tensor& logits = hid.router_logits.at(i++);
       dlogits[l] = f32(logits.shape());
       lp.push_back(&logits);

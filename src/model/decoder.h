@@ -38,7 +38,7 @@ InitScheme parse_init_scheme(const std::string& s);
 
 struct LayerActs;        // saved activations of one decoder layer (model/decoder_layer.h)
 struct ActivationStore;  // what a training forward keeps for the backward (model/decoder_layer.h)
-struct KvCache;         // per-layer keys and values of a generating batch (model/kv_cache.h)
+struct InferenceState;   // per-layer state of a generating batch (model/inference_state.h)
 
 // Positions of the tokens of a call: each sequence's S tokens are at positions start..start+S-1
 // (start > 0: a continuation after cached positions, for generation with a KV cache).
@@ -65,6 +65,8 @@ class DecoderModel {
   ~DecoderModel();
 
   const ModelConfig& config() const { return cfg_; }
+  // Each layer's mixer and MLP kind (model/layer_kind.h).
+  const std::vector<LayerKind>& layer_kinds() const { return kinds_; }
   ParamStore& params() { return params_; }
   const ParamStore& params() const { return params_; }
 
@@ -155,7 +157,7 @@ class DecoderModel {
   // cache; logits [rows, V] f32 (allocated when undefined) get each row's next-token logits,
   // those after its last new column. Only the new columns are computed, and the head only on the
   // last one.
-  void forward_cached(const Tensor& ids, KvCache& cache, Tensor& logits);
+  void forward_cached(const Tensor& ids, InferenceState& cache, Tensor& logits);
   // Keeps the bf16 weight copies (compute dtype BF16) from one call to the next instead of
   // rounding them again per call: for inference, where the weights do not change. Call it again
   // after changing weights.
@@ -176,7 +178,7 @@ class DecoderModel {
   // checkpointing mode). A KV cache joins as one more argument of this loop.
   // cache: generation (forward_cached); pos then only bounds the positions (RoPE table size).
   Hidden forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps,
-                        KvCache* cache = nullptr);
+                        InferenceState* cache = nullptr);
   // The decoder layers' backward from d(last hidden state) (dx, [B*S, H], becomes d(embedding
   // output)); dlogits: per layer, the auxiliary loss's gradient on its router logits (or undefined).
   void backward_layers(ActivationStore& store, Tensor& dx, std::vector<Tensor>& dlogits, int64_t B, int64_t S,
@@ -185,14 +187,21 @@ class DecoderModel {
   RopeCache rope_cache(int64_t max_pos) const;  // positions [0, max_pos), with the config's scaling
   // One decoder layer (model/decoder_layer.cpp).
   void layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs& a, int64_t B, int64_t S, Positions pos,
-                     KvCache* cache = nullptr);
+                     InferenceState* cache = nullptr);
   // With a KV cache (model/decoder_cache.cpp): RoPE of a.q / a.k at each row's positions, the new
   // keys and values into the cache, a.attn = attention of the new queries over the cache.
-  void attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, KvCache& cache);
+  void attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, InferenceState& cache);
   void layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S, Positions pos,
                       const Tensor* dlogits_extra);
-  void mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T);
-  void mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T, const Tensor* dlogits_extra);
+  // The layer kinds' blocks (model/layers/): the mixer block maps x to a.h = x + mixer(norm(x))
+  // (backward: dx = d(a.h) in, d(x) out); the MLP block maps a.xn2 to residual + mlp(a.xn2).
+  void attention_forward(size_t l, const Tensor& x, LayerActs& a, int64_t B, int64_t S, Positions pos,
+                         InferenceState* cache);
+  void attention_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S, Positions pos);
+  void dense_mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T);
+  void dense_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T);
+  void moe_mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T);
+  void moe_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T, const Tensor* dlogits_extra);
   MoEArgs moe_args(size_t l, const LayerActs& a) const;
   // LoRA on one projection group of layer l (model/decoder_lora.cpp; no-ops without adapters
   // there): forward adds each adapter into its rows of the group's output y (y null: only the
@@ -233,6 +242,7 @@ class DecoderModel {
   std::vector<size_t> unit_begin_;  // first param index of each unit, then params_.size()
   UnitHooks* hooks_ = nullptr;
   std::vector<Layer> layers_;
+  std::vector<LayerKind> kinds_;  // layers_[l].kind, as one list
   std::vector<KernelSet> kernels_;
   RopeCache rope_;
   DType compute_ = DType::F32;

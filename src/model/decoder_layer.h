@@ -7,6 +7,15 @@
 
 namespace titan {
 
+// Small helpers of the layer files (model/layers/, decoder_layer.cpp, decoder.cpp).
+namespace layer_util {
+inline Tensor f32(const Shape& s) { return Tensor::empty(s, DType::F32); }
+// A weight gradient to accumulate into, or null for a frozen weight (DecoderModel::freeze_base).
+inline Tensor* grad_or_null(Tensor& g) { return g.defined() ? &g : nullptr; }
+// The dtype of activations only a GEMM reads: bf16 under bf16 compute, else f32.
+inline DType gemm_input_dtype(DType compute) { return compute == DType::BF16 ? DType::BF16 : DType::F32; }
+}  // namespace layer_util
+
 // Saved activations of one decoder layer. Which are kept depends on the checkpointing mode; the
 // rest are recomputed from the layer input (Full) or from the attention block output (Selective).
 // Shapes as in decoder.h (T tokens, W = Q + 2K). With bf16 compute the inputs that only a bf16 GEMM
@@ -37,8 +46,10 @@ struct DecoderModel::Layer {
   Tensor w_in, w_qkv, w_qn, w_kn, w_o, w_post, w_gu, w_down;  // fused storage
   Tensor g_in, g_qkv, g_qn, g_kn, g_o, g_post, g_gu, g_down;  // their grads
   Tensor b_qkv, gb_qkv;  // q/k/v biases [Q + 2K] and grad (qwen2; undefined otherwise)
-  // Sparse layers (w_gu / w_down unused): router [E, H], stacked experts [E, 2I, H], [E, H, I].
-  bool sparse = false;
+  // Its mixer and MLP (ModelConfig::layer_kind); the weights below are those of its kinds.
+  LayerKind kind;
+  bool moe() const { return kind.mlp == MlpKind::MoE; }
+  // MoE layers (w_gu / w_down unused): router [E, H], stacked experts [E, 2I, H], [E, H, I].
   Tensor w_router, w_egu, w_edown, g_router, g_egu, g_edown;
 };
 

@@ -7,7 +7,7 @@
 #include "core/clock.h"
 #include "comm/comm.h"
 #include "infer/generate.h"
-#include "infer/kv_source.h"
+#include "infer/cached_source.h"
 #include "ops/cross_entropy/cross_entropy.h"
 
 namespace titan {
@@ -70,7 +70,7 @@ std::vector<std::string> Validator::samples(DecoderModel& model) const {
   opt.pad_id = tok_.eot_id();
   // The weights do not change while sampling: their compute copies are made once for all the steps.
   model.hold_compute_weights(true);
-  infer::KvCacheLogitsSource src(model);
+  infer::CachedLogitsSource src(model);
   std::vector<std::string> out;
   for (const auto& r : infer::generate(src, tok_, prompts, opt)) out.push_back(r.text);
   model.hold_compute_weights(false);

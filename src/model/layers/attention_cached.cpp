@@ -1,6 +1,6 @@
 // The attention block's middle with a KV cache (DecoderModel::attend_cached, called by
 // layer_forward during generation): q and k arrive normed ([B, S, heads, D]) for the S new
-// columns of each row of a left-padded batch (model/kv_cache.h).
+// columns of each row of a left-padded batch (model/inference_state.h).
 //   - RoPE: row b's real columns are at positions column - first[b]; its padding columns are left
 //     unrotated (they are never attended to, and their own outputs are never read).
 //   - The new keys (after RoPE) and values (read in place from the fused qkv) are written to the
@@ -13,7 +13,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "model/kv_cache.h"
+#include "model/inference_state.h"
 #include "model/decoder_layer.h"
 #include "ops/attention/cached.h"
 
@@ -28,12 +28,12 @@ RowView rows_of(const Tensor& t, int64_t r0, int64_t r1, int64_t h, int64_t d) {
 
 }  // namespace
 
-void DecoderModel::attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, KvCache& c) {
+void DecoderModel::attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, InferenceState& c) {
   const KernelSet& k = kernels_[l];
   const int64_t Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim, W = Q + 2 * K;
   const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, cap = c.capacity();
   const float scale = float(1.0 / std::sqrt(double(D)));
-  TITAN_ASSERT(c.rows == B && c.len + S <= cap && int64_t(c.k.size()) > int64_t(l), "KV cache of ", c.rows,
+  TITAN_ASSERT(c.rows == B && c.len + S <= cap && int64_t(c.layers.size()) > int64_t(l), "inference state of ", c.rows,
                " rows and ", cap, " columns cannot take ", B, " x ", S, " more");
   for (int64_t b = 0; b < B; ++b) {
     const int64_t r0 = std::clamp<int64_t>(c.first[size_t(b)] - c.len, 0, S);  // first real new column
@@ -42,8 +42,9 @@ void DecoderModel::attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, K
     k.rope->forward_rows(rows_of(a.q, b * S + r0, b * S + S, nh, D), S - r0, start, rope_);
     k.rope->forward_rows(rows_of(a.k, b * S + r0, b * S + S, nkv, D), S - r0, start, rope_);
   }
-  float* kc = c.k[l].data<float>();
-  float* vc = c.v[l].data<float>();
+  LayerState& st = c.layers[l];
+  float* kc = st.k.data<float>();
+  float* vc = st.v.data<float>();
   for (int64_t b = 0; b < B; ++b)
     for (int64_t s = 0; s < S; ++s) {
       const int64_t dst = ((b * cap) + c.len + s) * K;
@@ -51,7 +52,7 @@ void DecoderModel::attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, K
       std::memcpy(vc + dst, a.qkv.data<float>() + (b * S + s) * W + Q + K, size_t(K) * sizeof(float));
     }
   if (c.len > 0) {
-    attention_cached(RowView::of(a.q, nh, D), c.k[l], c.v[l], c.first.data(), c.len + S, S, scale, a.attn);
+    attention_cached(RowView::of(a.q, nh, D), st.k, st.v, c.first.data(), c.len + S, S, scale, a.attn);
     return;
   }
   // Prefill: rows [b0, b1) without padding in one call, each padded row alone on its real columns.

@@ -3,7 +3,7 @@
 #pragma once
 #include "core/tensor.h"
 #include "infer/logits_source.h"
-#include "model/kv_cache.h"
+#include "model/inference_state.h"
 
 namespace titan {
 class DecoderModel;
@@ -11,14 +11,14 @@ class DecoderModel;
 
 namespace titan::infer {
 
-class KvCacheLogitsSource : public LogitsSource {
+class CachedLogitsSource : public LogitsSource {
  public:
-  explicit KvCacheLogitsSource(DecoderModel& model) : model_(model) {}
+  explicit CachedLogitsSource(DecoderModel& model) : model_(model) {}
   int64_t vocab_size() const override;
   int64_t max_positions() const override;
   void prefill(const LeftPaddedBatch& batch, float* logits) override;
   void decode_step(const LeftPaddedBatch& batch, const std::vector<bool>& active, float* logits) override;
-  const KvCache& cache() const { return cache_; }
+  const InferenceState& cache() const { return cache_; }
 
   // Work and wall time since construction: prompt tokens (padding excluded) and their prefill
   // seconds; generated-token steps (one per active row) and their decode seconds.
@@ -31,7 +31,7 @@ class KvCacheLogitsSource : public LogitsSource {
  private:
   void run(const LeftPaddedBatch& batch, int64_t c0, float* logits);
   DecoderModel& model_;
-  KvCache cache_;
+  InferenceState cache_;
   Timing timing_;
 };
 

@@ -2,7 +2,7 @@
 // does); their logits are simply not read. The batch's bookkeeping (infer/batch.h) and the cache's
 // agree by construction: positions are column - pad[r], which is what forward_cached derives from
 // cache.first; prefill checks it.
-#include "infer/kv_source.h"
+#include "infer/cached_source.h"
 
 #include <chrono>
 #include <cstring>
@@ -12,12 +12,12 @@
 
 namespace titan::infer {
 
-int64_t KvCacheLogitsSource::vocab_size() const { return model_.config().vocab_size; }
+int64_t CachedLogitsSource::vocab_size() const { return model_.config().vocab_size; }
 
-int64_t KvCacheLogitsSource::max_positions() const { return model_.config().max_position_embeddings; }
+int64_t CachedLogitsSource::max_positions() const { return model_.config().max_position_embeddings; }
 
 // Columns [c0, width) of every row through the cached forward.
-void KvCacheLogitsSource::run(const LeftPaddedBatch& batch, int64_t c0, float* logits) {
+void CachedLogitsSource::run(const LeftPaddedBatch& batch, int64_t c0, float* logits) {
   TITAN_CHECK(cache_.rows == batch.rows && cache_.len == c0, "KV cache: the batch has ", batch.width,
               " columns but the cache holds ", cache_.len, " (decode_step without prefill?)");
   const int64_t S = batch.width - c0;
@@ -29,7 +29,7 @@ void KvCacheLogitsSource::run(const LeftPaddedBatch& batch, int64_t c0, float* l
   std::memcpy(logits, out.data<float>(), size_t(out.numel()) * sizeof(float));
 }
 
-void KvCacheLogitsSource::prefill(const LeftPaddedBatch& batch, float* logits) {
+void CachedLogitsSource::prefill(const LeftPaddedBatch& batch, float* logits) {
   for (int64_t r = 0; r < batch.rows; ++r)
     for (int64_t c = batch.pad[size_t(r)]; c < batch.width; ++c)
       TITAN_ASSERT(batch.positions[size_t(r * batch.width + c)] == c - batch.pad[size_t(r)] &&
@@ -42,7 +42,7 @@ void KvCacheLogitsSource::prefill(const LeftPaddedBatch& batch, float* logits) {
   for (int64_t r = 0; r < batch.rows; ++r) timing_.prefill_tokens += batch.width - batch.pad[size_t(r)];
 }
 
-void KvCacheLogitsSource::decode_step(const LeftPaddedBatch& batch, const std::vector<bool>& active, float* logits) {
+void CachedLogitsSource::decode_step(const LeftPaddedBatch& batch, const std::vector<bool>& active, float* logits) {
   const auto t0 = std::chrono::steady_clock::now();
   run(batch, batch.width - 1, logits);
   timing_.decode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
