@@ -34,7 +34,7 @@ FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen, DType base)
   TITAN_CHECK(base == DType::F32 || frozen, "sharded data parallelism: bf16 weights need a frozen base");
   std::vector<int64_t> sizes(size_t(c.num_hidden_layers) + 2, 0);
   for (const ParamSpec& s : model_param_specs(c))
-    sizes[size_t(param_unit(c, s.name))] += shape_numel(s.shape) * int64_t(dtype_size(param_dtype(s.name, base)));
+    sizes[size_t(s.unit)] += shape_numel(s.shape) * int64_t(dtype_size(s.dtype(base)));
   FsdpPlan p;
   p.unit_bytes = sizes;
   p.tied = c.tie_word_embeddings;

@@ -194,17 +194,20 @@ void DecoderModel::build_params() {
     params_.add("lm_head.weight", lm, glm);
   }
   // Names and shapes must be exactly HF's, in HF's order.
-  auto specs = model_param_specs(cfg_);
+  // Names, shapes and dtypes must be exactly the specs' (HF's, in HF's order): from here on the
+  // specs say what each parameter is (unit, init, placement).
+  specs_ = model_param_specs(cfg_);
+  const auto& specs = specs_;
   TITAN_ASSERT(specs.size() == params_.all().size(), "param spec count");
   for (size_t i = 0; i < specs.size(); ++i)
     TITAN_ASSERT(specs[i].name == params_.all()[i].name && specs[i].shape == params_.all()[i].value.shape() &&
-                     param_dtype(specs[i].name, weight_dtype_) == params_.all()[i].value.dtype(),
+                     specs[i].dtype(weight_dtype_) == params_.all()[i].value.dtype(),
                  "param spec mismatch at ", specs[i].name);
-  // Unit boundaries: the first parameter of each unit (param_unit), then the end.
+  // Unit boundaries: the first parameter of each unit (ParamSpec::unit), then the end.
   unit_begin_.assign(size_t(cfg_.num_hidden_layers) + 3, params_.all().size());
   for (size_t i = params_.all().size(); i-- > 0;) {
-    const int64_t u = param_unit(cfg_, params_.all()[i].name);
-    TITAN_ASSERT(i == 0 || param_unit(cfg_, params_.all()[i - 1].name) <= u, "parameter units are not contiguous");
+    const int64_t u = specs[i].unit;
+    TITAN_ASSERT(i == 0 || specs[i - 1].unit <= u, "parameter units are not contiguous");
     unit_begin_[size_t(u)] = i;
   }
 }
@@ -257,36 +260,35 @@ Tensor& DecoderModel::lm_head_grad() {
 void DecoderModel::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) {
   auto rng = [&](const std::string& name) { return Philox{seed, stream_id(name.c_str())}; };
   const auto [first, last] = unit >= 0 ? unit_params(unit) : std::make_pair(size_t(0), params_.all().size());
-  // torchtitan's output layer: trunc_normal(std = dim^-0.5, cutoff 3 std). With tied embeddings the
-  // output weight is the embedding, and torchtitan's init writes it last, so it wins there too.
-  const std::string out_name = cfg_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  // torchtitan's output layer: trunc_normal(std = dim^-0.5, cutoff 3 std), drawn from the
+  // lm_head's stream (also for a tied embedding: torchtitan's init writes it last, so it wins).
   const double out_std = 1.0 / std::sqrt(double(cfg_.hidden_size));
-  // The f32 values of parameter n (a bf16 weight gets them rounded once, as an f32 init converted).
-  auto init = [&](Tensor& w, const std::string& n) {
-    bool is_norm = n.find("norm.weight") != std::string::npos || n.find("layernorm.weight") != std::string::npos;
-    if (is_norm) return w.fill_(1.0f);
-    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".bias") == 0)  // linear biases (qwen2): zeros, as HF and torchtitan
-      return w.fill_(0.0f);
+  // The f32 values of parameter i (a bf16 weight gets them rounded once, as an f32 init converted).
+  auto init = [&](Tensor& w, const ParamSpec& s) {
+    if (s.init == InitKind::Ones) return w.fill_(1.0f);
+    if (s.init == InitKind::Zeros) return w.fill_(0.0f);  // linear biases (qwen2), as HF and torchtitan
     if (scheme == InitScheme::HF)  // PreTrainedModel._init_weights: normal(0, initializer_range)
-      return fill_normal(w, 0.0, 0.02, rng(n));
-    // torchtitan (Qwen3 / Llama family): embeddings N(0, 1); q/k/v and gate projections
-    // trunc_normal(0.02); output-side projections (o, up, down) trunc_normal with the depth-scaled
-    // std 0.02 / sqrt(2 * (layer + 1)); torch's trunc_normal_ default bounds are [-2, 2] absolute.
-    if (n == out_name) return fill_trunc_normal(w, 0.0, out_std, -3 * out_std, 3 * out_std, rng("lm_head.weight"));
-    if (n == "model.embed_tokens.weight") return fill_normal(w, 0.0, 1.0, rng(n));
-    int64_t layer = std::stoll(n.substr(std::strlen("model.layers."), n.find('.', 13) - 13));
-    double depth_std = 0.02 / std::sqrt(2.0 * double(layer + 1));
-    bool out_side = n.find("o_proj") != std::string::npos || n.find("up_proj") != std::string::npos ||
-                    n.find("down_proj") != std::string::npos;
-    fill_trunc_normal(w, 0.0, out_side ? depth_std : 0.02, -2.0, 2.0, rng(n));
+      return fill_normal(w, 0.0, 0.02, rng(s.name));
+    // torchtitan (Qwen3 / Llama family): embeddings N(0, 1); input-side projections (q/k/v, gate,
+    // the router) trunc_normal(0.02); output-side ones (o, up, down) trunc_normal with the
+    // depth-scaled std 0.02 / sqrt(2 * (layer + 1)); torch's trunc_normal_ default bounds are
+    // [-2, 2] absolute.
+    switch (s.init) {
+      case InitKind::Output:
+        return fill_trunc_normal(w, 0.0, out_std, -3 * out_std, 3 * out_std, rng("lm_head.weight"));
+      case InitKind::Embedding: return fill_normal(w, 0.0, 1.0, rng(s.name));
+      case InitKind::OutputSide:
+        return fill_trunc_normal(w, 0.0, 0.02 / std::sqrt(2.0 * double(s.layer + 1)), -2.0, 2.0, rng(s.name));
+      default: return fill_trunc_normal(w, 0.0, 0.02, -2.0, 2.0, rng(s.name));
+    }
   };
   for (size_t i = first; i < last; ++i) {
     Param& p = params_.all()[i];
     if (p.value.dtype() == DType::F32) {
-      init(p.value, p.name);
+      init(p.value, specs_[i]);
     } else {
       Tensor w = Tensor::empty(p.value.shape(), DType::F32);
-      init(w, p.name);
+      init(w, specs_[i]);
       p.value.copy_(w);  // RNE
     }
   }

@@ -65,6 +65,8 @@ class DecoderModel {
   ~DecoderModel();
 
   const ModelConfig& config() const { return cfg_; }
+  // What each parameter is (unit, role, init, placement), in params() order.
+  const std::vector<ParamSpec>& param_specs() const { return specs_; }
   // Each layer's mixer and MLP kind (model/layer_kind.h).
   const std::vector<LayerKind>& layer_kinds() const { return kinds_; }
   ParamStore& params() { return params_; }
@@ -241,6 +243,7 @@ class DecoderModel {
   ParamStore params_;
   std::vector<size_t> unit_begin_;  // first param index of each unit, then params_.size()
   UnitHooks* hooks_ = nullptr;
+  std::vector<ParamSpec> specs_;  // one per parameter, in params_ order (model/param_spec.h)
   std::vector<Layer> layers_;
   std::vector<LayerKind> kinds_;  // layers_[l].kind, as one list
   std::vector<KernelSet> kernels_;

@@ -2,7 +2,7 @@
 //
 // Parameter units are the granularity of fully sharded data parallelism (distributed/fsdp.h): unit 0 is
 // the embedding, unit 1 + l decoder layer l, the last unit (n_layers + 1) the final norm and, when
-// untied, lm_head (param_unit in model/config.h). A unit's parameters are contiguous in
+// untied, lm_head (ParamSpec::unit in model/param_spec.h). A unit's parameters are contiguous in
 // ParamStore order.
 //
 // A pass is a list of steps:
