@@ -14,14 +14,15 @@
 namespace titan::cli {
 
 static int cmd_export(const std::vector<std::string>& argv) {
-  Args args(argv, {"adapter", "merge-lora"});
-  args.check_known({"from", "output", "dtype", "tokenizer", "max-shard-bytes", "adapter", "merge-lora"});
+  Args args(argv, {"adapter", "merge-lora", "replace"});
+  args.check_known({"from", "output", "dtype", "tokenizer", "max-shard-bytes", "adapter", "merge-lora", "replace"});
   const std::string from = args.require("from"), out = args.require("output");
   const bool adapter = args.has("adapter"), merge = args.has("merge-lora");
   TITAN_CHECK(!(adapter && merge), "--adapter and --merge-lora exclude each other");
   HfExportOptions eo;
   TITAN_CHECK(parse_dtype(args.get("dtype", "bf16"), &eo.dtype) && eo.dtype != DType::I32 && eo.dtype != DType::I64,
               "--dtype must be f32, bf16 or f16, got '", args.get("dtype"), "'");
+  eo.replace = args.has("replace");
   eo.max_shard_bytes = args.get_uint64("max-shard-bytes", eo.max_shard_bytes, 1, UINT64_MAX);
   eo.tokenizer_dir = args.get("tokenizer", is_hf_folder(from) ? from : data::Tokenizer::default_dir());
   if (adapter || merge) {  // a LoRA run's checkpoint: its adapters, or its base with them merged
@@ -30,7 +31,7 @@ static int cmd_export(const std::vector<std::string>& argv) {
     auto model = load_checkpoint_model(from, nullptr, &base);
     TITAN_CHECK(model->lora_enabled(), from, ": not a LoRA checkpoint (no adapters); export it without --adapter / --merge-lora");
     if (adapter) {
-      save_peft_adapter(*model, out, base);
+      save_peft_adapter(*model, out, base, eo.replace);
       std::printf("exported the LoRA adapters of %s to %s (PEFT folder, base %s)\n", from.c_str(), out.c_str(),
                   base.c_str());
       return 0;

@@ -13,6 +13,7 @@
 #include "io/gguf_quants.h"
 #include "util/json_util.h"
 #include "io/safetensors.h"
+#include "util/output_folder.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -302,7 +303,7 @@ std::string gguf_tokenizer_config_json(const GgufFile& f, const ModelConfig& c) 
   return j.dump(2) + "\n";
 }
 
-GgufImportReport import_gguf(const std::string& gguf_path, const std::string& out_dir, DType dtype) {
+GgufImportReport import_gguf(const std::string& gguf_path, const std::string& out_dir, DType dtype, bool replace) {
   TITAN_CHECK(dtype == DType::F32 || dtype == DType::BF16, "import: --dtype must be f32 or bf16");
   GgufFile f = GgufFile::open(gguf_path);
   const std::string& o = f.origin();
@@ -355,12 +356,11 @@ GgufImportReport import_gguf(const std::string& gguf_path, const std::string& ou
   // Everything checked: the tokenizer first (it can still refuse), then the files.
   const std::string tok_json = gguf_tokenizer_json(f);
   const std::string tok_cfg = gguf_tokenizer_config_json(f, c);
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  TITAN_CHECK(fs::is_directory(out_dir), out_dir, ": cannot create the output folder", ec ? ": " + ec.message() : "");
+  OutputFolder out(out_dir, replace, "import");
+  const std::string& tmp = out.path();
   std::vector<SafetensorsSpec> specs;
   for (const auto& [name, shape] : want) specs.push_back({name, dtype, shape});
-  SafetensorsStreamWriter w(out_dir + "/model.safetensors", specs, {{"source", "titan import gguf"}});
+  SafetensorsStreamWriter w(tmp + "/model.safetensors", specs, {{"source", "titan import gguf"}});
   // Tensors in file order; a stacked expert tensor is dequantized once for all its experts.
   const GgufTensorInfo* cached = nullptr;
   Tensor full;
@@ -385,9 +385,10 @@ GgufImportReport import_gguf(const std::string& gguf_path, const std::string& ou
     rep.params += shape_numel(shape);
   }
   w.commit();
-  write_file_atomic(out_dir + "/config.json", hf_config_json(c, dtype));
-  write_file_atomic(out_dir + "/tokenizer.json", tok_json);
-  write_file_atomic(out_dir + "/tokenizer_config.json", tok_cfg);
+  write_file_atomic(tmp + "/config.json", hf_config_json(c, dtype));
+  write_file_atomic(tmp + "/tokenizer.json", tok_json);
+  write_file_atomic(tmp + "/tokenizer_config.json", tok_cfg);
+  out.commit();
   rep.tensors = int64_t(f.tensors().size());
   rep.vocab = c.vocab_size;
   if (const auto* mg = f.array("tokenizer.ggml.merges", GgufType::STRING)) rep.merges = int64_t(mg->size());

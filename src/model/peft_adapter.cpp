@@ -5,6 +5,7 @@
 
 #include "util/json_util.h"
 #include "io/safetensors.h"
+#include "util/output_folder.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -145,11 +146,9 @@ void load_peft_adapter(Qwen3Model& model, const std::string& dir) {
   }
 }
 
-void save_peft_adapter(const Qwen3Model& model, const std::string& dir, const std::string& base_model) {
+void save_peft_adapter(const Qwen3Model& model, const std::string& dir, const std::string& base_model, bool replace) {
   TITAN_CHECK(model.lora_enabled(), "save_peft_adapter: the model has no LoRA adapters");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  TITAN_CHECK(!ec, dir, ": cannot create the adapter folder (", ec.message(), ")");
+  OutputFolder out(dir, replace, "adapter folder");
   const LoraConfig& c = model.lora_config();
   std::vector<std::string> modules, params;
   for (const auto& a : model.lora_adapters()) (a.is_parameter() ? params : modules).push_back(a.module);
@@ -169,8 +168,9 @@ void save_peft_adapter(const Qwen3Model& model, const std::string& dir, const st
     ts.push_back({kPrefix + lora_a_name(m), ps[a.param].value});
     ts.push_back({kPrefix + lora_b_name(m), ps[a.param + 1].value});
   }
-  save_safetensors(dir + kWeights, ts);
-  write_file_atomic(dir + kConfig, j.dump(2) + "\n");
+  save_safetensors(out.path() + kWeights, ts);
+  write_file_atomic(out.path() + kConfig, j.dump(2) + "\n");
+  out.commit();
 }
 
 }  // namespace titan

@@ -32,6 +32,8 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const ModelCo
 void load_peft_adapter(Qwen3Model& model, const std::string& dir);
 
 // Writes the model's adapters as a PEFT folder (atomically per file; dir created when missing).
-void save_peft_adapter(const Qwen3Model& model, const std::string& dir, const std::string& base_model);
+// The folder is written whole or not at all (util/output_folder.h); a non-empty `dir` is refused
+// unless `replace`.
+void save_peft_adapter(const Qwen3Model& model, const std::string& dir, const std::string& base_model, bool replace = false);
 
 }  // namespace titan

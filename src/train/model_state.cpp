@@ -163,7 +163,7 @@ class FullState final : public ModelState {
 
   void export_hf(const std::string& dir, const HfExportOptions& opt) override {
     // LoRA: a PEFT adapter folder (the base is unchanged; titan export --merge-lora merges).
-    if (comm_.rank() == 0 && model_->lora_enabled()) save_peft_adapter(*model_, dir, lora_base_);
+    if (comm_.rank() == 0 && model_->lora_enabled()) save_peft_adapter(*model_, dir, lora_base_, true);
     else if (comm_.rank() == 0) export_hf_checkpoint(dir, model_->config(), model_state(*model_), opt);
     comm_.barrier();
   }

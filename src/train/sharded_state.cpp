@@ -135,7 +135,7 @@ class ShardedState final : public ModelState {
     // One unit's parameters in memory at a time; rank 0 streams them into the files.
     // (The first replica's shard group gathers; rank 0 is in it.)
     if (lora_) {  // a PEFT adapter folder; every rank holds the adapters whole
-      if (comm_.rank() == 0) save_peft_adapter(*model_, dir, lora_base_);
+      if (comm_.rank() == 0) save_peft_adapter(*model_, dir, lora_base_, true);
       comm_.barrier();
       return;
     }
