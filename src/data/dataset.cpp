@@ -308,7 +308,7 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetSpec& spec, 
       }
     }
     if (!cached.empty()) {
-      TokenFileWriter w(cached, tok.vocab_size(), eot, tok.fingerprint());
+      TokenFileWriter w(cached, tok.vocab_size(), eot, tok.fingerprint(), /*cache_file=*/true);
       TokenizeStats st = tokenize_files({f}, tok, spec, [&](const std::vector<uint32_t>& ids) { w.add_document(ids); },
                                         "data: tokenizing " + fs::path(f).filename().string());
       w.close();
