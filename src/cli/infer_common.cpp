@@ -136,6 +136,15 @@ infer::GenerateOptions generation_options(const Args& args, const InferenceModel
   infer::validate(o.stop);
   if (g.pad_id) o.pad_id = *g.pad_id;
   else if (!o.stop.eos_ids.empty()) o.pad_id = o.stop.eos_ids[0];
+  // Ids from the model folder's files must be tokens of the model (the embedding would refuse
+  // them later, naming no file).
+  const int64_t vocab = m.model->config().vocab_size;
+  const std::string& from = g.origin.empty() ? m.dir : g.origin;
+  if (g.pad_id)
+    TITAN_CHECK(int64_t(*g.pad_id) < vocab, from, ": pad_token_id ", *g.pad_id, " is outside the vocabulary (", vocab,
+                " tokens)");
+  for (uint32_t id : g.eos_ids)
+    TITAN_CHECK(int64_t(id) < vocab, from, ": eos_token_id ", id, " is outside the vocabulary (", vocab, " tokens)");
   return o;
 }
 

@@ -101,7 +101,8 @@ void TokenFileWriter::close() {
 std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path) {
   std::shared_ptr<TokenFile> f(new TokenFile());
   f->path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY);
+  check_regular_file(path);  // a named pipe would block open() for ever
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   TITAN_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "io/gguf_quants.h"
 #include "util/json_util.h"
+#include "util/strings.h"
 
 namespace titan {
 namespace {
@@ -237,7 +238,8 @@ bool GgufValue::is_integer() const {
 }
 
 GgufFile GgufFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  check_regular_file(path);  // a named pipe would block open() for ever
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   TITAN_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

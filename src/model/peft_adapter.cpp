@@ -1,5 +1,6 @@
 #include "model/peft_adapter.h"
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -47,7 +48,7 @@ std::string peft_module(const LoraAdapter& a, const std::vector<LoraAdapter>& al
 
 PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const ModelConfig& base) {
   const std::string cpath = dir + kConfig;
-  nlohmann::json j = parse_json_strict(read_file(cpath), cpath);
+  nlohmann::json j = parse_json_strict(read_regular_file(cpath), cpath);
   PeftAdapterConfig out;
   try {
     TITAN_CHECK(j.is_object(), "not a JSON object");
@@ -75,8 +76,11 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const ModelCo
     }
     TITAN_CHECK(j.contains("r") && j["r"].is_number_integer(), "r is missing or not an integer");
     out.lora.rank = j["r"].get<int64_t>();
+    TITAN_CHECK(out.lora.rank > 0, "r is ", out.lora.rank, " (the adapters' rank must be a positive integer)");
     TITAN_CHECK(j.contains("lora_alpha") && j["lora_alpha"].is_number(), "lora_alpha is missing or not a number");
     out.lora.alpha = j["lora_alpha"].get<double>();
+    TITAN_CHECK(std::isfinite(out.lora.alpha) && out.lora.alpha > 0, "lora_alpha is ", out.lora.alpha,
+                " (the scale alpha / r must be positive)");
     out.lora.use_rslora = get_or<bool>(j, "use_rslora", false);
     out.base_model = get_or<std::string>(j, "base_model_name_or_path", "");
   } catch (const nlohmann::json::exception& e) {
