@@ -1,13 +1,16 @@
 // titan export: a training checkpoint (or an HF folder, to convert dtype / resharding) to a
 // Hugging Face folder: safetensors (sharded above --max-shard-bytes, with index.json),
 // config.json and the tokenizer files. A LoRA run's checkpoint: --adapter writes its adapters
-// as a PEFT folder, --merge-lora the base with the adapters merged.
+// as a PEFT folder, --merge-lora the base with the adapters merged. The written dtype is the
+// source's unless --dtype says otherwise (one rule with [checkpoint] export_dtype: a training
+// checkpoint's f32), and the summary line says which.
 #include <cstdio>
 
 #include "cli/command.h"
 #include "data/tokenizer.h"
 #include "model/hf_checkpoint.h"
 #include "model/hf_model.h"
+#include "model/config.h"
 #include "model/peft_adapter.h"
 #include "train/checkpoint_model.h"
 
@@ -20,8 +23,19 @@ static int cmd_export(const std::vector<std::string>& argv) {
   const bool adapter = args.has("adapter"), merge = args.has("merge-lora");
   TITAN_CHECK(!(adapter && merge), "--adapter and --merge-lora exclude each other");
   HfExportOptions eo;
-  TITAN_CHECK(parse_dtype(args.get("dtype", "bf16"), &eo.dtype) && eo.dtype != DType::I32 && eo.dtype != DType::I64,
-              "--dtype must be f32, bf16 or f16, got '", args.get("dtype"), "'");
+  // The written dtype: --dtype, else the source's (an HF folder's torch_dtype, a training
+  // checkpoint's f32 as [checkpoint] export_dtype writes it, a merged LoRA export its base's).
+  const bool dtype_given = args.has("dtype");
+  if (dtype_given)
+    TITAN_CHECK(parse_dtype(args.get("dtype"), &eo.dtype) && eo.dtype != DType::I32 && eo.dtype != DType::I64,
+                "--dtype must be f32, bf16 or f16, got '", args.get("dtype"), "'");
+  auto kept = [&](const std::string& folder) {
+    if (dtype_given) return;
+    eo.dtype = is_hf_folder(folder) ? load_hf_config(folder + "/config.json").torch_dtype : DType::F32;
+  };
+  auto dtype_said = [&] {
+    return std::string(dtype_name(eo.dtype)) + (dtype_given ? ", as --dtype asked" : ", the source's dtype (--dtype to change)");
+  };
   eo.replace = args.has("replace");
   eo.max_shard_bytes = args.get_uint64("max-shard-bytes", eo.max_shard_bytes, 1, UINT64_MAX);
   eo.tokenizer_dir = args.get("tokenizer", is_hf_folder(from) ? from : data::Tokenizer::default_dir());
@@ -38,14 +52,16 @@ static int cmd_export(const std::vector<std::string>& argv) {
     }
     model->merge_lora();
     if (!args.has("tokenizer") && is_hf_folder(base)) eo.tokenizer_dir = base;
+    kept(base);
     export_hf_checkpoint(out, model->config(), model_state(*model), eo);
     std::printf("exported %s with its LoRA adapters merged into %s to %s (%s)\n", from.c_str(), base.c_str(),
-                out.c_str(), dtype_name(eo.dtype));
+                out.c_str(), dtype_said().c_str());
     return 0;
   }
   const FolderWeights w = load_folder_weights(from);
+  if (!dtype_given) eo.dtype = is_hf_folder(from) ? w.config.torch_dtype : DType::F32;
   export_hf_checkpoint(out, w.config, w.tensors, eo);
-  std::printf("exported %s to %s (%s)\n", from.c_str(), out.c_str(), dtype_name(eo.dtype));
+  std::printf("exported %s to %s (%s)\n", from.c_str(), out.c_str(), dtype_said().c_str());
   return 0;
 }
 
