@@ -17,8 +17,9 @@
 namespace titan::cli {
 
 static int cmd_export(const std::vector<std::string>& argv) {
-  Args args(argv, {"adapter", "merge-lora", "replace"});
-  args.check_known({"from", "output", "dtype", "tokenizer", "max-shard-bytes", "adapter", "merge-lora", "replace"});
+  Args args(argv, {"adapter", "merge-lora", "replace", "allow-other-base"});
+  args.check_known({"from", "output", "dtype", "tokenizer", "max-shard-bytes", "adapter", "merge-lora", "replace",
+                    "allow-other-base"});
   const std::string from = args.require("from"), out = args.require("output");
   const bool adapter = args.has("adapter"), merge = args.has("merge-lora");
   TITAN_CHECK(!(adapter && merge), "--adapter and --merge-lora exclude each other");
@@ -41,11 +42,11 @@ static int cmd_export(const std::vector<std::string>& argv) {
   eo.tokenizer_dir = args.get("tokenizer", is_hf_folder(from) ? from : data::Tokenizer::default_dir());
   if (adapter || merge) {  // a LoRA run's checkpoint: its adapters, or its base with them merged
     TITAN_CHECK(!is_hf_folder(from), from, ": --adapter / --merge-lora export a LoRA training checkpoint, not an HF folder");
-    std::string base;
-    auto model = load_checkpoint_model(from, nullptr, &base);
+    std::string base, fingerprint;
+    auto model = load_checkpoint_model(from, nullptr, &base, args.has("allow-other-base"), &fingerprint);
     TITAN_CHECK(model->lora_enabled(), from, ": not a LoRA checkpoint (no adapters); export it without --adapter / --merge-lora");
     if (adapter) {
-      save_peft_adapter(*model, out, base, eo.replace);
+      save_peft_adapter(*model, out, base, eo.replace, fingerprint);
       std::printf("exported the LoRA adapters of %s to %s (PEFT folder, base %s)\n", from.c_str(), out.c_str(),
                   base.c_str());
       return 0;

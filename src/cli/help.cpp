@@ -15,7 +15,9 @@ namespace {
   "  --tokenizer DIR            tokenizer folder (default: the model folder when it has a\n"        \
   "                             tokenizer.json, else the bundled Qwen3 tokenizer)\n"                \
   "  --dtype f32|bf16           compute dtype (default: f32)\n"                                     \
-  "  --kernels cpu|reference    kernel set (default: cpu)\n"
+  "  --kernels cpu|reference    kernel set (default: cpu)\n"                                       \
+  "  --allow-other-base         use adapters on a base whose fingerprint is not the one they were\n" \
+  "                             trained on\n"
 
 #define TITAN_SAMPLING_OPTIONS                                                                       \
   "  --max-new-tokens N         tokens to generate at most (default: generation_config.json's\n"    \
@@ -56,7 +58,9 @@ const std::map<std::string, std::string>& texts() {
        "  --max-shard-bytes N        shard the weights above N bytes (default: 5000000000)\n"
        "  --adapter                  a LoRA run's checkpoint: write its adapters as a PEFT folder\n"
        "  --merge-lora               a LoRA run's checkpoint: write its base with the adapters merged\n"
-       "  --replace                  replace what a non-empty --output holds\n"},
+       "  --replace                  replace what a non-empty --output holds\n"
+       "  --allow-other-base         a LoRA checkpoint whose base folder's fingerprint is not the one\n"
+       "                             it recorded: export anyway\n"},
       {"import",
        "usage: titan import gguf FILE --output DIR [--dtype f32|bf16] [--replace]\n"
        "Converts a GGUF model file (llama.cpp's container, quantized or not) to a Hugging Face\n"
@@ -109,6 +113,7 @@ const std::map<std::string, std::string>& texts() {
        "  --compute f32|bf16         compute dtype (default: f32)\n"
        "  --dump-logits FILE         write the logits as safetensors\n"
        "  --dump-grads FILE          write every parameter's gradient as safetensors\n"
+       "  --allow-other-base         use --adapter on a base it was not trained on\n"
        "  --json                     print the loss as JSON\n"},
       {"tokenize",
        "usage: titan tokenize --input FILE [FILE...] --output FILE.bin [options]\n"

@@ -33,7 +33,9 @@ void load_peft_adapter(Qwen3Model& model, const std::string& dir);
 
 // Writes the model's adapters as a PEFT folder (atomically per file; dir created when missing).
 // The folder is written whole or not at all (util/output_folder.h); a non-empty `dir` is refused
-// unless `replace`.
-void save_peft_adapter(const Qwen3Model& model, const std::string& dir, const std::string& base_model, bool replace = false);
+// unless `replace`. base_fingerprint (model/base_fingerprint.h), when given, goes to
+// titan_base.json beside the PEFT files (PEFT ignores the file).
+void save_peft_adapter(const Qwen3Model& model, const std::string& dir, const std::string& base_model, bool replace = false,
+                       const std::string& base_fingerprint = "");
 
 }  // namespace titan
