@@ -125,39 +125,43 @@ class Evaluator {
   }
 
   void exec_for(const Stmt& s) {
-    List all = iterate(eval(*s.expr), at(s.line)), items;
-    charge(int64_t(all.size()), s.line);
+    // A list is iterated in place (held by its shared_ptr: the body cannot free it), not copied.
+    const Value seq = eval(*s.expr);
+    std::shared_ptr<const List> all =
+        seq.kind == K::List ? std::shared_ptr<const List>(seq.list) : std::make_shared<const List>(iterate(seq, at(s.line)));
+    charge(int64_t(all->size()), s.line);
+    List filtered;
     if (s.filter) {
-      for (const Value& it : all) {
+      for (const Value& it : *all) {
         scopes_.emplace_back();
         bind_targets(scopes_.back(), s.targets, it, s.line);
         const bool keep = truthy(eval(*s.filter));
         scopes_.pop_back();
-        if (keep) items.push_back(it);
+        if (keep) filtered.push_back(it);
       }
-    } else {
-      items = std::move(all);
     }
+    const List& items = s.filter ? filtered : *all;
     if (items.empty()) {
       exec(s.else_body);
       return;
     }
     const int64_t n = int64_t(items.size());
     for (int64_t k = 0; k < n; ++k) {
-      Dict loop;
-      loop.set("index0", Value::integer(k));
-      loop.set("index", Value::integer(k + 1));
-      loop.set("revindex0", Value::integer(n - 1 - k));
-      loop.set("revindex", Value::integer(n - k));
-      loop.set("first", Value::boolean(k == 0));
-      loop.set("last", Value::boolean(k == n - 1));
-      loop.set("length", Value::integer(n));
-      loop.set("depth", Value::integer(1));
-      loop.set("depth0", Value::integer(0));
-      loop.set("previtem", k > 0 ? items[size_t(k - 1)] : Value::undefined("loop.previtem"));
-      loop.set("nextitem", k + 1 < n ? items[size_t(k + 1)] : Value::undefined("loop.nextitem"));
       const Value& it = items[size_t(k)];
-      charge(1 + (it.kind == K::String ? int64_t(3 * it.s.size()) >> 6 : 0), s.line);
+      charge(kLoopIterationSteps + (it.kind == K::String ? int64_t(3 * it.s.size()) >> 6 : 0), s.line);
+      Dict loop;  // distinct keys: appended without Dict::set's lookup
+      loop.items.reserve(11);
+      loop.items.emplace_back("index0", Value::integer(k));
+      loop.items.emplace_back("index", Value::integer(k + 1));
+      loop.items.emplace_back("revindex0", Value::integer(n - 1 - k));
+      loop.items.emplace_back("revindex", Value::integer(n - k));
+      loop.items.emplace_back("first", Value::boolean(k == 0));
+      loop.items.emplace_back("last", Value::boolean(k == n - 1));
+      loop.items.emplace_back("length", Value::integer(n));
+      loop.items.emplace_back("depth", Value::integer(1));
+      loop.items.emplace_back("depth0", Value::integer(0));
+      loop.items.emplace_back("previtem", k > 0 ? items[size_t(k - 1)] : Value::undefined("loop.previtem"));
+      loop.items.emplace_back("nextitem", k + 1 < n ? items[size_t(k + 1)] : Value::undefined("loop.nextitem"));
       scopes_.emplace_back();
       bind_targets(scopes_.back(), s.targets, items[size_t(k)], s.line);
       scopes_.back()["loop"] = Value::make_dict(std::move(loop));
