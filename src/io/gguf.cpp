@@ -296,8 +296,9 @@ GgufFile GgufFile::from_memory(const void* data, size_t size, std::shared_ptr<vo
     t.numel = 1;
     for (uint32_t d = 0; d < nd; ++d) {
       const uint64_t ne = c.get<uint64_t>("a tensor dimension");
-      TITAN_CHECK(ne >= 1 && ne <= (uint64_t(1) << 40) && uint64_t(t.numel) * ne <= (uint64_t(1) << 40), origin,
-                  ": tensor ", nm, " has an absurd shape");
+      // The product is checked by division: numel * ne could wrap past 2^64 (and then overflow
+      // numel, a found by the fuzzer).
+      TITAN_CHECK(ne >= 1 && ne <= (uint64_t(1) << 40) / uint64_t(t.numel), origin, ": tensor ", nm, " has an absurd shape");
       t.ne.push_back(int64_t(ne));
       t.numel *= int64_t(ne);
     }

@@ -1,5 +1,5 @@
-// A hand-made GGUF image for tests (io/gguf.h has the layout): metadata of any type, no tensors
-// unless added with their bytes.
+// A hand-made GGUF image for tests (io/gguf.h has the layout): metadata of any type and tensor
+// info entries (kv first, then tensors, as the format orders them; no tensor data).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -45,12 +45,21 @@ class GgufWriter {
     u64(n);
     body_.append(size_t(n * width), fill);
   }
+  // A tensor info entry (name, dims, ggml type, offset); no data is added.
+  void tensor(std::string_view name, const std::vector<uint64_t>& ne, uint32_t type, uint64_t offset) {
+    ++tensors_;
+    str(name);
+    u32(uint32_t(ne.size()));
+    for (uint64_t d : ne) u64(d);
+    u32(type);
+    u64(offset);
+  }
   // The file: header padded to the default alignment, then (no tensors) nothing more.
   std::string image() const {
     std::string out;
     auto put = [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
     const uint32_t magic = 0x46554747, version = 3;
-    const uint64_t tensors = 0, kv = kv_;
+    const uint64_t tensors = tensors_, kv = kv_;
     put(&magic, 4);
     put(&version, 4);
     put(&tensors, 8);
@@ -63,7 +72,7 @@ class GgufWriter {
  private:
   void raw(const void* p, size_t n) { body_.append(static_cast<const char*>(p), n); }
   std::string body_;
-  uint64_t kv_ = 0;
+  uint64_t kv_ = 0, tensors_ = 0;
 };
 
 }  // namespace titan::iotest

@@ -126,6 +126,17 @@ TEST(Gguf, MemoryStaysProportionalToTheFile) {
   EXPECT_EQ(f.array("many", GgufType::STRING)->str_at(17), "7");
 }
 
+// Found by fuzz_gguf: dimensions whose product passes 2^64 wrapped past the shape check and
+// overflowed the element count (undefined behaviour).
+TEST(Gguf, ShapesWhoseProductWrapsAreRefused) {
+  iotest::GgufWriter w;
+  w.tensor("t", {uint64_t(1) << 33, uint64_t(3) << 32}, 0, 0);
+  EXPECT_NE(open_error(w.image()).find("x.gguf: tensor \"t\" has an absurd shape"), std::string::npos) << open_error(w.image());
+  iotest::GgufWriter v;
+  v.tensor("t", {uint64_t(1) << 20, uint64_t(1) << 20, uint64_t(1) << 20, uint64_t(1) << 30}, 0, 0);
+  EXPECT_NE(open_error(v.image()).find("has an absurd shape"), std::string::npos);
+}
+
 TEST(Gguf, ArrayElementsAreCheckedLikeScalars) {
   iotest::GgufWriter w;
   w.kv_array("flags", GgufType::BOOL, 3, 1, 2);
