@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test train sft bench fuzz clean
+.PHONY: all deps build test test-long train sft bench fuzz clean
 
 all: build
 
@@ -16,8 +16,13 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The quick suite: every test but the long end-to-end ones (ctest label `long`: the SFT arithmetic
+# demonstration, the multi-rank CLI runs), which `make test-long` runs.
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j 1
+	cd $(BUILD) && ctest --output-on-failure -j 1 -LE long
+
+test-long: build
+	cd $(BUILD) && ctest --output-on-failure -j 1 -L long
 
 # Trains the debug model, then prints a short greedy sample from its HF export (the last step's).
 train: build

@@ -51,7 +51,8 @@ int cmd_cache(const std::vector<std::string>& argv) {
   if (pos[0] == "clear") {
     const data::CacheContents r = data::clear_cache(dir);
     std::error_code ec;
-    const bool peaks = std::filesystem::remove(peak_cache_path(dir), ec);
+    // Only a peaks file titan wrote: a user's peak_flops.json in the folder stays.
+    const bool peaks = is_peak_cache_file(peak_cache_path(dir)) && std::filesystem::remove(peak_cache_path(dir), ec);
     TITAN_CHECK(!ec, peak_cache_path(dir), ": cannot remove: ", ec.message());
     std::printf("removed %zu token files (%s)%s and %zu temporary files from %s\n", r.files.size(),
                 data::human_bytes(double(r.bytes)).c_str(), peaks ? ", the measured MFU peaks" : "", r.temps.size(),
@@ -67,7 +68,7 @@ int cmd_cache(const std::vector<std::string>& argv) {
   for (auto it = c.files.rbegin(); it != c.files.rend(); ++it)  // most recently used first
     std::printf("         %-60s %10s  used %s\n", std::filesystem::path(it->path).filename().c_str(),
                 data::human_bytes(double(it->bytes)).c_str(), date(it->mtime_ns).c_str());
-  if (std::filesystem::exists(peak_cache_path(dir)))
+  if (is_peak_cache_file(peak_cache_path(dir)))
     std::printf("peaks    %s: the measured MFU peaks (titan info --peak)\n",
                 std::filesystem::path(peak_cache_path(dir)).filename().c_str());
   if (!c.temps.empty())

@@ -29,9 +29,9 @@ extern "C" void on_sigint(int) { g_interrupt.store(true); }
 int cmd_chat(const std::vector<std::string>& argv_in) {
   std::vector<std::string> argv = argv_in;
   const std::vector<std::string> stops = take_repeated(argv, "stop");
-  Args args(argv, {});
+  Args args(argv, {"allow-other-base"});
   args.check_known({"model", "adapter", "tokenizer", "system", "thinking", "max-new-tokens", "temperature", "top-k", "top-p",
-                    "min-p", "repetition-penalty", "seed", "dtype", "kernels"});
+                    "min-p", "repetition-penalty", "seed", "dtype", "kernels", "allow-other-base"});
   TITAN_CHECK(args.positional().empty(), "unexpected argument '", args.positional().empty() ? "" : args.positional()[0], "'");
   InferenceModel m = load_inference_model(args);
   TITAN_CHECK(data::ChatTemplate::available(m.tokenizer_dir), m.tokenizer_dir, ": no chat template to chat with");

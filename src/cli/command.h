@@ -17,6 +17,10 @@ struct Command {
 
 std::map<std::string, Command>& commands();
 
+// The usage text `titan <command> [<action>] --help` prints (cli/help.cpp): every option with its
+// default and meaning; an action without its own text gets the command's; "" when none.
+std::string command_help(const std::string& command, const std::string& action);
+
 struct CommandRegistrar {
   CommandRegistrar(const char* name, const char* summary, CommandFn fn) { commands()[name] = Command{name, summary, fn}; }
 };

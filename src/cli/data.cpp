@@ -12,11 +12,11 @@ namespace titan::cli {
 namespace {
 
 int cmd_data(const std::vector<std::string>& argv) {
-  Args args(argv, {});
-  args.check_known({"output", "max-operand", "valid", "train", "seed"});
+  Args args(argv, {"replace"});
+  args.check_known({"output", "max-operand", "valid", "train", "seed", "replace"});
   const auto& pos = args.positional();
   const std::string usage =
-      "usage: titan data make-arithmetic --output DIR [--max-operand 99] [--valid 200] [--train -1] [--seed 0]";
+      "usage: titan data make-arithmetic --output DIR [--max-operand 99] [--valid 200] [--train -1] [--seed 0] [--replace]";
   TITAN_CHECK(pos.size() == 1 && pos[0] == "make-arithmetic",
               pos.empty() ? "missing action; " + usage : "unknown data action '" + pos[0] + "'; " + usage);
   data::ArithmeticOptions o;
@@ -25,7 +25,7 @@ int cmd_data(const std::vector<std::string>& argv) {
   o.train = args.get_int("train", o.train, -1, int64_t(1) << 30);
   o.seed = args.get_uint64("seed", o.seed, 0, UINT64_MAX);
   const std::string dir = args.require("output");
-  data::write_arithmetic(dir, o);
+  data::write_arithmetic(dir, o, args.has("replace"));
   const data::ArithmeticSplit s = data::arithmetic_split(o);
   std::printf("wrote %s/train.jsonl (%zu questions) and %s/valid.jsonl (%zu held out)\n", dir.c_str(), s.train.size(),
               dir.c_str(), s.valid.size());

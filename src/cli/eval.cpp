@@ -25,8 +25,9 @@ namespace {
 int cmd_eval(const std::vector<std::string>& argv_in) {
   std::vector<std::string> argv = argv_in;
   const std::vector<std::string> files = take_list(argv, "data");
-  Args args(argv, {"json", "quiet"});
-  args.check_known({"model", "adapter", "tokenizer", "seq-len", "stride", "json", "quiet", "field", "dtype", "kernels"});
+  Args args(argv, {"json", "quiet", "allow-other-base"});
+  args.check_known({"model", "adapter", "tokenizer", "seq-len", "stride", "json", "quiet", "field", "dtype", "kernels",
+                    "allow-other-base"});
   TITAN_CHECK(args.positional().empty(), "unexpected argument '", args.positional().empty() ? "" : args.positional()[0], "'");
   TITAN_CHECK(!files.empty(), "missing required option --data FILE...");
 

@@ -69,10 +69,10 @@ std::vector<std::vector<uint32_t>> read_prompts(const std::string& path, const I
 int cmd_generate(const std::vector<std::string>& argv_in) {
   std::vector<std::string> argv = argv_in;
   const std::vector<std::string> stops = take_repeated(argv, "stop");
-  Args args(argv, {"json", "chat"});
+  Args args(argv, {"json", "chat", "allow-other-base"});
   args.check_known({"model", "adapter", "tokenizer", "prompt", "prompt-ids", "prompts", "chat", "system", "thinking",
                     "max-new-tokens", "temperature", "top-k", "top-p", "min-p", "repetition-penalty", "seed", "dtype",
-                    "kernels", "batch-size", "json"});
+                    "kernels", "batch-size", "json", "allow-other-base"});
   TITAN_CHECK(args.positional().empty(), "unexpected argument '", args.positional().empty() ? "" : args.positional()[0], "'");
   const int sources = int(args.has("prompt")) + int(args.has("prompt-ids")) + int(args.has("prompts"));
   TITAN_CHECK(sources == 1, "give exactly one of --prompt TEXT, --prompt-ids \"ID ...\", --prompts FILE.jsonl");

@@ -10,15 +10,15 @@
 namespace titan::cli {
 
 static int cmd_import(const std::vector<std::string>& argv) {
-  Args args(argv, {});
-  args.check_known({"output", "dtype"});
+  Args args(argv, {"replace"});
+  args.check_known({"output", "dtype", "replace"});
   const auto& pos = args.positional();
   TITAN_CHECK(pos.size() == 2 && pos[0] == "gguf", "usage: titan import gguf FILE --output DIR [--dtype f32|bf16]");
   const std::string out = args.require("output");
   DType dt = DType::F32;
   TITAN_CHECK(parse_dtype(args.get("dtype", "f32"), &dt) && (dt == DType::F32 || dt == DType::BF16),
               "--dtype must be f32 or bf16, got '", args.get("dtype"), "'");
-  const GgufImportReport r = import_gguf(pos[1], out, dt);
+  const GgufImportReport r = import_gguf(pos[1], out, dt, args.has("replace"));
   const ModelConfig& c = r.config;
   std::printf("imported %s (%s, %lld tensors) to %s: %s, %lld layers, hidden %lld, heads %lld/%lld, head_dim %lld, "
               "ffn %lld, vocab %lld, %s embeddings, %.1fM parameters (%s); tokenizer: %lld merges, pre-tokenizer %s\n",

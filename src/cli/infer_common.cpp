@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "model/base_fingerprint.h"
 #include "model/hf_model.h"
 #include "model/peft_adapter.h"
 #include "train/checkpoint_model.h"
@@ -89,11 +90,15 @@ InferenceModel load_inference_model(const Args& args) {
   if (m.hf) {
     m.model = load_hf_model(m.dir, kernels, /*frozen=*/true, weights);
   } else {
-    m.model = load_checkpoint_model(m.dir);
+    m.model = load_checkpoint_model(m.dir, nullptr, nullptr, args.has("allow-other-base"));
     if (weights == DType::BF16 && !m.model->lora_enabled()) m.model = with_weight_dtype(*m.model, weights);
   }
   if (args.has("adapter")) {
-    load_peft_adapter(*m.model, args.get("adapter"));  // LoRA, not merged
+    const std::string adapter = args.get("adapter");
+    if (m.hf)  // only on the base it was trained on, when the folder records it (titan_base.json)
+      check_base_fingerprint(adapter, adapter_base_fingerprint(adapter), m.dir, args.has("allow-other-base"),
+                             "--allow-other-base");
+    load_peft_adapter(*m.model, adapter);  // LoRA, not merged
     m.model->merge_lora_parameters();  // but MoE-parameter adapters once here, not in every pass (the same values)
   }
   m.model->set_compute_dtype(compute);
@@ -136,6 +141,15 @@ infer::GenerateOptions generation_options(const Args& args, const InferenceModel
   infer::validate(o.stop);
   if (g.pad_id) o.pad_id = *g.pad_id;
   else if (!o.stop.eos_ids.empty()) o.pad_id = o.stop.eos_ids[0];
+  // Ids from the model folder's files must be tokens of the model (the embedding would refuse
+  // them later, naming no file).
+  const int64_t vocab = m.model->config().vocab_size;
+  const std::string& from = g.origin.empty() ? m.dir : g.origin;
+  if (g.pad_id)
+    TITAN_CHECK(int64_t(*g.pad_id) < vocab, from, ": pad_token_id ", *g.pad_id, " is outside the vocabulary (", vocab,
+                " tokens)");
+  for (uint32_t id : g.eos_ids)
+    TITAN_CHECK(int64_t(id) < vocab, from, ": eos_token_id ", id, " is outside the vocabulary (", vocab, " tokens)");
   return o;
 }
 

@@ -121,6 +121,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::string> args(argv + 2, argv + argc);
+  // --help / -h anywhere: the command's (or its action's) usage on stdout, status 0.
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") {
+      const std::string action = !args.empty() && args[0][0] != '-' ? args[0] : "";
+      std::string text = titan::cli::command_help(argv[1], action);
+      if (text.empty()) text = std::string("usage: titan ") + argv[1] + " [options]\n" + it->second.summary + "\n";
+      std::fputs(text.c_str(), stdout);
+      return 0;
+    }
   try {
     if (const char* t = std::getenv("TITAN_NUM_THREADS"); t && *t)
       titan::set_num_threads(int(titan::parse_int(t, "TITAN_NUM_THREADS", 0, titan::max_num_threads())));

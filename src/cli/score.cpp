@@ -7,6 +7,7 @@
 #include "io/safetensors.h"
 #include "io/token_lines.h"
 #include "model/hf_model.h"
+#include "model/base_fingerprint.h"
 #include "model/peft_adapter.h"
 
 namespace titan::cli {
@@ -22,12 +23,17 @@ static int64_t first_non_finite(const Tensor& t) {
 static const char* float_name(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
 
 static int cmd_score(const std::vector<std::string>& argv) {
-  Args args(argv, {"json"});
-  args.check_known({"model", "adapter", "tokens", "dump-logits", "dump-grads", "json", "kernels", "compute"});
+  Args args(argv, {"json", "allow-other-base"});
+  args.check_known({"model", "adapter", "tokens", "dump-logits", "dump-grads", "json", "kernels", "compute",
+                    "allow-other-base"});
   const std::string kernels = args.get("kernels", "cpu");
   const std::string model_dir = args.require("model");
   auto model = load_hf_model(model_dir, kernels);
-  if (args.has("adapter")) load_peft_adapter(*model, args.get("adapter"));  // LoRA on the base, not merged
+  if (args.has("adapter")) {  // LoRA on the base, not merged; only on the base it was trained on
+    check_base_fingerprint(args.get("adapter"), adapter_base_fingerprint(args.get("adapter")), model_dir,
+                           args.has("allow-other-base"), "--allow-other-base");
+    load_peft_adapter(*model, args.get("adapter"));
+  }
   // A NaN or infinite weight makes every loss NaN; name it instead (one pass over the weights,
   // small next to a forward).
   for (const auto& p : model->params().all()) {

@@ -1,6 +1,7 @@
 // titan tokenize: text sources (JSON lines or plain text) into one token file (.bin) for training,
 // with a progress bar (rate, ETA) on stderr for long jobs.
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ int cmd_tokenize(const std::vector<std::string>& argv) {
   for (auto& in : inputs) {
     auto r = titan::data::resolve_dataset_files(in);
     files.insert(files.end(), r.begin(), r.end());
+  }
+  // The output must not be one of the inputs (the dataset would be replaced by its token ids).
+  for (const auto& f : files) {
+    std::error_code ec;
+    TITAN_CHECK(!std::filesystem::equivalent(f, output, ec), output, ": is also an input (", f,
+                "); writing it would replace the dataset with token ids; choose another --output");
   }
   titan::data::TokenFileWriter w(output, tok.vocab_size(), tok.eot_id(), tok.fingerprint());
   auto st = titan::data::tokenize_files(files, tok, spec, [&](const std::vector<uint32_t>& ids) { w.add_document(ids); },

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "util/strings.h"
 
 namespace titan::data {
 
@@ -18,18 +19,10 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-void write_lines(const std::string& path, const std::vector<std::pair<int64_t, int64_t>>& pairs) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    TITAN_CHECK(out, tmp, ": cannot open for writing");
-    for (const auto& [a, b] : pairs) out << arithmetic_jsonl_line(a, b) << '\n';
-    out.flush();
-    TITAN_CHECK(out, tmp, ": write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  TITAN_CHECK(!ec, path, ": cannot rename into place: ", ec.message());
+std::string lines_of(const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  std::string text;
+  for (const auto& [a, b] : pairs) text += arithmetic_jsonl_line(a, b) + "\n";
+  return text;
 }
 
 }  // namespace
@@ -66,13 +59,22 @@ std::string arithmetic_jsonl_line(int64_t a, int64_t b) {
   return j.dump();
 }
 
-void write_arithmetic(const std::string& dir, const ArithmeticOptions& opt) {
+void write_arithmetic(const std::string& dir, const ArithmeticOptions& opt, bool replace) {
   const ArithmeticSplit s = arithmetic_split(opt);
+  const std::pair<std::string, std::string> files[] = {{dir + "/train.jsonl", lines_of(s.train)},
+                                                        {dir + "/valid.jsonl", lines_of(s.valid)}};
+  // A file of that name that holds anything else may be a user's: refused unless replace.
+  for (const auto& [path, text] : files) {
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) continue;
+    TITAN_CHECK(replace || read_file(path) == text, path,
+                ": exists and is not this dataset (other options, or not written by make-arithmetic); pass --replace "
+                "to overwrite it, or choose another folder");
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   TITAN_CHECK(!ec, dir, ": cannot create folder: ", ec.message());
-  write_lines(dir + "/train.jsonl", s.train);
-  write_lines(dir + "/valid.jsonl", s.valid);
+  for (const auto& [path, text] : files) write_file_atomic(path, text);
 }
 
 }  // namespace titan::data

@@ -27,7 +27,9 @@ std::string arithmetic_question(int64_t a, int64_t b);           // "What is a +
 std::string arithmetic_answer(int64_t a, int64_t b);             // the sum in decimal
 // One JSON line: {"messages": [{"role": "user", ...}, {"role": "assistant", ...}]}.
 std::string arithmetic_jsonl_line(int64_t a, int64_t b);
-// Writes <dir>/train.jsonl and <dir>/valid.jsonl (the folder is created).
-void write_arithmetic(const std::string& dir, const ArithmeticOptions& opt);
+// Writes <dir>/train.jsonl and <dir>/valid.jsonl (the folder is created, each file atomically).
+// An existing file of either name is overwritten only when it already holds exactly this dataset
+// or `replace` is set: anything else may be a user's file.
+void write_arithmetic(const std::string& dir, const ArithmeticOptions& opt, bool replace = false);
 
 }  // namespace titan::data

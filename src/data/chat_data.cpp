@@ -1,3 +1,4 @@
+#include "util/strings.h"
 #include "data/chat_data.h"
 
 #include <fstream>
@@ -139,6 +140,7 @@ ChatRows ChatRows::load(const std::vector<std::string>& files, const ChatEncoder
                         bool train_on_prompt) {
   std::vector<ChatTokens> convs;
   for (const auto& f : files) {
+    check_regular_file(f);
     std::ifstream in(f);
     TITAN_CHECK(in, f, ": cannot open");
     std::string line;

@@ -13,10 +13,18 @@ using nlohmann::json;
 
 namespace {
 
+// The file's JSON object; a syntax error names the file and where (without the library's tag).
 json read_json(const std::string& path) {
-  std::string text = read_file(path);
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  TITAN_CHECK(!j.is_discarded(), path, ": not valid JSON");
+  std::string text = read_regular_file(path);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string why = e.what();
+    if (const size_t tag = why.find("] "); why.rfind("[json.exception", 0) == 0 && tag != std::string::npos)
+      why = why.substr(tag + 2);
+    fail(path, ": not valid JSON (", why, ")");
+  }
   TITAN_CHECK(j.is_object(), path, ": expected a JSON object");
   return j;
 }
@@ -48,8 +56,9 @@ bool ChatTemplate::available(const std::string& dir) {
   if (fs::exists(fs::path(dir) / "chat_template.jinja")) return true;
   fs::path cfg = fs::path(dir) / "tokenizer_config.json";
   if (!fs::exists(cfg)) return false;
-  json j = json::parse(read_file(cfg.string()), nullptr, false);
-  return !j.is_discarded() && j.is_object() && j.contains("chat_template") && !j["chat_template"].is_null();
+  // An unreadable file is its error, not "no chat template".
+  const json j = read_json(cfg.string());
+  return j.contains("chat_template") && !j["chat_template"].is_null();
 }
 
 ChatTemplate ChatTemplate::load(const std::string& dir) {
@@ -59,7 +68,7 @@ ChatTemplate ChatTemplate::load(const std::string& dir) {
   std::vector<std::pair<std::string, std::string>> special;
   for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token"})
     if (auto v = special_token(cfg, key, cfg_path)) special.emplace_back(key, *v);
-  if (fs::exists(jinja_path)) return from_string(read_file(jinja_path), jinja_path, special);
+  if (fs::exists(jinja_path)) return from_string(read_regular_file(jinja_path), jinja_path, special);
   TITAN_CHECK(fs::exists(cfg_path), dir, ": no chat template (neither chat_template.jinja nor tokenizer_config.json)");
   TITAN_CHECK(cfg.contains("chat_template") && !cfg["chat_template"].is_null(), cfg_path,
               ": no chat_template (the tokenizer has no chat format)");

@@ -130,6 +130,7 @@ TokenizeStats tokenize_files(const std::vector<std::string>& files, const Tokeni
   TokenizeStats st;
   uint64_t total_bytes = 0;
   for (auto& f : files) {
+    check_regular_file(f);  // a named pipe would block open() for ever
     std::error_code ec;
     auto sz = fs::file_size(f, ec);
     TITAN_CHECK(!ec, f, ": cannot read: ", ec.message());
@@ -175,7 +176,7 @@ TokenizeStats tokenize_files(const std::vector<std::string>& files, const Tokeni
       TITAN_CHECK(st.documents > docs_before, f, ": no documents",
                   js.skipped ? " (all " + std::to_string(js.skipped) + " lines were bad and skipped)" : std::string());
     } else {
-      std::string text = read_file(f);
+      std::string text = read_regular_file(f);
       TITAN_CHECK(!text.empty(), f, ": empty file, no documents");
       auto ids = encode_long_text(tok, text, threads);
       out(ids);
@@ -308,7 +309,7 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetSpec& spec, 
       }
     }
     if (!cached.empty()) {
-      TokenFileWriter w(cached, tok.vocab_size(), eot, tok.fingerprint());
+      TokenFileWriter w(cached, tok.vocab_size(), eot, tok.fingerprint(), /*cache_file=*/true);
       TokenizeStats st = tokenize_files({f}, tok, spec, [&](const std::vector<uint32_t>& ids) { w.add_document(ids); },
                                         "data: tokenizing " + fs::path(f).filename().string());
       w.close();

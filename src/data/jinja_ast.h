@@ -36,6 +36,7 @@ struct Expr {
   };
   K k;
   int line = 0;
+  int depth = 1;  // levels of the subtree (the evaluator recurses once per level); <= kMaxDepth
   Value literal;
   std::string name;
   std::vector<ExprP> args;

@@ -74,7 +74,9 @@ Value string_method(const Value& o, const std::string& name, const List& pos, co
     }
     if (mx && !is_intlike(*mx)) at.fail(what + ": maxsplit must be an int");
     List l;
-    for (auto& part : py_split(o.s, given ? &s : nullptr, mx ? as_int(*mx) : -1)) l.push_back(Value::string(part));
+    std::vector<std::string> parts = py_split(o.s, given ? &s : nullptr, mx ? as_int(*mx) : -1);
+    if (int64_t(parts.size()) > kMaxItems) at.fail(what + " into more than " + std::to_string(kMaxItems) + " parts");
+    for (auto& part : parts) l.push_back(Value::string(std::move(part)));
     return Value::make_list(std::move(l));
   }
   if (name == "replace") {

@@ -2,11 +2,16 @@
 // Values follow Python (jinja_value.h); a for loop body runs in its own scope per iteration (a
 // `set` inside it is gone afterwards, which is why templates use namespace()), an if body does
 // not. Integer arithmetic that would leave int64 is an error (Python would grow the integer).
+// Every rendering is bounded (jinja_value.h): steps, the size and nesting of each value made,
+// the rendered text; a breach, or running out of memory all the same, is an error naming the
+// template's origin.
 #include <cmath>
+#include <new>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "data/jinja_ast.h"
+#include "data/jinja_text.h"
 #include "data/jinja_value.h"
 
 namespace titan::data::jinja {
@@ -28,6 +33,38 @@ class Evaluator {
  private:
   Site at(int line) const { return Site{origin_, line}; }
 
+  void charge(int64_t steps, int line) {
+    steps_ += steps;
+    if (steps_ > kMaxSteps)
+      at(line).fail("rendering takes more than " + std::to_string(kMaxSteps) + " steps (a loop that does not end in time)");
+  }
+  // A value just made: within the size and nesting limits; its size is charged as work.
+  Value made(Value v, const Site& here) {
+    if (v.kind == K::String) {
+      if (v.s.size() > kMaxOutputBytes) here.fail("a string longer than " + std::to_string(kMaxOutputBytes >> 20) + " MiB");
+      charge(int64_t(v.s.size() >> 6), here.line);
+    } else if (v.kind == K::List || v.kind == K::Dict || v.kind == K::Namespace) {
+      charge(value_size(v, here) >> 6, here.line);
+    }
+    return v;
+  }
+  // One more value gathered into a list (a literal, a call's arguments): the total stays bounded
+  // while it grows (copies of one 60 MB string must not pile up before the list is measured).
+  void gather(int64_t& total, const Value& v, const Site& here) {
+    const int64_t n = value_size(v, here);
+    total += n + 16;
+    if (total > int64_t(kMaxOutputBytes)) here.fail("a value larger than " + std::to_string(kMaxOutputBytes >> 20) + " MiB (strings, list items and dict entries)");
+    charge(n >> 6, here.line);
+  }
+  // Recursion guard for statements and expressions (the parser bounds both; this is a backstop).
+  struct Deeper {
+    Evaluator& ev;
+    Deeper(Evaluator& e, int line) : ev(e) {
+      if (++ev.depth_ > 2 * kMaxDepth + 8) ev.at(line).fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+    ~Deeper() { --ev.depth_; }
+  };
+
   void emit(const std::string& s, int line) {
     out_ += s;
     if (out_.size() > kMaxOutputBytes) at(line).fail("rendered text exceeds " + std::to_string(kMaxOutputBytes >> 20) + " MiB");
@@ -36,6 +73,8 @@ class Evaluator {
   // ---- statements --------------------------------------------------------------------------
   Flow exec(const Body& body) {
     for (const Stmt& s : body) {
+      charge(1, s.line);
+      Deeper deeper(*this, s.line);
       switch (s.k) {
         case Stmt::K::Text: emit(s.text, s.line); break;
         case Stmt::K::Output: emit(to_str(eval(*s.expr), at(s.line)), s.line); break;
@@ -52,13 +91,14 @@ class Evaluator {
         }
         case Stmt::K::For: exec_for(s); break;
         case Stmt::K::Set: {
-          Value v = eval(*s.expr);
+          Value v = made(eval(*s.expr), at(s.line));
           if (s.targets.size() == 1) {
             scopes_.back()[s.targets[0]] = std::move(v);
           } else {
             Value ns = lookup(s.targets[0]);
             if (ns.kind != K::Namespace)
               at(s.line).fail("cannot set attribute '" + s.targets[1] + "' of a " + kind_name(ns) + " (only of a namespace())");
+            value_size(v, at(s.line), ns.dict.get());  // no cycles: a namespace inside itself
             ns.dict->set(s.targets[1], std::move(v));
           }
           break;
@@ -85,36 +125,43 @@ class Evaluator {
   }
 
   void exec_for(const Stmt& s) {
-    List all = iterate(eval(*s.expr), at(s.line)), items;
+    // A list is iterated in place (held by its shared_ptr: the body cannot free it), not copied.
+    const Value seq = eval(*s.expr);
+    std::shared_ptr<const List> all =
+        seq.kind == K::List ? std::shared_ptr<const List>(seq.list) : std::make_shared<const List>(iterate(seq, at(s.line)));
+    charge(int64_t(all->size()), s.line);
+    List filtered;
     if (s.filter) {
-      for (const Value& it : all) {
+      for (const Value& it : *all) {
         scopes_.emplace_back();
         bind_targets(scopes_.back(), s.targets, it, s.line);
         const bool keep = truthy(eval(*s.filter));
         scopes_.pop_back();
-        if (keep) items.push_back(it);
+        if (keep) filtered.push_back(it);
       }
-    } else {
-      items = std::move(all);
     }
+    const List& items = s.filter ? filtered : *all;
     if (items.empty()) {
       exec(s.else_body);
       return;
     }
     const int64_t n = int64_t(items.size());
     for (int64_t k = 0; k < n; ++k) {
-      Dict loop;
-      loop.set("index0", Value::integer(k));
-      loop.set("index", Value::integer(k + 1));
-      loop.set("revindex0", Value::integer(n - 1 - k));
-      loop.set("revindex", Value::integer(n - k));
-      loop.set("first", Value::boolean(k == 0));
-      loop.set("last", Value::boolean(k == n - 1));
-      loop.set("length", Value::integer(n));
-      loop.set("depth", Value::integer(1));
-      loop.set("depth0", Value::integer(0));
-      loop.set("previtem", k > 0 ? items[size_t(k - 1)] : Value::undefined("loop.previtem"));
-      loop.set("nextitem", k + 1 < n ? items[size_t(k + 1)] : Value::undefined("loop.nextitem"));
+      const Value& it = items[size_t(k)];
+      charge(kLoopIterationSteps + (it.kind == K::String ? int64_t(3 * it.s.size()) >> 6 : 0), s.line);
+      Dict loop;  // distinct keys: appended without Dict::set's lookup
+      loop.items.reserve(11);
+      loop.items.emplace_back("index0", Value::integer(k));
+      loop.items.emplace_back("index", Value::integer(k + 1));
+      loop.items.emplace_back("revindex0", Value::integer(n - 1 - k));
+      loop.items.emplace_back("revindex", Value::integer(n - k));
+      loop.items.emplace_back("first", Value::boolean(k == 0));
+      loop.items.emplace_back("last", Value::boolean(k == n - 1));
+      loop.items.emplace_back("length", Value::integer(n));
+      loop.items.emplace_back("depth", Value::integer(1));
+      loop.items.emplace_back("depth0", Value::integer(0));
+      loop.items.emplace_back("previtem", k > 0 ? items[size_t(k - 1)] : Value::undefined("loop.previtem"));
+      loop.items.emplace_back("nextitem", k + 1 < n ? items[size_t(k + 1)] : Value::undefined("loop.nextitem"));
       scopes_.emplace_back();
       bind_targets(scopes_.back(), s.targets, items[size_t(k)], s.line);
       scopes_.back()["loop"] = Value::make_dict(std::move(loop));
@@ -136,6 +183,8 @@ class Evaluator {
   // ---- expressions -------------------------------------------------------------------------
   Value eval(const Expr& e) {
     const Site here = at(e.line);
+    charge(1, e.line);
+    Deeper deeper(*this, e.line);
     switch (e.k) {
       case Expr::K::Literal: return e.literal;
       case Expr::K::Name: return lookup(e.name);
@@ -149,9 +198,13 @@ class Evaluator {
         return Value::undefined(e.name);  // Jinja: a missing attribute is undefined
       }
       case Expr::K::Item: return item(eval(*e.args[0]), eval(*e.args[1]), here);
-      case Expr::K::Slice: return slice(e, here);
-      case Expr::K::Call: return call(e, here);
-      case Expr::K::Filter: return apply_filter(e.name, eval(*e.args[0]), eval_args(e), eval_kwargs(e), here);
+      case Expr::K::Slice: return made(slice(e, here), here);
+      case Expr::K::Call: return made(call(e, here), here);
+      case Expr::K::Filter: {
+        Value v = eval(*e.args[0]);
+        if (v.kind == K::String || v.kind == K::List) charge(int64_t((v.kind == K::String ? v.s.size() : v.list->size()) >> 6), e.line);
+        return made(apply_filter(e.name, v, eval_args(e), eval_kwargs(e), here), here);
+      }
       case Expr::K::Test: {
         Value v = eval(*e.args[0]);
         const bool r = apply_test(e.name, v, eval_args(e), here);
@@ -181,12 +234,14 @@ class Evaluator {
         return e.args[2] ? eval(*e.args[2]) : Value::undefined("(if without else)");
       case Expr::K::Binary: {
         Value a = eval(*e.args[0]);
-        return binary(e.name, a, eval(*e.args[1]), here);
+        return made(binary(e.name, a, eval(*e.args[1]), here), here);
       }
       case Expr::K::Compare: {
         Value left = eval(*e.args[0]);
         for (size_t k = 0; k < e.ops.size(); ++k) {
           Value right = eval(*e.args[k + 1]);
+          if (right.kind == K::List) charge(int64_t(right.list->size()), e.line);
+          if (right.kind == K::String) charge(int64_t(right.s.size() >> 6), e.line);
           if (!compare(e.ops[k], left, right, here)) return Value::boolean(false);
           left = std::move(right);
         }
@@ -195,17 +250,25 @@ class Evaluator {
       case Expr::K::ListLit:
       case Expr::K::TupleLit: {
         List l;
-        for (auto& a : e.args) l.push_back(eval(*a));
-        return Value::make_list(std::move(l));
+        int64_t total = 0;
+        for (auto& a : e.args) {
+          l.push_back(eval(*a));
+          gather(total, l.back(), here);
+        }
+        return made(Value::make_list(std::move(l)), here);
       }
       case Expr::K::DictLit: {
         Dict d;
+        int64_t total = 0;
         for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
           Value key = eval(*e.args[k]);
           if (key.kind != K::String) here.fail("dict keys must be strings");
-          d.set(key.s, eval(*e.args[k + 1]));
+          Value v = eval(*e.args[k + 1]);
+          gather(total, key, here);
+          gather(total, v, here);
+          d.set(key.s, std::move(v));
         }
-        return Value::make_dict(std::move(d));
+        return made(Value::make_dict(std::move(d)), here);
       }
     }
     here.fail("unknown expression");
@@ -213,12 +276,20 @@ class Evaluator {
 
   List eval_args(const Expr& e) {
     List out;
-    for (size_t k = 1; k < e.args.size(); ++k) out.push_back(eval(*e.args[k]));
+    int64_t total = 0;
+    for (size_t k = 1; k < e.args.size(); ++k) {
+      out.push_back(eval(*e.args[k]));
+      gather(total, out.back(), at(e.line));
+    }
     return out;
   }
   Kwargs eval_kwargs(const Expr& e) {
     Kwargs kw;
-    for (auto& [n, x] : e.kwargs) kw.emplace_back(n, eval(*x));
+    int64_t total = 0;
+    for (auto& [n, x] : e.kwargs) {
+      kw.emplace_back(n, eval(*x));
+      gather(total, kw.back().second, at(e.line));
+    }
     return kw;
   }
 
@@ -247,10 +318,7 @@ class Evaluator {
         const int64_t k = k0 < 0 ? k0 + n : k0;
         return (k < 0 || k >= n) ? Value::undefined("[" + std::to_string(k0) + "]") : (*o.list)[size_t(k)];
       }
-      List chars = iterate(o, here);
-      const int64_t n = int64_t(chars.size());
-      const int64_t k = k0 < 0 ? k0 + n : k0;
-      return (k < 0 || k >= n) ? Value::undefined("[" + std::to_string(k0) + "]") : chars[size_t(k)];
+      return code_point_at(o.s, k0);
     }
     return Value::undefined("[]");
   }
@@ -268,11 +336,14 @@ class Evaluator {
       p[k] = &parts[k];
     }
     if (o.kind != K::List && o.kind != K::String) here.fail(std::string("cannot slice a ") + kind_name(o));
-    List src = o.kind == K::List ? *o.list : iterate(o, here), sel;
-    for (int64_t k : slice_indices(int64_t(src.size()), p[0], p[1], p[2], here)) sel.push_back(src[size_t(k)]);
-    if (o.kind == K::List) return Value::make_list(std::move(sel));
+    if (o.kind == K::List) {
+      List sel;
+      for (int64_t k : slice_indices(int64_t(o.list->size()), p[0], p[1], p[2], here)) sel.push_back((*o.list)[size_t(k)]);
+      return Value::make_list(std::move(sel));
+    }
+    const std::vector<uint32_t> cps = code_points(o.s);
     std::string s;
-    for (auto& c : sel) s += c.s;
+    for (int64_t k : slice_indices(int64_t(cps.size()), p[0], p[1], p[2], here)) append_code_point(s, cps[size_t(k)]);
     return Value::string(std::move(s));
   }
 
@@ -333,7 +404,7 @@ class Evaluator {
       if ((a_seq && is_intlike(b)) || (b_seq && is_intlike(a))) {
         const Value& seq = a_seq ? a : b;
         const int64_t n = std::max<int64_t>(0, as_int(a_seq ? b : a));
-        const double size = double(n) * double(seq.kind == K::String ? seq.s.size() : seq.list->size());
+        const double size = double(n) * double(value_size(seq, here));
         if (size > double(kMaxOutputBytes)) here.fail("sequence repetition too large");
         if (seq.kind == K::String) {
           std::string r;
@@ -389,6 +460,8 @@ class Evaluator {
   const Dict& vars_;
   std::vector<std::unordered_map<std::string, Value>> scopes_;
   std::string out_;
+  int64_t steps_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace
@@ -396,7 +469,11 @@ class Evaluator {
 Template Template::parse(std::string_view source, const std::string& origin) {
   auto impl = std::make_shared<Impl>();
   impl->origin = origin;
-  impl->body = parse_template(source, origin);
+  try {
+    impl->body = parse_template(source, origin);
+  } catch (const std::bad_alloc&) {
+    titan::fail(origin, ": chat template: out of memory while parsing");
+  }
   Template t;
   t.impl_ = std::move(impl);
   return t;
@@ -405,7 +482,11 @@ Template Template::parse(std::string_view source, const std::string& origin) {
 std::string Template::render(const Dict& vars) const {
   TITAN_ASSERT(impl_ != nullptr, "render of an empty Template");
   Evaluator ev(impl_->origin, vars);
-  return ev.run(impl_->body);
+  try {
+    return ev.run(impl_->body);
+  } catch (const std::bad_alloc&) {
+    titan::fail(impl_->origin, ": chat template: out of memory while rendering");
+  }
 }
 
 }  // namespace titan::data::jinja

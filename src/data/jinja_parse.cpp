@@ -4,12 +4,14 @@
 // a block or comment tag are removed), the "-" controls (all whitespace before / after the tag is
 // removed; whitespace as Python's str.isspace), "+" (no lstrip / trim for that tag), newlines
 // normalized to "\n" and one trailing newline of the source dropped.
+#include <algorithm>
 #include <cstring>
 #include <set>
 
 #include "core/error.h"
 #include "data/jinja_ast.h"
 #include "data/jinja_text.h"
+#include "data/jinja_value.h"
 
 namespace titan::data::jinja {
 namespace {
@@ -306,6 +308,18 @@ class Parser {
     e->line = line;
     return e;
   }
+  // A node with all its operands: its depth (1 + its deepest operand's), an error past kMaxDepth.
+  // Chains parsed by loops (a + b + c ..., x|f|g ..., x[0][0] ...) are left-deep trees: each link
+  // is a level here, though the parser did not recurse for it.
+  ExprP seal(ExprP e) {
+    int d = 0;
+    for (auto& a : e->args)
+      if (a) d = std::max(d, a->depth);
+    for (auto& kv : e->kwargs) d = std::max(d, kv.second->depth);
+    e->depth = d + 1;
+    if (e->depth > kMaxDepth) fail_at(e->line, "nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    return e;
+  }
 
   // ---- statements --------------------------------------------------------------------------
   Body parse_body(const std::set<std::string>& terminators) {
@@ -437,7 +451,7 @@ class Parser {
       if (cur().t == Tok::VarEnd || cur().t == Tok::BlockEnd) break;
       t->args.push_back(parse_expression());
     }
-    return t;
+    return seal(std::move(t));
   }
 
   ExprP parse_expression() {
@@ -455,7 +469,7 @@ class Parser {
       c->args.push_back(std::move(cond));
       c->args.push_back(std::move(e));
       c->args.push_back(std::move(other));
-      e = std::move(c);
+      e = seal(std::move(c));
     }
     return e;
   }
@@ -466,7 +480,7 @@ class Parser {
       ++p_;
       n->args.push_back(std::move(e));
       n->args.push_back((this->*next)());
-      e = std::move(n);
+      e = seal(std::move(n));
     }
     return e;
   }
@@ -476,7 +490,7 @@ class Parser {
   struct Nest {
     Parser& p;
     explicit Nest(Parser& parser) : p(parser) {
-      if (++p.depth_ > 200) p.fail_at(p.cur().line, "nesting deeper than 200 levels");
+      if (++p.depth_ > kMaxDepth) p.fail_at(p.cur().line, "nesting deeper than " + std::to_string(kMaxDepth) + " levels");
     }
     ~Nest() { --p.depth_; }
   };
@@ -487,7 +501,7 @@ class Parser {
       ExprP n = node(Expr::K::Not, cur().line);
       ++p_;
       n->args.push_back(parse_not());
-      return n;
+      return seal(std::move(n));
     }
     return parse_compare();
   }
@@ -517,7 +531,7 @@ class Parser {
       cmp->ops.push_back(op);
       cmp->args.push_back(parse_math1());
     }
-    return cmp ? std::move(cmp) : std::move(e);
+    return cmp ? seal(std::move(cmp)) : std::move(e);
   }
   ExprP binary_ops(std::initializer_list<const char*> ops, ExprP (Parser::*next)()) {
     ExprP e = (this->*next)();
@@ -531,7 +545,7 @@ class Parser {
       ++p_;
       n->args.push_back(std::move(e));
       n->args.push_back((this->*next)());
-      e = std::move(n);
+      e = seal(std::move(n));
     }
   }
   ExprP parse_math1() { return binary_ops({"+", "-"}, &Parser::parse_concat); }
@@ -547,6 +561,7 @@ class Parser {
       e = node(is_op("-") ? Expr::K::Neg : Expr::K::Pos, cur().line);
       ++p_;
       e->args.push_back(parse_unary(false));
+      e = seal(std::move(e));
     } else {
       e = parse_primary();
     }
@@ -602,7 +617,7 @@ class Parser {
         t->args.push_back(parse_expression());
       }
       expect_op(")");
-      return t;
+      return seal(std::move(t));
     }
     if (is_op("[")) {
       ++p_;
@@ -613,7 +628,7 @@ class Parser {
         ++p_;
       }
       expect_op("]");
-      return l;
+      return seal(std::move(l));
     }
     if (is_op("{")) {
       ++p_;
@@ -626,7 +641,7 @@ class Parser {
         ++p_;
       }
       expect_op("}");
-      return d;
+      return seal(std::move(d));
     }
     fail_at(line, "unexpected " + describe(tk) + " in an expression");
   }
@@ -642,13 +657,13 @@ class Parser {
           idx->literal = Value::integer(t_[p_++].i);
           it->args.push_back(std::move(e));
           it->args.push_back(std::move(idx));
-          e = std::move(it);
+          e = seal(std::move(it));
           continue;
         }
         ExprP a = node(Expr::K::Attr, line);
         a->name = expect_name();
         a->args.push_back(std::move(e));
-        e = std::move(a);
+        e = seal(std::move(a));
       } else if (is_op("[")) {
         ++p_;
         ExprP parts[3];
@@ -670,12 +685,12 @@ class Parser {
           ExprP it = node(Expr::K::Item, line);
           it->args.push_back(std::move(e));
           it->args.push_back(std::move(parts[0]));
-          e = std::move(it);
+          e = seal(std::move(it));
         } else {
           ExprP sl = node(Expr::K::Slice, line);
           sl->args.push_back(std::move(e));
           for (auto& part : parts) sl->args.push_back(std::move(part));
-          e = std::move(sl);
+          e = seal(std::move(sl));
         }
       } else if (is_op("(")) {
         e = parse_call(std::move(e), line);
@@ -690,7 +705,7 @@ class Parser {
     ExprP c = node(Expr::K::Call, line);
     c->args.push_back(std::move(callee));
     parse_call_args(*c);
-    return c;
+    return seal(std::move(c));
   }
 
   void parse_call_args(Expr& into) {
@@ -722,7 +737,7 @@ class Parser {
         if (!kFilters.count(f->name)) fail_at(line, "unsupported filter '" + f->name + "'");
         f->args.push_back(std::move(e));
         if (is_op("(")) parse_call_args(*f);
-        e = std::move(f);
+        e = seal(std::move(f));
       } else if (is_name("is")) {
         ++p_;
         ExprP t = node(Expr::K::Test, line);
@@ -742,7 +757,7 @@ class Parser {
           if (is_name("is")) fail_at(cur().line, "tests cannot be chained with 'is'");
           t->args.push_back(parse_postfix(parse_primary()));
         }
-        e = std::move(t);
+        e = seal(std::move(t));
       } else if (is_op("(")) {
         e = parse_call(std::move(e), line);
       } else {

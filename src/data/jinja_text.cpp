@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "data/jinja_value.h"
 #include "data/utf8.h"
 
 namespace titan::data::jinja {
@@ -90,6 +91,7 @@ std::vector<std::string> py_split(std::string_view s, const std::string* sep, in
         return out;
       }
       out.emplace_back(s.substr(start, hit - start));
+      if (int64_t(out.size()) > kMaxItems) return out;  // the caller refuses more than kMaxItems parts
       start = hit + sep->size();
     }
   }
@@ -107,6 +109,7 @@ std::vector<std::string> py_split(std::string_view s, const std::string* sep, in
     size_t j = i;
     while (j < n && !py_isspace(cps[j])) ++j;
     out.push_back(from_code_points(cps.data() + i, j - i));
+    if (int64_t(out.size()) > kMaxItems) return out;
     i = j;
   }
 }

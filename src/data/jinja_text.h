@@ -24,7 +24,8 @@ std::string from_code_points(const uint32_t* cp, size_t n);
 
 // str.strip / lstrip / rstrip with chars (nullptr: whitespace).
 std::string py_strip(std::string_view s, const std::string* chars, bool left, bool right);
-// str.split(sep, maxsplit); sep nullptr: runs of whitespace, empty strings dropped.
+// str.split(sep, maxsplit); sep nullptr: runs of whitespace, empty strings dropped. Stops after
+// kMaxItems + 1 parts (more is the caller's error).
 std::vector<std::string> py_split(std::string_view s, const std::string* sep, int64_t maxsplit);
 // repr(float) (shortest round trip; 'inf', 'nan').
 std::string py_float_repr(double v);

@@ -172,6 +172,50 @@ void need_defined(const Value& v, const Site& at, const std::string& what) {
   if (v.kind == K::Undefined) at.fail("'" + v.s + "' is undefined (" + what + ")");
 }
 
+namespace {
+struct Measure {
+  const Site& at;
+  const Dict* inside;
+  int64_t units = 0;
+  void walk(const Value& v, int depth) {
+    if (depth > kMaxValueDepth) at.fail("a value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+    if (v.kind == K::String) {
+      add(int64_t(v.s.size()));
+    } else if (v.kind == K::List) {
+      if (int64_t(v.list->size()) > kMaxItems) at.fail("a list of more than " + std::to_string(kMaxItems) + " items");
+      for (const Value& x : *v.list) {
+        add(16);
+        walk(x, depth + 1);
+      }
+    } else if (v.kind == K::Dict || v.kind == K::Namespace) {
+      if (inside && v.dict.get() == inside) at.fail("a namespace or dict cannot contain itself");
+      for (auto& [k, x] : v.dict->items) {
+        add(16 + int64_t(k.size()));
+        walk(x, depth + 1);
+      }
+    }
+  }
+  void add(int64_t n) {
+    units += n;
+    if (units > int64_t(kMaxOutputBytes))
+      at.fail("a value larger than " + std::to_string(kMaxOutputBytes >> 20) + " MiB (strings, list items and dict entries)");
+  }
+};
+}  // namespace
+
+int64_t value_size(const Value& v, const Site& at, const Dict* inside) {
+  Measure m{at, inside};
+  m.walk(v, 0);
+  return m.units;
+}
+
+Value code_point_at(const std::string& s, int64_t k) {
+  const std::vector<uint32_t> cps = code_points(s);
+  const int64_t n = int64_t(cps.size()), j = k < 0 ? k + n : k;
+  if (j < 0 || j >= n) return Value::undefined("[" + std::to_string(k) + "]");
+  return Value::string(from_code_points(&cps[size_t(j)], 1));
+}
+
 List iterate(const Value& v, const Site& at) {
   switch (v.kind) {
     case K::Undefined: return {};
@@ -182,8 +226,11 @@ List iterate(const Value& v, const Site& at) {
       return keys;
     }
     case K::String: {
+      const std::vector<uint32_t> cps = code_points(v.s);
+      if (int64_t(cps.size()) > kMaxItems)
+        at.fail("iterating over a string of more than " + std::to_string(kMaxItems) + " characters");
       List chars;
-      for (uint32_t c : code_points(v.s)) chars.push_back(Value::string(from_code_points(&c, 1)));
+      for (uint32_t c : cps) chars.push_back(Value::string(from_code_points(&c, 1)));
       return chars;
     }
     default: at.fail(std::string("cannot iterate over a ") + kind_name(v));

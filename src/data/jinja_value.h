@@ -11,10 +11,19 @@ namespace titan::data::jinja {
 
 using Kwargs = std::vector<std::pair<std::string, Value>>;
 
-// Limits that keep a hostile template from exhausting memory: items a range() or repetition
-// makes, and bytes of rendered text.
+// Limits that keep a hostile template from exhausting memory, stack or time: items a range(),
+// repetition or iteration makes; bytes of rendered text and of any one value (strings' bytes plus
+// 16 per list item or dict entry, nested values counted as if printed); levels of an expression
+// (a left-deep chain of 20,000 `+` is 20,000 levels) and of statements; levels of a nested value;
+// and the steps of one rendering (expressions and statements 1, a loop iteration 16, one step per
+// 64 units of each value made), which ends loop bombs within a second (a few under sanitizers):
+// a real template rendering thousands of turns takes well under 1% of it.
 constexpr int64_t kMaxItems = int64_t(1) << 20;
 constexpr size_t kMaxOutputBytes = size_t(64) << 20;
+constexpr int kMaxDepth = 200;
+constexpr int kMaxValueDepth = 100;
+constexpr int64_t kMaxSteps = int64_t(1) << 22;
+constexpr int64_t kLoopIterationSteps = 16;
 
 // Where an error happened: the template's origin and line.
 struct Site {
@@ -38,6 +47,11 @@ std::string to_str(const Value& v, const Site& at);
 // for undefined.
 List iterate(const Value& v, const Site& at);
 void need_defined(const Value& v, const Site& at, const std::string& what);
+// The size of v in the units above; an error when it is over kMaxOutputBytes, nested deeper than
+// kMaxValueDepth or (inside != nullptr) contains the namespace or dict `inside`.
+int64_t value_size(const Value& v, const Site& at, const Dict* inside = nullptr);
+// The k-th code point of s (k < 0 counts from the end) as a string; undefined when out of range.
+Value code_point_at(const std::string& s, int64_t k);
 
 // jinja_builtins.cpp
 Value call_method(const Value& o, const std::string& name, const List& pos, const Kwargs& kw, const Site& at);

@@ -67,9 +67,7 @@ void read_jsonl(std::istream& in, const std::string& origin, const JsonlOptions&
 void read_jsonl_file(const std::string& path, const JsonlOptions& opt,
                      const std::function<void(std::string&& text)>& fn, JsonlStats* stats) {
   // A folder opens as a stream that reads nothing: say what it is instead of "no documents".
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0)
-    if (const char* why = not_a_file_reason(st.st_mode)) fail(path, ": ", why);
+  check_regular_file(path);  // a folder, or a named pipe that would block open() for ever
   std::ifstream in(path, std::ios::binary);
   TITAN_CHECK(in.is_open(), path, ": cannot open for reading");
   read_jsonl(in, path, opt, fn, stats);

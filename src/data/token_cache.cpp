@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "data/token_file.h"
 #include "util/numbers.h"
 
 namespace titan::data {
@@ -76,6 +77,17 @@ bool temp_is_stale(const CacheFile& f) {
   return now_ns() - f.mtime_ns > kForeignTempAge;
 }
 
+// The file starts with a token file header carrying the cache's tag (a writer writes the header
+// first, so its temporary carries it too). Opened without blocking: never a FIFO's open().
+bool cache_tagged(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  unsigned char h[kTokenFileHeaderBytes];
+  const ssize_t n = ::pread(fd, h, sizeof h, 0);
+  ::close(fd);
+  return n == ssize_t(sizeof h) && has_token_cache_header(h, sizeof h);
+}
+
 bool remove_file(const std::string& path) { return ::unlink(path.c_str()) == 0 || errno == ENOENT; }
 
 }  // namespace
@@ -97,7 +109,7 @@ CacheContents list_cache(const std::string& dir) {
     const bool cached = is_cache_name(name);
     if (!cached && !temp_name(name)) continue;
     struct stat st {};
-    if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !cache_tagged(e.path().string())) continue;
     CacheFile f{e.path().string(), uint64_t(st.st_size), int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
     if (cached) {
       c.bytes += f.bytes;

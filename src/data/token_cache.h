@@ -1,7 +1,10 @@
 // The token cache: a folder of token files (<source stem>-<16 hex digits>.bin) that
 // TokenDataset::load writes for text sources, and the temporary files of writers at work
-// (<that name>.tmp.<host>.<pid>). Only files named so are ever listed or removed, so a cache
-// folder shared with other files (TITAN_CACHE_DIR=~/data) loses nothing else.
+// (<that name>.tmp.<host>.<pid>). Only files named so and marked as the cache's inside (their
+// token file header carries the cache's tag, data/token_file.h) are ever listed or removed, so a
+// cache folder shared with other files (TITAN_CACHE_DIR=~/data) loses nothing else: not a user's
+// weights-0123456789abcdef.bin, not a `titan tokenize` output named like a cache file. (Files of
+// versions before the tag are left alone too.)
 //
 // Least recently used files are evicted when a new one takes the cache above its bound
 // ($TITAN_CACHE_MAX_BYTES, default 20 GiB, 0 for none); a cache hit counts as a use (the file's

@@ -26,17 +26,23 @@ void encode_header(const TokenFileHeader& h, unsigned char* out) {
   std::memcpy(out + 8, u32s, sizeof u32s);
   uint64_t u64s[3] = {h.token_count, h.document_count, h.tokenizer_fingerprint};
   std::memcpy(out + 24, u64s, sizeof u64s);
+  if (h.cache_file) std::memcpy(out + 48, kTokenCacheTag, 8);
 }
 
 }  // namespace
 
-TokenFileWriter::TokenFileWriter(const std::string& path, uint32_t vocab_size, uint32_t eot_id, uint64_t fp)
+bool has_token_cache_header(const unsigned char* p, size_t n) {
+  return n >= kTokenFileHeaderBytes && std::memcmp(p, kMagic, 8) == 0 && std::memcmp(p + 48, kTokenCacheTag, 8) == 0;
+}
+
+TokenFileWriter::TokenFileWriter(const std::string& path, uint32_t vocab_size, uint32_t eot_id, uint64_t fp, bool cache_file)
     : path_(path), tmp_(path + ".tmp." + host_name() + "." + std::to_string(::getpid())), tmp_guard_(tmp_) {
   TITAN_CHECK(vocab_size > 0, path, ": vocab size must be positive");
   TITAN_CHECK(eot_id == 0xFFFFFFFFu || eot_id < vocab_size, path, ": separator id ", eot_id, " >= vocab size");
   header_.vocab_size = vocab_size;
   header_.eot_id = eot_id;
   header_.tokenizer_fingerprint = fp;
+  header_.cache_file = cache_file;
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   TITAN_CHECK(fd_ >= 0, tmp_, ": cannot create: ", std::strerror(errno));
   unsigned char hdr[kTokenFileHeaderBytes];
@@ -95,7 +101,8 @@ void TokenFileWriter::close() {
 std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path) {
   std::shared_ptr<TokenFile> f(new TokenFile());
   f->path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY);
+  check_regular_file(path);  // a named pipe would block open() for ever
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   TITAN_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -131,6 +138,7 @@ std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path) {
   h.token_count = u64s[0];
   h.document_count = u64s[1];
   h.tokenizer_fingerprint = u64s[2];
+  h.cache_file = std::memcmp(p + 48, kTokenCacheTag, 8) == 0;
   TITAN_CHECK(h.vocab_size > 0, path, ": vocab size 0 in header");
   uint64_t have = (bytes - kTokenFileHeaderBytes) / 4;
   TITAN_CHECK(h.token_count <= have, path, ": truncated: the header promises ", h.token_count, " tokens but the file holds ",

@@ -8,7 +8,9 @@
 //         24  u64      token count
 //         32  u64      document count
 //         40  u64      tokenizer fingerprint (FNV-1a-64 of tokenizer.json), 0 when unknown
-//         48  u8[16]   zero
+//         48  char[8]  "titancch" in files the token cache wrote (data/token_cache.h: only those
+//                      are ever removed by it), else zero
+//         56  u8[8]    zero
 //         64  u32[token count] ids; each document is followed by the separator id.
 #pragma once
 #include <cstdint>
@@ -26,7 +28,12 @@ struct TokenFileHeader {
   uint64_t token_count = 0;
   uint64_t document_count = 0;
   uint64_t tokenizer_fingerprint = 0;
+  bool cache_file = false;  // written by the token cache (the tag at offset 48)
 };
+
+constexpr char kTokenCacheTag[8] = {'t', 'i', 't', 'a', 'n', 'c', 'c', 'h'};
+// Whether the first bytes of a file are a token file header carrying the cache's tag.
+bool has_token_cache_header(const unsigned char* p, size_t n);
 
 constexpr size_t kTokenFileHeaderBytes = 64;
 
@@ -36,7 +43,9 @@ constexpr size_t kTokenFileHeaderBytes = 64;
 // util/temp_files.h); a writer killed otherwise leaves it for the token cache to remove.
 class TokenFileWriter {
  public:
-  TokenFileWriter(const std::string& path, uint32_t vocab_size, uint32_t eot_id, uint64_t tokenizer_fingerprint);
+  // cache_file: tag the file as the token cache's (its header, from the first bytes written).
+  TokenFileWriter(const std::string& path, uint32_t vocab_size, uint32_t eot_id, uint64_t tokenizer_fingerprint,
+                  bool cache_file = false);
   ~TokenFileWriter();
   TokenFileWriter(const TokenFileWriter&) = delete;
   TokenFileWriter& operator=(const TokenFileWriter&) = delete;

@@ -243,7 +243,7 @@ Tokenizer Tokenizer::load(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) file = (fs::path(path) / "tokenizer.json").string();
   TITAN_CHECK(fs::exists(file, ec), file, ": tokenizer file not found");
-  return from_json(read_file(file), file);
+  return from_json(read_regular_file(file), file);
 }
 
 std::string Tokenizer::default_dir() {

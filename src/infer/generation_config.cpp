@@ -55,7 +55,7 @@ GenerationDefaults read_generation_defaults(const std::string& model_dir) {
   for (const char* name : {"generation_config.json", "config.json"}) {
     const std::string path = (fs::path(model_dir) / name).string();
     if (fs::exists(path)) {
-      GenerationDefaults g = parse_generation_defaults(read_file(path), path);
+      GenerationDefaults g = parse_generation_defaults(read_regular_file(path), path);
       if (std::string(name) == "config.json") {  // sampling settings live in generation_config.json only
         g.do_sample.reset();
         g.temperature = g.top_p = g.min_p = g.repetition_penalty = std::nullopt;

@@ -14,11 +14,14 @@
 #include "core/error.h"
 #include "io/gguf_quants.h"
 #include "util/json_util.h"
+#include "util/strings.h"
 
 namespace titan {
 namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
+
+size_t utf8_error_at(std::string_view s);
 
 // A bounds-checked little-endian cursor over the header.
 class Cursor {
@@ -38,12 +41,22 @@ class Cursor {
     pos_ += sizeof(T);
     return v;
   }
-  std::string str(const char* what) {
+  // A string's bytes (a view into the file), checked to be UTF-8.
+  std::string_view view(const char* what) {
     const uint64_t len = get<uint64_t>(what);
     TITAN_CHECK(len <= kGgufMaxString, origin_, ": ", what, " has an absurd length ", len, " (limit ", kGgufMaxString, ")");
     need(len, what);
-    std::string s(reinterpret_cast<const char*>(p_ + pos_), size_t(len));
+    std::string_view s(reinterpret_cast<const char*>(p_ + pos_), size_t(len));
+    const size_t bad = utf8_error_at(s);
+    TITAN_CHECK(bad == s.size(), origin_, ": ", what, " at offset ", pos_, " is not valid UTF-8 (byte ", bad, ": ",
+                quote(s.substr(0, std::min<size_t>(s.size(), bad + 8)), 40), ")");
     pos_ += len;
+    return s;
+  }
+  std::string str(const char* what) { return std::string(view(what)); }
+  std::string_view bytes(uint64_t n) {
+    std::string_view s(reinterpret_cast<const char*>(p_ + pos_), size_t(n));
+    pos_ += n;
     return s;
   }
 
@@ -52,6 +65,40 @@ class Cursor {
   uint64_t n_, pos_ = 0;
   const std::string& origin_;
 };
+
+// Where s stops being UTF-8 (s.size() when it is valid): no overlong forms, no surrogates, nothing
+// past U+10FFFF.
+size_t utf8_error_at(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + len > n || p[i + 1] < lo || p[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k)
+      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
+    i += len;
+  }
+  return n;
+}
 
 uint64_t min_size(GgufType t) {  // bytes of the smallest encoding of a value of type t
   switch (t) {
@@ -102,10 +149,31 @@ GgufValue read_value(Cursor& c, GgufType t, int depth, const std::string& key, c
       const uint64_t n = c.get<uint64_t>("an array length");
       TITAN_CHECK(n <= kGgufMaxArray, origin, ": metadata ", quote(key), ": array length ", n, " exceeds ", kGgufMaxArray);
       v.elem = GgufType(et);
+      v.count = n;
       TITAN_CHECK(n <= c.left() / min_size(v.elem), origin, ": metadata ", quote(key), ": array of ", n,
                   " elements is longer than the rest of the file");
-      v.arr.reserve(size_t(n));
-      for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(c, v.elem, depth + 1, key, origin));
+      if (v.elem == GgufType::STRING) {
+        v.strs.reserve(size_t(n));
+        for (uint64_t k = 0; k < n; ++k) v.strs.push_back(c.view("a metadata string"));
+      } else if (v.elem == GgufType::ARRAY) {
+        TITAN_CHECK(n <= kGgufMaxNestedArray, origin, ": metadata ", quote(key), ": array of ", n,
+                    " arrays exceeds ", kGgufMaxNestedArray);
+        v.arr.reserve(size_t(n));
+        for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(c, v.elem, depth + 1, key, origin));
+      } else {  // numbers and bools stay in the file's bytes; checked here as a scalar would be
+        const uint64_t w = min_size(v.elem);
+        v.raw = c.bytes(n * w);
+        for (uint64_t k = 0; k < n; ++k) {
+          if (v.elem == GgufType::BOOL)
+            TITAN_CHECK(uint8_t(v.raw[k]) <= 1, origin, ": metadata ", quote(key), ": bool element ", k, " is neither 0 nor 1");
+          if (v.elem == GgufType::U64) {
+            uint64_t u;
+            std::memcpy(&u, v.raw.data() + k * 8, 8);
+            TITAN_CHECK(u <= uint64_t(std::numeric_limits<int64_t>::max()), origin, ": metadata ", quote(key),
+                        ": u64 element ", k, " (", u, ") is out of range");
+          }
+        }
+      }
       break;
     }
   }
@@ -127,6 +195,40 @@ const char* gguf_type_name(GgufType t) {
   return known_type(uint32_t(t)) ? names[uint32_t(t)] : "?";
 }
 
+int64_t GgufValue::int_at(size_t k) const {
+  const char* p = raw.data() + k * min_size(elem);
+  auto get = [p](auto v) {
+    std::memcpy(&v, p, sizeof(v));
+    return int64_t(v);
+  };
+  switch (elem) {
+    case GgufType::U8: case GgufType::BOOL: return get(uint8_t{});
+    case GgufType::I8: return get(int8_t{});
+    case GgufType::U16: return get(uint16_t{});
+    case GgufType::I16: return get(int16_t{});
+    case GgufType::U32: return get(uint32_t{});
+    case GgufType::I32: return get(int32_t{});
+    case GgufType::U64: return get(uint64_t{});  // validated <= INT64_MAX
+    case GgufType::I64: return get(int64_t{});
+    default: fail("GgufValue::int_at on an array of ", gguf_type_name(elem));
+  }
+}
+
+double GgufValue::number_at(size_t k) const {
+  const char* p = raw.data() + k * min_size(elem);
+  if (elem == GgufType::F32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  if (elem == GgufType::F64) {
+    double v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  return double(int_at(k));
+}
+
 bool GgufValue::is_integer() const {
   switch (type) {
     case GgufType::U8: case GgufType::I8: case GgufType::U16: case GgufType::I16: case GgufType::U32:
@@ -136,7 +238,8 @@ bool GgufValue::is_integer() const {
 }
 
 GgufFile GgufFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  check_regular_file(path);  // a named pipe would block open() for ever
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   TITAN_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -193,8 +296,9 @@ GgufFile GgufFile::from_memory(const void* data, size_t size, std::shared_ptr<vo
     t.numel = 1;
     for (uint32_t d = 0; d < nd; ++d) {
       const uint64_t ne = c.get<uint64_t>("a tensor dimension");
-      TITAN_CHECK(ne >= 1 && ne <= (uint64_t(1) << 40) && uint64_t(t.numel) * ne <= (uint64_t(1) << 40), origin,
-                  ": tensor ", nm, " has an absurd shape");
+      // The product is checked by division: numel * ne could wrap past 2^64 (and then overflow
+      // numel, a found by the fuzzer).
+      TITAN_CHECK(ne >= 1 && ne <= (uint64_t(1) << 40) / uint64_t(t.numel), origin, ": tensor ", nm, " has an absurd shape");
       t.ne.push_back(int64_t(ne));
       t.numel *= int64_t(ne);
     }
@@ -277,7 +381,7 @@ std::optional<bool> GgufFile::boolean(const std::string& key) const {
   return v->i != 0;
 }
 
-const std::vector<GgufValue>* GgufFile::array(const std::string& key, GgufType elem) const {
+const GgufValue* GgufFile::array(const std::string& key, GgufType elem) const {
   const GgufValue* v = find(key);
   if (!v) return nullptr;
   GgufValue probe;
@@ -287,7 +391,7 @@ const std::vector<GgufValue>* GgufFile::array(const std::string& key, GgufType e
   TITAN_CHECK(ok, origin_, ": metadata ", quote(key), " must be an array of ", gguf_type_name(elem), ", got ",
               v->type == GgufType::ARRAY ? std::string("an array of ") + gguf_type_name(v->elem)
                                          : std::string(gguf_type_name(v->type)));
-  return &v->arr;
+  return v;
 }
 
 int64_t GgufFile::required_integer(const std::string& key) const {

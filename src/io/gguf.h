@@ -11,7 +11,9 @@
 // Validation happens in open(), before anything is handed out, and every error is one line naming
 // the file and the reason: bounded counts, lengths and nesting; known value and tensor types;
 // unique keys and names; byte sizes that are whole blocks; offsets aligned and inside the file,
-// tensors not overlapping.
+// tensors not overlapping; strings valid UTF-8. Memory stays proportional to the file (at most
+// about 2 bytes per byte of header): arrays of numbers stay in the file's bytes, arrays of strings
+// are views into them.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -28,15 +30,26 @@ enum class GgufType : uint32_t {
 };
 const char* gguf_type_name(GgufType t);
 
+// One metadata value. Views (raw, strs) point into the file's bytes: valid while its GgufFile
+// (or a copy of it) lives.
 struct GgufValue {
   GgufType type = GgufType::U8;
   // Numbers: integers in i (u64 values above INT64_MAX are refused), floats in f, BOOL in i (0/1).
   int64_t i = 0;
   double f = 0;
-  std::string s;                // STRING
-  GgufType elem = GgufType::U8;  // ARRAY: element type
-  std::vector<GgufValue> arr;   // ARRAY: elements
-  bool is_integer() const;      // an integer type (not BOOL)
+  std::string s;                      // STRING
+  GgufType elem = GgufType::U8;        // ARRAY: element type
+  uint64_t count = 0;                 // ARRAY: number of elements
+  std::string_view raw;               // ARRAY of numbers or bools: the elements' bytes (little-endian)
+  std::vector<std::string_view> strs;  // ARRAY of STRING
+  std::vector<GgufValue> arr;         // ARRAY of ARRAY (at most kGgufMaxNestedArray elements)
+  bool is_integer() const;            // an integer type (not BOOL)
+  size_t size() const { return size_t(count); }
+  bool empty() const { return count == 0; }
+  // Element k of an array of integers or bools / of any number type / of strings.
+  int64_t int_at(size_t k) const;
+  double number_at(size_t k) const;
+  std::string_view str_at(size_t k) const { return strs[k]; }
 };
 
 struct GgufTensorInfo {
@@ -52,7 +65,7 @@ struct GgufTensorInfo {
 
 // Limits (far above any real model, low enough that a hostile header cannot exhaust memory).
 constexpr uint64_t kGgufMaxKv = 1 << 16, kGgufMaxTensors = 1 << 20, kGgufMaxString = 1 << 26;
-constexpr uint64_t kGgufMaxArray = 1 << 24, kGgufMaxDepth = 4, kGgufMaxDims = 4;
+constexpr uint64_t kGgufMaxArray = 1 << 24, kGgufMaxDepth = 4, kGgufMaxDims = 4, kGgufMaxNestedArray = 1 << 16;
 
 class GgufFile {
  public:
@@ -74,8 +87,8 @@ class GgufFile {
   std::optional<double> number(const std::string& key) const;  // any integer or float type
   std::optional<std::string> string(const std::string& key) const;
   std::optional<bool> boolean(const std::string& key) const;
-  // The elements of an array of `elem` (for integers: any integer element type); null when absent.
-  const std::vector<GgufValue>* array(const std::string& key, GgufType elem) const;
+  // An array of `elem` (for integers: any integer element type); null when absent.
+  const GgufValue* array(const std::string& key, GgufType elem) const;
   int64_t required_integer(const std::string& key) const;
   std::string required_string(const std::string& key) const;
 

@@ -68,7 +68,7 @@ SafetensorsFolder SafetensorsFolder::open(const std::string& dir_in) {
     return sf;
   }
   TITAN_CHECK(is_file(index), dir, ": no ", kSingleFile, " or ", kIndexFile, " in the checkpoint folder");
-  json j = parse_json_strict(read_file(index), index);
+  json j = parse_json_strict(read_regular_file(index), index);
   TITAN_CHECK(j.is_object(), index, ": must be a JSON object, got ", json_kind(j));
   TITAN_CHECK(j.contains("weight_map"), index, ": missing \"weight_map\"");
   const json& wm = j["weight_map"];

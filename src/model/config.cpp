@@ -473,7 +473,7 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
   return c;
 }
 
-ModelConfig load_hf_config(const std::string& path) { return parse_hf_config(read_file(path), path); }
+ModelConfig load_hf_config(const std::string& path) { return parse_hf_config(read_regular_file(path), path); }
 
 std::string hf_config_json(const ModelConfig& c, DType export_dtype) {
   const char* dt = hf_dtype_name(export_dtype);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "io/gguf_quants.h"
 #include "util/json_util.h"
 #include "io/safetensors.h"
+#include "util/output_folder.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -198,6 +200,11 @@ ojson pre_tokenizer_for(const std::string& pre, const std::string& origin) {
 
 }  // namespace
 
+// Placeholders for the texts spliced into tokenizer.json, found from the end (nothing follows them
+// in the dump, so a token spelled like one cannot be taken for it).
+constexpr const char* kVocabMark = "\x01titan vocabulary\x01";
+constexpr const char* kMergesMark = "\x01titan merges\x01";
+
 std::string gguf_tokenizer_json(const GgufFile& f) {
   const std::string& o = f.origin();
   const std::string model = f.string("tokenizer.ggml.model").value_or("");
@@ -210,26 +217,37 @@ std::string gguf_tokenizer_json(const GgufFile& f) {
               " entries for ", tokens->size(), " tokens");
   const auto* merges = f.array("tokenizer.ggml.merges", GgufType::STRING);
   TITAN_CHECK(merges, o, ": missing metadata \"tokenizer.ggml.merges\"");
-  ojson vocab = ojson::object();
+  // The vocabulary and merges are written as text (an ordered_json object looks keys up linearly:
+  // quadratic in the vocabulary), in the layout dump(1) gives them at their depth.
+  std::unordered_map<std::string_view, size_t> ids;
+  ids.reserve(tokens->size());
+  std::string vocab_text = "{";
   ojson added = ojson::array();
   for (size_t i = 0; i < tokens->size(); ++i) {
-    const std::string& t = (*tokens)[i].s;
+    const std::string_view t = tokens->str_at(i);
     TITAN_CHECK(!t.empty(), o, ": token ", i, " is empty");
-    TITAN_CHECK(vocab.emplace(t, int64_t(i)).second, o, ": token ", quote(t), " appears twice (ids ", vocab[t].get<int64_t>(),
-                " and ", i, ")");
-    const int64_t ty = types ? (*types)[i].i : 1;
+    auto [it, fresh] = ids.emplace(t, i);
+    TITAN_CHECK(fresh, o, ": token ", quote(t), " appears twice (ids ", it->second, " and ", i, ")");
+    vocab_text += i ? ",\n   " : "\n   ";
+    vocab_text += ojson(t).dump();
+    vocab_text += ": " + std::to_string(i);
+    const int64_t ty = types ? types->int_at(i) : 1;
     if (ty == 3 || ty == 4)  // CONTROL: special added token; USER_DEFINED: added, not special
       added.push_back({{"id", int64_t(i)}, {"content", t}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
                        {"normalized", false}, {"special", ty == 3}});
   }
-  ojson mj = ojson::array();
+  vocab_text += "\n  }";
+  std::string merges_text = "[";
   for (size_t i = 0; i < merges->size(); ++i) {
-    const std::string& m = (*merges)[i].s;
+    const std::string_view m = merges->str_at(i);
     const size_t sp = m.find(' ');
     TITAN_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < m.size() && m.find(' ', sp + 1) == std::string::npos, o,
                 ": merge ", i, " ", quote(m), " is not two tokens separated by one space");
-    mj.push_back({m.substr(0, sp), m.substr(sp + 1)});
+    merges_text += i ? ",\n   [\n    " : "\n   [\n    ";
+    merges_text += ojson(m.substr(0, sp)).dump() + ",\n    " + ojson(m.substr(sp + 1)).dump() + "\n   ]";
   }
+  merges_text += merges->size() ? "\n  ]" : "]";
+  if (tokens->size() == 0) vocab_text = "{}";
   ojson j;
   j["version"] = "1.0";
   j["truncation"] = nullptr;
@@ -247,9 +265,20 @@ std::string gguf_tokenizer_json(const GgufFile& f) {
                 {"fuse_unk", false},
                 {"byte_fallback", false},
                 {"ignore_merges", false},
-                {"vocab", vocab},
-                {"merges", mj}};
-  return j.dump(1) + "\n";
+                {"vocab", kVocabMark},
+                {"merges", kMergesMark}};
+  std::string text = j.dump(1) + "\n";
+  size_t limit = std::string::npos;
+  auto splice = [&](const char* mark, const std::string& with) {
+    const std::string quoted = ojson(mark).dump();
+    const size_t at = text.rfind(quoted, limit);
+    TITAN_ASSERT(at != std::string::npos, "tokenizer.json: placeholder missing");
+    text.replace(at, quoted.size(), with);
+    limit = at;
+  };
+  splice(kMergesMark, merges_text);
+  splice(kVocabMark, vocab_text);
+  return text;
 }
 
 std::string gguf_tokenizer_config_json(const GgufFile& f, const ModelConfig& c) {
@@ -258,7 +287,7 @@ std::string gguf_tokenizer_config_json(const GgufFile& f, const ModelConfig& c) 
     auto id = f.integer(key);
     if (!id || !tokens) return nullptr;
     TITAN_CHECK(*id >= 0 && size_t(*id) < tokens->size(), f.origin(), ": ", key, " ", *id, " is outside the vocabulary");
-    return (*tokens)[size_t(*id)].s;
+    return std::string(tokens->str_at(size_t(*id)));
   };
   ojson j;
   j["tokenizer_class"] = "PreTrainedTokenizerFast";
@@ -274,7 +303,7 @@ std::string gguf_tokenizer_config_json(const GgufFile& f, const ModelConfig& c) 
   return j.dump(2) + "\n";
 }
 
-GgufImportReport import_gguf(const std::string& gguf_path, const std::string& out_dir, DType dtype) {
+GgufImportReport import_gguf(const std::string& gguf_path, const std::string& out_dir, DType dtype, bool replace) {
   TITAN_CHECK(dtype == DType::F32 || dtype == DType::BF16, "import: --dtype must be f32 or bf16");
   GgufFile f = GgufFile::open(gguf_path);
   const std::string& o = f.origin();
@@ -327,12 +356,11 @@ GgufImportReport import_gguf(const std::string& gguf_path, const std::string& ou
   // Everything checked: the tokenizer first (it can still refuse), then the files.
   const std::string tok_json = gguf_tokenizer_json(f);
   const std::string tok_cfg = gguf_tokenizer_config_json(f, c);
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  TITAN_CHECK(fs::is_directory(out_dir), out_dir, ": cannot create the output folder", ec ? ": " + ec.message() : "");
+  OutputFolder out(out_dir, replace, "import");
+  const std::string& tmp = out.path();
   std::vector<SafetensorsSpec> specs;
   for (const auto& [name, shape] : want) specs.push_back({name, dtype, shape});
-  SafetensorsStreamWriter w(out_dir + "/model.safetensors", specs, {{"source", "titan import gguf"}});
+  SafetensorsStreamWriter w(tmp + "/model.safetensors", specs, {{"source", "titan import gguf"}});
   // Tensors in file order; a stacked expert tensor is dequantized once for all its experts.
   const GgufTensorInfo* cached = nullptr;
   Tensor full;
@@ -357,9 +385,10 @@ GgufImportReport import_gguf(const std::string& gguf_path, const std::string& ou
     rep.params += shape_numel(shape);
   }
   w.commit();
-  write_file_atomic(out_dir + "/config.json", hf_config_json(c, dtype));
-  write_file_atomic(out_dir + "/tokenizer.json", tok_json);
-  write_file_atomic(out_dir + "/tokenizer_config.json", tok_cfg);
+  write_file_atomic(tmp + "/config.json", hf_config_json(c, dtype));
+  write_file_atomic(tmp + "/tokenizer.json", tok_json);
+  write_file_atomic(tmp + "/tokenizer_config.json", tok_cfg);
+  out.commit();
   rep.tensors = int64_t(f.tensors().size());
   rep.vocab = c.vocab_size;
   if (const auto* mg = f.array("tokenizer.ggml.merges", GgufType::STRING)) rep.merges = int64_t(mg->size());

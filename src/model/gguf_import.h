@@ -39,7 +39,8 @@ void unpermute_qk_rows(const float* src, float* dst, int64_t n_heads, int64_t he
 std::string gguf_tokenizer_json(const GgufFile& f);
 std::string gguf_tokenizer_config_json(const GgufFile& f, const ModelConfig& c);
 
-// Writes the folder `out_dir` (created; existing files of those names are replaced atomically).
-GgufImportReport import_gguf(const std::string& gguf_path, const std::string& out_dir, DType dtype);
+// Writes the folder `out_dir` whole or not at all (util/output_folder.h); a non-empty one is
+// refused unless `replace` (then nothing of what it held survives).
+GgufImportReport import_gguf(const std::string& gguf_path, const std::string& out_dir, DType dtype, bool replace = false);
 
 }  // namespace titan

@@ -194,7 +194,8 @@ HfExportWriter::HfExportWriter(const std::string& dir, const ModelConfig& c, con
   specs_ = model_param_specs(c);
   std::vector<SafetensorsSpec> layout;
   for (const auto& s : specs_) layout.push_back({s.name, opt.dtype, s.shape});
-  out_ = std::make_unique<SafetensorsFolderWriter>(dir_, std::move(layout), opt.max_shard_bytes, "export to " + dir_);
+  folder_ = std::make_unique<OutputFolder>(dir_, opt.replace, "export to " + dir_);
+  out_ = std::make_unique<SafetensorsFolderWriter>(folder_->path(), std::move(layout), opt.max_shard_bytes, "export to " + dir_);
 }
 
 HfExportWriter::~HfExportWriter() = default;
@@ -221,32 +222,36 @@ void HfExportWriter::finish() {
               quote(next_ < specs_.size() ? specs_[next_].name : ""), " (", next_, " of ", specs_.size(),
               " parameters were added)");
   out_->finish({{"total_parameters", model_param_count(config_)}});
-  write_file_atomic(dir_ + "/config.json", hf_config_json(config_, opt_.dtype));
+  const std::string& tmp = folder_->path();
+  write_file_atomic(tmp + "/config.json", hf_config_json(config_, opt_.dtype));
 
   if (!opt_.tokenizer_dir.empty()) {
     static const char* kTokenizerFiles[] = {"tokenizer.json",  "tokenizer_config.json", "special_tokens_map.json",
                                             "vocab.json",      "merges.txt",            "added_tokens.json",
                                             "generation_config.json", "chat_template.jinja"};
     std::error_code ec;
-    const bool same_dir = fs::equivalent(opt_.tokenizer_dir, dir_, ec);
     int found = 0;
-    for (const char* f : kTokenizerFiles) {
+    for (const char* f : kTokenizerFiles) {  // from the old folder too when it is the one replaced
       const std::string src = opt_.tokenizer_dir + "/" + f;
       if (!fs::is_regular_file(src, ec)) continue;
       ++found;
-      if (!same_dir) write_file_atomic(dir_ + "/" + f, read_file(src));
+      write_file_atomic(tmp + "/" + f, read_file(src));
     }
     TITAN_CHECK(found > 0, opt_.tokenizer_dir, ": no tokenizer files (tokenizer.json, tokenizer_config.json, ...) to copy");
   }
+  folder_->commit();
   finished_ = true;
 }
 
 void export_hf_checkpoint(const std::string& dir_in, const ModelConfig& c, const TensorMap& params,
                           const HfExportOptions& opt) {
-  HfExportWriter w(dir_in, c, opt);  // validates the options and the config; writes nothing yet
+  // The parameters are checked first, then the writer takes the folder (refused when not empty).
   const std::string dir = without_trailing_slashes(dir_in);
+  TITAN_CHECK(is_float_dtype(opt.dtype), "export to ", dir, ": dtype ", dtype_name(opt.dtype), " is not f32, bf16 or f16");
+  c.validate("export to " + dir);
+  const std::vector<ParamSpec> specs = model_param_specs(c);
   std::set<std::string> expected;
-  for (const auto& s : w.specs()) {
+  for (const auto& s : specs) {
     expected.insert(s.name);
     auto it = params.find(s.name);
     TITAN_CHECK(it != params.end() && it->second.defined(), "export to ", dir, ": missing parameter ", quote(s.name));
@@ -261,6 +266,7 @@ void export_hf_checkpoint(const std::string& dir_in, const ModelConfig& c, const
     TITAN_CHECK(same_values(t, params.at("model.embed_tokens.weight")), "export to ", dir,
                 ": tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
   }
+  HfExportWriter w(dir_in, c, opt);
   for (const auto& s : w.specs()) w.add(s.name, params.at(s.name));
   w.finish();
 }

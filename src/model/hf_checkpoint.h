@@ -28,6 +28,7 @@
 #include "core/tensor.h"
 #include "io/safetensors_folder.h"
 #include "model/config.h"
+#include "util/output_folder.h"
 
 namespace titan {
 
@@ -84,6 +85,7 @@ struct HfExportOptions {
   DType dtype = DType::BF16;                  // dtype of the written tensors (f32, bf16, f16)
   uint64_t max_shard_bytes = 5'000'000'000;   // HF's default max_shard_size "5GB"
   std::string tokenizer_dir;                  // copy tokenizer files from here ("" = none)
+  bool replace = false;                       // replace a non-empty folder (else refused: --replace)
 };
 
 // Writes an HF folder loadable by transformers' from_pretrained, one tensor at a time, so that no
@@ -94,7 +96,9 @@ struct HfExportOptions {
 // export removed). Since every size follows from the config and the dtype, the whole plan is
 // fixed by the constructor and each tensor goes to disk as it is added. A tied model writes only
 // model.embed_tokens.weight. Memory: the writer holds no tensor, only a bounded conversion
-// buffer. Destroyed without finish(), the file being written is discarded.
+// buffer. The folder is written whole or not at all (util/output_folder.h): everything goes into
+// a temporary sibling that finish() swaps into place; destroyed without finish(), the temporary
+// is removed and `dir` is as it was. A non-empty `dir` is refused unless opt.replace.
 // config.json and the tokenizer files are written (atomically) by finish(). Tokenizer files copied
 // when present: tokenizer.json, tokenizer_config.json, special_tokens_map.json, vocab.json,
 // merges.txt, added_tokens.json, generation_config.json, chat_template.jinja (at least one must
@@ -125,6 +129,7 @@ class HfExportWriter {
   ModelConfig config_;
   HfExportOptions opt_;
   std::vector<ParamSpec> specs_;
+  std::unique_ptr<OutputFolder> folder_;
   std::unique_ptr<SafetensorsFolderWriter> out_;
   size_t next_ = 0;
   bool finished_ = false;

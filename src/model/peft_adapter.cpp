@@ -1,10 +1,15 @@
 #include "model/peft_adapter.h"
 
+#include <cmath>
 #include <filesystem>
+#include <algorithm>
+#include <regex>
 #include <set>
 
 #include "util/json_util.h"
 #include "io/safetensors.h"
+#include "model/base_fingerprint.h"
+#include "util/output_folder.h"
 #include "util/strings.h"
 
 namespace titan {
@@ -44,9 +49,31 @@ std::string peft_module(const LoraAdapter& a, const std::vector<LoraAdapter>& al
 
 }  // namespace
 
+// PEFT's rule for target_modules: a list names a module when an entry is its full name or its
+// last dotted parts; a string is a regular expression the whole name must match, or "all-linear".
+static bool targets_module(const nlohmann::json& t, const std::string& module, const std::string& cpath) {
+  if (t.is_null()) return false;
+  if (t.is_string()) {
+    const std::string s = t.get<std::string>();
+    if (s == "all-linear") return true;
+    try {
+      return std::regex_match(module, std::regex(s));
+    } catch (const std::regex_error& e) {
+      fail(cpath, ": target_modules ", quote(s), " is not a regular expression this reader understands (", e.what(), ")");
+    }
+  }
+  TITAN_CHECK(t.is_array(), cpath, ": target_modules must be a list of names or a regular expression string");
+  for (const auto& x : t) {
+    TITAN_CHECK(x.is_string(), cpath, ": target_modules entries must be strings");
+    const std::string n = x.get<std::string>();
+    if (module == n || ends_with(module, "." + n)) return true;
+  }
+  return false;
+}
+
 PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const ModelConfig& base) {
   const std::string cpath = dir + kConfig;
-  nlohmann::json j = parse_json_strict(read_file(cpath), cpath);
+  nlohmann::json j = parse_json_strict(read_regular_file(cpath), cpath);
   PeftAdapterConfig out;
   try {
     TITAN_CHECK(j.is_object(), "not a JSON object");
@@ -74,8 +101,11 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const ModelCo
     }
     TITAN_CHECK(j.contains("r") && j["r"].is_number_integer(), "r is missing or not an integer");
     out.lora.rank = j["r"].get<int64_t>();
+    TITAN_CHECK(out.lora.rank > 0, "r is ", out.lora.rank, " (the adapters' rank must be a positive integer)");
     TITAN_CHECK(j.contains("lora_alpha") && j["lora_alpha"].is_number(), "lora_alpha is missing or not a number");
     out.lora.alpha = j["lora_alpha"].get<double>();
+    TITAN_CHECK(std::isfinite(out.lora.alpha) && out.lora.alpha > 0, "lora_alpha is ", out.lora.alpha,
+                " (the scale alpha / r must be positive)");
     out.lora.use_rslora = get_or<bool>(j, "use_rslora", false);
     out.base_model = get_or<std::string>(j, "base_model_name_or_path", "");
   } catch (const nlohmann::json::exception& e) {
@@ -129,6 +159,18 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const ModelCo
                 ", expected ", shape_str(want_b));
     out.lora.target_modules.push_back(m);
   }
+  // The modules the weights hold are exactly those target_modules names (PEFT refuses a config
+  // whose targets match nothing; titan refuses any disagreement: adapters it would ignore, or
+  // targets it would leave at zero).
+  const nlohmann::json targets = j.contains("target_modules") ? j["target_modules"] : nlohmann::json();
+  for (const auto& m : out.lora.target_modules)
+    TITAN_CHECK(targets_module(targets, m, cpath), cpath, ": target_modules ", printable(targets.dump(), 120),
+                " does not name module '", m, "', whose adapters ", wpath, " holds");
+  for (const auto& [m, a] : known)
+    TITAN_CHECK(!targets_module(targets, m, cpath) ||
+                    std::find(out.lora.target_modules.begin(), out.lora.target_modules.end(), m) != out.lora.target_modules.end(),
+                cpath, ": target_modules ", printable(targets.dump(), 120), " names module '", m, "', but ", wpath,
+                " holds no adapters for it");
   return out;
 }
 
@@ -145,11 +187,10 @@ void load_peft_adapter(DecoderModel& model, const std::string& dir) {
   }
 }
 
-void save_peft_adapter(const DecoderModel& model, const std::string& dir, const std::string& base_model) {
+void save_peft_adapter(const DecoderModel& model, const std::string& dir, const std::string& base_model, bool replace,
+                       const std::string& base_fingerprint) {
   TITAN_CHECK(model.lora_enabled(), "save_peft_adapter: the model has no LoRA adapters");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  TITAN_CHECK(!ec, dir, ": cannot create the adapter folder (", ec.message(), ")");
+  OutputFolder out(dir, replace, "adapter folder");
   const LoraConfig& c = model.lora_config();
   std::vector<std::string> modules, params;
   for (const auto& a : model.lora_adapters()) (a.is_parameter() ? params : modules).push_back(a.module);
@@ -169,8 +210,12 @@ void save_peft_adapter(const DecoderModel& model, const std::string& dir, const 
     ts.push_back({kPrefix + lora_a_name(m), ps[a.param].value});
     ts.push_back({kPrefix + lora_b_name(m), ps[a.param + 1].value});
   }
-  save_safetensors(dir + kWeights, ts);
-  write_file_atomic(dir + kConfig, j.dump(2) + "\n");
+  save_safetensors(out.path() + kWeights, ts);
+  write_file_atomic(out.path() + kConfig, j.dump(2) + "\n");
+  if (!base_fingerprint.empty())
+    write_file_atomic(out.path() + kAdapterBaseFile,
+                      nlohmann::json{{"base_model", base_model}, {"base_fingerprint", base_fingerprint}}.dump(2) + "\n");
+  out.commit();
 }
 
 }  // namespace titan

@@ -32,6 +32,10 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const ModelCo
 void load_peft_adapter(DecoderModel& model, const std::string& dir);
 
 // Writes the model's adapters as a PEFT folder (atomically per file; dir created when missing).
-void save_peft_adapter(const DecoderModel& model, const std::string& dir, const std::string& base_model);
+// The folder is written whole or not at all (util/output_folder.h); a non-empty `dir` is refused
+// unless `replace`. base_fingerprint (model/base_fingerprint.h), when given, goes to
+// titan_base.json beside the PEFT files (PEFT ignores the file).
+void save_peft_adapter(const DecoderModel& model, const std::string& dir, const std::string& base_model, bool replace = false,
+                       const std::string& base_fingerprint = "");
 
 }  // namespace titan

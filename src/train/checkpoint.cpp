@@ -104,6 +104,21 @@ std::string CheckpointManager::tensor_file_name(const std::string& kind, int ran
   return kind + ".rank-" + std::to_string(rank) + "-of-" + std::to_string(world) + ".tensors";
 }
 
+// Only what a save or prune leaves is removed: a leftover step-N.tmp / .old / .deleting folder
+// holding anything else (a user's file moved in, a folder) is kept (and cannot be mistaken for a
+// checkpoint either: it has no state.json under its step-N name).
+static bool holds_only_checkpoint_files(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_regular_file(ec) || e.is_symlink(ec)) return false;
+    const bool ours = n == "state.json" || n.rfind("state.json.tmp.", 0) == 0 ||
+                      ((n.rfind("model.", 0) == 0 || n.rfind("optimizer.", 0) == 0) && n.find(".tensors") != std::string::npos);
+    if (!ours) return false;
+  }
+  return !ec;
+}
+
 void CheckpointManager::clear_leftovers() const {
   std::error_code ec;
   fs::create_directories(folder_, ec);
@@ -119,8 +134,9 @@ void CheckpointManager::clear_leftovers() const {
     if (n.ends_with(".old")) {
       fs::path base = p.parent_path() / n.substr(0, n.size() - 4);
       if (!fs::exists(base)) fs::rename(p, base, ec);
-      else fs::remove_all(p, ec);
-    } else if (n.ends_with(".tmp") || n.ends_with(".deleting")) {
+      else if (holds_only_checkpoint_files(p)) fs::remove_all(p, ec);
+    } else if ((n.ends_with(".tmp") || n.ends_with(".deleting")) && fs::is_directory(fs::symlink_status(p, ec)) &&
+               holds_only_checkpoint_files(p)) {
       fs::remove_all(p, ec);
     }
   }
@@ -149,6 +165,8 @@ std::string CheckpointManager::save_sharded(const TrainState& st, const ShardedS
   std::error_code ec;
   if (lead) {
     clear_leftovers();
+    TITAN_CHECK(!fs::exists(fs::symlink_status(tmp, ec)), tmp,
+                ": holds files a checkpoint save does not write (so it was kept); move them away to save step ", st.step);
     fs::create_directories(tmp, ec);
     TITAN_CHECK(!ec, tmp, ": cannot create: ", ec.message());
   }

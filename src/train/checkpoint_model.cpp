@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "model/base_fingerprint.h"
 #include "model/hf_model.h"
 #include "train/checkpoint.h"
 #include "util/numbers.h"
@@ -31,7 +32,8 @@ FolderWeights load_folder_weights(const std::string& dir) {
   return w;
 }
 
-std::unique_ptr<DecoderModel> load_checkpoint_model(const std::string& dir_in, int64_t* step_out, std::string* lora_base) {
+std::unique_ptr<DecoderModel> load_checkpoint_model(const std::string& dir_in, int64_t* step_out, std::string* lora_base,
+                                                  bool allow_other_base, std::string* lora_fingerprint) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::string folder, base = dir.substr(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/') + 1);
@@ -59,10 +61,11 @@ std::unique_ptr<DecoderModel> load_checkpoint_model(const std::string& dir_in, i
     // A LoRA run's checkpoint holds the adapters; the frozen base is the HF folder it names.
     const std::string where = ckm.step_dir(step) + "/state.json lora";
     LoraConfig lc;
-    std::string base;
+    std::string base, fingerprint;
     try {
       const auto& r = st.extra["lora"];
       base = r.at("base").get<std::string>();
+      if (r.contains("base_fingerprint")) fingerprint = r.at("base_fingerprint").get<std::string>();
       lc.rank = r.at("rank").get<int64_t>(), lc.alpha = r.at("alpha").get<double>();
       lc.use_rslora = r.at("use_rslora").get<bool>();
       lc.target_modules = r.at("target_modules").get<std::vector<std::string>>();
@@ -73,6 +76,9 @@ std::unique_ptr<DecoderModel> load_checkpoint_model(const std::string& dir_in, i
     }
     TITAN_CHECK(!base.empty(), where, ": the run's base was not loaded from a Hugging Face folder, so the checkpoint "
                 "names no base to put its adapters on");
+    // Adapters only on the base they were trained on (same shapes are not enough).
+    check_base_fingerprint(where, fingerprint, base, allow_other_base, "--allow-other-base");
+    if (lora_fingerprint) *lora_fingerprint = fingerprint;
     // The run's model config (its [model] n_layers may keep fewer layers than the base has).
     model = std::make_unique<DecoderModel>(mc, "cpu", false, /*frozen=*/true);
     load_weights(*model, HfCheckpoint::open(base));

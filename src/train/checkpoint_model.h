@@ -12,9 +12,12 @@ namespace titan {
 
 // `dir` is a step-N folder, or a checkpoint folder (its latest step is used). A LoRA run's
 // checkpoint (state.json extra "lora") gives its base HF folder with the adapters on it
-// (lora_base: that folder).
+// (lora_base: that folder). The base's fingerprint must be the one the run recorded
+// (model/base_fingerprint.h) unless allow_other_base (the commands' --allow-other-base);
+// lora_fingerprint: the recorded one ("" from checkpoints of older versions).
 std::unique_ptr<DecoderModel> load_checkpoint_model(const std::string& dir, int64_t* step = nullptr,
-                                                  std::string* lora_base = nullptr);
+                                                  std::string* lora_base = nullptr, bool allow_other_base = false,
+                                                  std::string* lora_fingerprint = nullptr);
 
 // True when `dir` looks like an HF folder (has config.json) rather than a training checkpoint.
 bool is_hf_folder(const std::string& dir);

@@ -213,6 +213,7 @@ struct LoraSection {
   bool use_rslora = false;
   std::string init = "peft";          // PEFT's default: A Kaiming-uniform, B zeros
   DType base_dtype = DType::F32;      // of the frozen base's matmul weights (bf16: bf16 base GEMMs)
+  bool allow_other_base = false;      // resume although the base's fingerprint changed
 };
 
 struct ComputeSection {

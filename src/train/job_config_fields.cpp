@@ -230,6 +230,8 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("lora", "use_rslora", &c.lora.use_rslora, "rank-stabilized scale alpha / sqrt(rank)"),
       field("lora", "init", &c.lora.init, "adapter init: peft (A Kaiming-uniform, B zeros)",
             {{[](const std::string& v) { return v == "peft"; }, "must be \"peft\""}}),
+      field("lora", "allow_other_base", &c.lora.allow_other_base,
+            "resume although the base's fingerprint is not the one the checkpoint recorded"),
       field("lora", "base_dtype", &c.lora.base_dtype, "dtype the frozen base's matmul weights are kept in (bf16: bf16 base GEMMs, adapters f32)",
             {DType::F32, DType::BF16}),
 

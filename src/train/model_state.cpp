@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "distributed/data_parallel.h"
+#include "model/base_fingerprint.h"
 #include "model/hf_model.h"
 #include "model/peft_adapter.h"
 #include "ops/registry.h"
@@ -88,13 +89,14 @@ LoraConfig job_lora_config(const JobConfig& cfg) {
   return c;
 }
 
-nlohmann::json lora_checkpoint_record(const DecoderModel& m, const std::string& base) {
+nlohmann::json lora_checkpoint_record(const DecoderModel& m, const std::string& base, const std::string& base_fingerprint) {
   std::vector<std::string> modules, params;
   for (const auto& a : m.lora_adapters()) (a.is_parameter() ? params : modules).push_back(a.module);
   const LoraConfig& c = m.lora_config();
   nlohmann::json j = {{"base", base}, {"rank", c.rank}, {"alpha", c.alpha}, {"use_rslora", c.use_rslora},
                       {"target_modules", modules}};
   if (!params.empty()) j["target_parameters"] = params;
+  if (!base_fingerprint.empty()) j["base_fingerprint"] = base_fingerprint;
   return j;
 }
 
@@ -120,8 +122,10 @@ class FullState final : public ModelState {
     if (cfg.lora.enable) {
       model_->enable_lora(job_lora_config(cfg), uint64_t(cfg.training.seed));
       model_->freeze_base();
-      if (cfg.checkpoint.initial_load_in_hf)
+           if (cfg.checkpoint.initial_load_in_hf) {
         lora_base_ = std::filesystem::absolute(cfg.checkpoint.initial_load_path).lexically_normal().string();
+        lora_fp_ = base_fingerprint(lora_base_);
+      }
     }
     for (auto& p : trained().all()) {
       m_.push_back(Tensor::zeros(p.value.shape(), DType::F32));
@@ -148,7 +152,7 @@ class FullState final : public ModelState {
   std::string save(CheckpointManager& ckm, const TrainState& st) override {
     std::string dir = ckm.step_dir(st.step);
     TrainState s = st;
-    if (model_->lora_enabled()) s.extra["lora"] = lora_checkpoint_record(*model_, lora_base_);
+    if (model_->lora_enabled()) s.extra["lora"] = lora_checkpoint_record(*model_, lora_base_, lora_fp_);
     if (comm_.rank() == 0) dir = ckm.save(s, values(), optimizer());
     comm_.barrier();  // the checkpoint is complete before any rank moves on
     return dir;
@@ -162,7 +166,7 @@ class FullState final : public ModelState {
 
   void export_hf(const std::string& dir, const HfExportOptions& opt) override {
     // LoRA: a PEFT adapter folder (the base is unchanged; titan export --merge-lora merges).
-    if (comm_.rank() == 0 && model_->lora_enabled()) save_peft_adapter(*model_, dir, lora_base_);
+    if (comm_.rank() == 0 && model_->lora_enabled()) save_peft_adapter(*model_, dir, lora_base_, true, lora_fp_);
     else if (comm_.rank() == 0) export_hf_checkpoint(dir, model_->config(), model_state(*model_), opt);
     comm_.barrier();
   }
@@ -204,6 +208,7 @@ class FullState final : public ModelState {
   std::vector<NamedTensor> grads_;
   std::unique_ptr<distributed::DataParallel> dp_;
   std::string lora_base_;  // the base HF folder of a LoRA run ("" when initialised here)
+  std::string lora_fp_;    // its fingerprint (model/base_fingerprint.h)
 };
 
 }  // namespace

@@ -90,7 +90,8 @@ JobModel build_job_model(const JobConfig& cfg, bool deferred);
 // [lora] as the model's LoraConfig; and what a LoRA checkpoint records of its adapters and base
 // (state.json extra "lora": base, rank, alpha, use_rslora, target_modules as exact module names).
 LoraConfig job_lora_config(const JobConfig& cfg);
-nlohmann::json lora_checkpoint_record(const DecoderModel& m, const std::string& base);
+// base_fingerprint: model/base_fingerprint.h of `base` ("" when the base is not an HF folder).
+nlohmann::json lora_checkpoint_record(const DecoderModel& m, const std::string& base, const std::string& base_fingerprint);
 
 // Builds the job's model (job_model_config; weights from [checkpoint] initial_load_path when
 // initial_load_in_hf, else torchtitan's init with [training] seed) and its state for the ranks of

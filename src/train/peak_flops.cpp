@@ -1,5 +1,7 @@
 #include "train/peak_flops.h"
 
+#include <sys/stat.h>
+
 #include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -33,6 +35,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr const char* kCacheFormat = "titan measured peak FLOP/s";  // marks the file as ours
 constexpr int kCacheVersion = 1;  // bump when a kernel changes what it measures
 constexpr const char* kCacheFile = "peak_flops.json";
 
@@ -168,6 +171,16 @@ double cached_gflops(const nlohmann::json& entries, const std::string& key) {
 }
 
 }  // namespace
+
+bool is_peak_cache_file(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20)) return false;
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("format") && j["format"] == kCacheFormat;
+}
 
 std::string peak_cache_path(const std::string& cache_dir) { return (fs::path(cache_dir) / kCacheFile).string(); }
 
@@ -377,7 +390,7 @@ PeakFlops mfu_peak(const PeakOptions& opt) {
   }
   entries[key] = {{"gflops", m.gflops}, {"cpu", p.cpu}, {"kernel", p.kernel}, {"threads", p.threads},
                   {"probe_ms", std::round(p.probe_ms)}, {"reps", m.reps}, {"near_best", m.near_best}, {"measured_unix", (long long)std::time(nullptr)}};
-  const nlohmann::json file = {{"version", kCacheVersion}, {"entries", entries}};
+  const nlohmann::json file = {{"format", kCacheFormat}, {"version", kCacheVersion}, {"entries", entries}};
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);

@@ -41,6 +41,9 @@ std::string cpu_identity();
 
 // The file in a cache folder that holds the measured peaks (`titan cache clear` removes it too).
 std::string peak_cache_path(const std::string& cache_dir);
+// Whether `path` is a peaks file titan wrote (a regular file whose JSON names titan's format): the
+// only kind `titan cache clear` removes.
+bool is_peak_cache_file(const std::string& path);
 
 // The kernel that measures `bf16`'s peak on this CPU: "avx512 fma", "avx512_bf16 vdpbf16ps",
 // "avx2 fma" (bf16 on a CPU without AVX512_BF16 gives the f32 kernel's name).

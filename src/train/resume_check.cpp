@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "model/base_fingerprint.h"
 #include "train/lr_schedule.h"
 
 namespace titan {
@@ -63,6 +64,11 @@ std::vector<std::string> check_resume_config(const TrainState& st, const std::st
     if (was == now) return;
     diffs += (diffs.empty() ? "" : ", ") + key + " " + was + " -> " + now;
   };
+  // A LoRA run continues only on the base it trained on (model/base_fingerprint.h).
+  if (cfg.lora.enable && cfg.checkpoint.initial_load_in_hf && extra.contains("lora") && extra["lora"].is_object() &&
+      extra["lora"].contains("base_fingerprint") && extra["lora"]["base_fingerprint"].is_string())
+    check_base_fingerprint(step_dir + "/state.json", extra["lora"]["base_fingerprint"].get<std::string>(),
+                           cfg.checkpoint.initial_load_path, cfg.lora.allow_other_base, "--lora.allow_other_base true");
   const Record now = trajectory_config(cfg, world_size);
   for (auto& [k, v] : now)
     if (auto it = recorded->first.find(k); it != recorded->first.end()) differ(k, it->second, v);

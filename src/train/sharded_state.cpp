@@ -9,6 +9,7 @@
 #include "distributed/flat_params.h"
 #include "distributed/fsdp.h"
 #include "distributed/grad_clip.h"
+#include "model/base_fingerprint.h"
 #include "model/peft_adapter.h"
 #include "ops/registry.h"
 #include "train/model_state.h"
@@ -67,8 +68,10 @@ class ShardedState final : public ModelState {
     model_ = std::move(jm.model);
     if (cfg.lora.enable) {  // the model was built frozen; the adapters as one process makes them
       model_->enable_lora(job_lora_config(cfg), seed);
-      if (cfg.checkpoint.initial_load_in_hf)
+      if (cfg.checkpoint.initial_load_in_hf) {
         lora_base_ = std::filesystem::absolute(cfg.checkpoint.initial_load_path).lexically_normal().string();
+        lora_fp_ = base_fingerprint(lora_base_);
+      }
       lora_ = std::make_unique<ShardedAdapters>(model_->lora_params(), shard_comm());
     }
   }
@@ -95,7 +98,7 @@ class ShardedState final : public ModelState {
     // The first replica's shard group writes (the other replicas hold the same shards).
     std::string dir = ckm.step_dir(st.step);
     TrainState s0 = st;
-    if (lora_) s0.extra["lora"] = lora_checkpoint_record(*model_, lora_base_);
+    if (lora_) s0.extra["lora"] = lora_checkpoint_record(*model_, lora_base_, lora_fp_);
     if (replica_ == 0) {
       std::vector<TensorPiece> model, opt;
       pieces(&model, &opt);
@@ -131,7 +134,7 @@ class ShardedState final : public ModelState {
     // One unit's parameters in memory at a time; rank 0 streams them into the files.
     // (The first replica's shard group gathers; rank 0 is in it.)
     if (lora_) {  // a PEFT adapter folder; every rank holds the adapters whole
-      if (comm_.rank() == 0) save_peft_adapter(*model_, dir, lora_base_);
+      if (comm_.rank() == 0) save_peft_adapter(*model_, dir, lora_base_, true, lora_fp_);
       comm_.barrier();
       return;
     }
@@ -234,6 +237,7 @@ class ShardedState final : public ModelState {
   std::unique_ptr<distributed::Fsdp> fsdp_;
   std::unique_ptr<ShardedAdapters> lora_;  // LoRA: the adapters' sharded optimizer
   std::string lora_base_;                  // the base HF folder of a LoRA run ("" when initialised here)
+  std::string lora_fp_;                    // its fingerprint (model/base_fingerprint.h)
   double adapter_comm_ = 0;                // time in the adapters' replica sum and norm
 };
 

@@ -386,6 +386,7 @@ std::string Trainer::export_hf() {
   HfExportOptions eo;
   eo.dtype = cfg_.checkpoint.export_dtype;
   eo.tokenizer_dir = data_->tokenizer_dir();
+  eo.replace = true;  // the run's own step folder (a resumed run exports its step again)
   result_.hf_export = cfg_.checkpoint_folder() + "/step-" + std::to_string(step_) + "-hf";
   comm::ScopedTimeout none(comm_, 0);  // ranks wait while rank 0 writes each unit
   state_->export_hf(result_.hf_export, eo);

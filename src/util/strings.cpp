@@ -62,6 +62,19 @@ const char* not_a_file_reason(unsigned mode) {
   return "is not a regular file";
 }
 
+void check_regular_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;
+  if (S_ISREG(st.st_mode)) return;
+  const char* why = not_a_file_reason(st.st_mode);
+  fail(path, ": ", why ? why : "is not a regular file (a named pipe)");
+}
+
+std::string read_regular_file(const std::string& path) {
+  check_regular_file(path);
+  return read_file(path);
+}
+
 std::string read_file(const std::string& path) {
   // open(2) succeeds on a folder and its read fails only later, which a stream turned into an
   // empty file: a job file that is a folder ran the default job. Check what the path is first.

@@ -16,6 +16,12 @@ std::string trim(std::string_view s);
 std::string read_file(const std::string& path);
 // Why a file of this st_mode cannot be read as a file ("is a directory", ...), or nullptr.
 const char* not_a_file_reason(unsigned mode);
+// Refuses, before anything opens it, a path that exists and is not a regular file (after
+// symlinks): a named pipe would block open() for ever, a folder or device read as something else
+// ("<path>: is not a regular file (a named pipe)"). A missing path passes (open names it).
+void check_regular_file(const std::string& path);
+// read_file of a file that must be a regular one (a model folder's, a dataset's, a tokenizer's).
+std::string read_regular_file(const std::string& path);
 // Atomic write: temporary file in the same folder, fsync, rename over `path`, fsync the folder.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -69,20 +70,32 @@ data::DatasetSpec small_spec(const Dir& d) {
 
 const data::LogFn quiet = [](const std::string&) {};
 
+// The first bytes of a token file the cache writes: a header with the cache's tag.
+std::string tagged(const std::string& rest = "") {
+  std::string h(data::kTokenFileHeaderBytes, '\0');
+  const uint32_t u32s[4] = {1, uint32_t(data::kTokenFileHeaderBytes), 10, 0xFFFFFFFFu};
+  std::memcpy(&h[0], "TITANTOK", 8);
+  std::memcpy(&h[8], u32s, sizeof u32s);
+  std::memcpy(&h[48], data::kTokenCacheTag, 8);
+  return h + rest;
+}
+
 TEST(TokenCache, TempFilesOfDeadWritersAreRemovedWhenTheCacheIsOpened) {
   Dir d;
   fs::create_directories(d / "cache");
   const std::string stem = "x-0123456789abcdef.bin";
-  const std::string dead_legacy = d.write("cache/" + stem + ".tmp." + std::to_string(dead_pid()), "partial");
-  const std::string dead_here = d.write("cache/" + stem + ".tmp." + host() + "." + std::to_string(dead_pid()), "partial");
-  const std::string live_here = d.write("cache/" + stem + ".tmp." + host() + "." + std::to_string(::getpid()), "w");
-  const std::string other_fresh = d.write("cache/" + stem + ".tmp.other-host.1", "being written elsewhere");
-  const std::string other_old = d.write("cache/" + stem + ".tmp.other-host.2", "abandoned elsewhere");
+  const std::string dead_legacy = d.write("cache/" + stem + ".tmp." + std::to_string(dead_pid()), tagged("partial"));
+  const std::string dead_here = d.write("cache/" + stem + ".tmp." + host() + "." + std::to_string(dead_pid()), tagged("partial"));
+  const std::string live_here = d.write("cache/" + stem + ".tmp." + host() + "." + std::to_string(::getpid()), tagged("w"));
+  const std::string other_fresh = d.write("cache/" + stem + ".tmp.other-host.1", tagged("being written elsewhere"));
+  const std::string other_old = d.write("cache/" + stem + ".tmp.other-host.2", tagged("abandoned elsewhere"));
+  // Named like a dead writer's temporary but not marked as the cache's inside: a user's file.
+  const std::string untagged_dead = d.write("cache/" + stem + ".tmp." + host() + "." + std::to_string(dead_pid()) + "0", "partial");
   age(other_old, 48);
   // A source whose name holds ".bin.tmp." itself: its cache file stays, its dead writer's temp goes.
   const std::string odd = "y.bin.tmp.z-0123456789abcdef.bin";
   const std::string odd_cached = d.write("cache/" + odd, "a finished cache file");
-  const std::string odd_dead = d.write("cache/" + odd + ".tmp." + host() + "." + std::to_string(dead_pid()), "partial");
+  const std::string odd_dead = d.write("cache/" + odd + ".tmp." + host() + "." + std::to_string(dead_pid()), tagged("partial"));
   const std::string not_ours = d.write("cache/notes.tmp.123", "a user's file");
   const std::string not_ours2 = d.write("cache/keep.bin.tmp.999999999x", "a user's file");
 
@@ -97,6 +110,7 @@ TEST(TokenCache, TempFilesOfDeadWritersAreRemovedWhenTheCacheIsOpened) {
   EXPECT_TRUE(fs::exists(other_fresh));  // another machine's writer, recently active
   EXPECT_TRUE(fs::exists(not_ours));
   EXPECT_TRUE(fs::exists(not_ours2));
+  EXPECT_TRUE(fs::exists(untagged_dead));
 }
 
 TEST(TokenCache, InfoListsOnlyCacheFilesAndClearRemovesOnlyThem) {
@@ -105,7 +119,7 @@ TEST(TokenCache, InfoListsOnlyCacheFilesAndClearRemovesOnlyThem) {
   data::TokenDataset::load(spec, qwen_tokenizer(), quiet);
   const std::string user_file = d.write("cache/README.txt", "not a cache file");
   const std::string user_bin = d.write("cache/mine.bin", "not a cache file either");
-  const std::string live = d.write("cache/a-0123456789abcdef.bin.tmp." + host() + "." + std::to_string(::getpid()), "w");
+  const std::string live = d.write("cache/a-0123456789abcdef.bin.tmp." + host() + "." + std::to_string(::getpid()), tagged("w"));
 
   data::CacheContents c = data::list_cache(spec.cache_dir);
   ASSERT_EQ(c.files.size(), 1u);
@@ -124,6 +138,31 @@ TEST(TokenCache, InfoListsOnlyCacheFilesAndClearRemovesOnlyThem) {
   // A missing folder is an empty cache, not an error; a file in its place is an error.
   EXPECT_TRUE(data::list_cache(d / "nothing").files.empty());
   EXPECT_NE(error_of([&] { data::list_cache(d.write("plain", "x")); }).find("plain: is not a folder"), std::string::npos);
+}
+
+// Judged by name alone, `cache clear --dir D` on an ordinary folder deleted a user's
+// weights-0123456789abcdef.bin; only files the cache marked as its own go.
+TEST(TokenCache, FilesNamedLikeTheCachesButNotMarkedAreNeverRemoved) {
+  Dir d;
+  const std::string weights = d.write("weights-0123456789abcdef.bin", std::string(4096, 'w'));
+  {  // a `titan tokenize` output named like a cache file: a token file, not the cache's
+    data::TokenFileWriter w(d / "mine-0123456789abcdef.bin", 10, 0xFFFFFFFFu, 0);
+    w.add_document({1, 2, 3});
+    w.close();
+  }
+  const std::string header_only = d.write("short-0123456789abcdef.bin", "TITANTOK");
+  const std::string cached = d.write("doc-0123456789abcdef.bin", tagged());
+  data::CacheContents c = data::list_cache(d.path.string());
+  ASSERT_EQ(c.files.size(), 1u);
+  EXPECT_EQ(c.files[0].path, cached);
+  const data::CacheContents removed = data::clear_cache(d.path.string());
+  EXPECT_EQ(removed.files.size(), 1u);
+  EXPECT_FALSE(fs::exists(cached));
+  EXPECT_TRUE(fs::exists(weights));
+  EXPECT_TRUE(fs::exists(d / "mine-0123456789abcdef.bin"));
+  EXPECT_TRUE(fs::exists(header_only));
+  EXPECT_EQ(data::evict_cache(d.path.string(), 0, {}).size(), 0u);
+  EXPECT_TRUE(fs::exists(weights));
 }
 
 TEST(TokenCache, SizeBoundEvictsTheLeastRecentlyUsedFiles) {

@@ -135,3 +135,13 @@ TEST(ChatTemplate, MissingTemplateIsAnErrorNamingTheFile) {
   const std::string e = error_of([] { ChatTemplate::load(test::fixture("tokenizer")); });
   EXPECT_NE(e.find("no chat template"), std::string::npos) << e;
 }
+
+// An unparseable tokenizer_config.json is its own error (it read as "has no chat template").
+TEST(ChatTemplate, UnparseableTokenizerConfigIsAnErrorNamingTheFile) {
+  const std::string dir = temp_dir("bad_tokenizer_config");
+  write_file_atomic(dir + "/tokenizer_config.json", "{\"chat_template\": \"{{ x }}\",\n  oops}");
+  const std::string e = error_of([&] { ChatTemplate::available(dir); });
+  EXPECT_EQ(e.rfind(dir + "/tokenizer_config.json: not valid JSON (parse error at line 2", 0), 0u) << e;
+  EXPECT_EQ(e.find("[json.exception"), std::string::npos) << e;
+  EXPECT_EQ(error_of([&] { ChatTemplate::load(dir); }), e);
+}

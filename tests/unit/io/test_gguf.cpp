@@ -3,6 +3,8 @@
 // get one clear error.
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "io/gguf.h"
 #include "io/gguf_quants.h"
 #include "io/safetensors.h"
+#include "unit/io/gguf_writer.h"
 #include "unit/io/io_test_util.h"
 #include "util/strings.h"
 
@@ -93,6 +96,72 @@ TEST(Gguf, EveryTruncationAndByteFlipIsHandled) {
     b[i] = char(b[i] ^ 0x5A);
     open_error(b);
   }
+}
+
+}  // namespace
+
+namespace {
+
+size_t heap_in_use() { return mallinfo2().uordblks + mallinfo2().hblkhd; }
+
+// 4 arrays of 4 Mi u8 each (16 MiB of file) and 1 Mi strings: the reader's memory stays within
+// about 2 bytes per byte of file (it took 88 per byte: a GgufValue per element).
+TEST(Gguf, MemoryStaysProportionalToTheFile) {
+  iotest::GgufWriter w;
+  for (int k = 0; k < 4; ++k) w.kv_array("big." + std::to_string(k), GgufType::U8, uint64_t(4) << 20, 1, char(k));
+  std::vector<std::string> strs;
+  for (int k = 0; k < (1 << 20); ++k) strs.push_back(std::to_string(k % 10));
+  w.kv_strings("many", strs);
+  strs.clear();
+  auto bytes = std::make_shared<std::string>(w.image());
+  const size_t before = heap_in_use();
+  GgufFile f = GgufFile::from_memory(bytes->data(), bytes->size(), bytes, "big.gguf");
+  const size_t used = heap_in_use() - before;
+  std::printf("GGUF of %zu bytes: %zu bytes of memory to open\n", bytes->size(), used);
+  EXPECT_LT(double(used), 2.0 * double(bytes->size())) << used << " bytes of memory for a file of " << bytes->size();
+  const GgufValue* a = f.array("big.3", GgufType::U8);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->size(), size_t(4) << 20);
+  EXPECT_EQ(a->int_at(12345), 3);
+  EXPECT_EQ(f.array("many", GgufType::STRING)->str_at(17), "7");
+}
+
+// Found by fuzz_gguf: dimensions whose product passes 2^64 wrapped past the shape check and
+// overflowed the element count (undefined behaviour).
+TEST(Gguf, ShapesWhoseProductWrapsAreRefused) {
+  iotest::GgufWriter w;
+  w.tensor("t", {uint64_t(1) << 33, uint64_t(3) << 32}, 0, 0);
+  EXPECT_NE(open_error(w.image()).find("x.gguf: tensor \"t\" has an absurd shape"), std::string::npos) << open_error(w.image());
+  iotest::GgufWriter v;
+  v.tensor("t", {uint64_t(1) << 20, uint64_t(1) << 20, uint64_t(1) << 20, uint64_t(1) << 30}, 0, 0);
+  EXPECT_NE(open_error(v.image()).find("has an absurd shape"), std::string::npos);
+}
+
+TEST(Gguf, ArrayElementsAreCheckedLikeScalars) {
+  iotest::GgufWriter w;
+  w.kv_array("flags", GgufType::BOOL, 3, 1, 2);
+  EXPECT_NE(open_error(w.image()).find("metadata \"flags\": bool element 0 is neither 0 nor 1"), std::string::npos);
+  iotest::GgufWriter u;
+  u.kv_array("ids", GgufType::U64, 2, 8, char(0xFF));
+  EXPECT_NE(open_error(u.image()).find("u64 element 0"), std::string::npos);
+}
+
+// Invalid UTF-8 in any string (a key, a value, an element) is the file's error, not a JSON
+// library's message later ([json.exception.type_error.316]).
+TEST(Gguf, InvalidUtf8IsAnErrorNamingTheFile) {
+  for (const std::string bad : {"\xff", "a\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "ok\xe2\x82"}) {
+    iotest::GgufWriter w;
+    w.kv_strings("tokenizer.ggml.tokens", {"a", bad});
+    const std::string e = open_error(w.image());
+    EXPECT_EQ(e.rfind("x.gguf: a metadata string at offset", 0), 0u) << e;
+    EXPECT_NE(e.find("is not valid UTF-8"), std::string::npos) << e;
+    iotest::GgufWriter k;
+    k.kv_string(bad, "x");
+    EXPECT_NE(open_error(k.image()).find("is not valid UTF-8"), std::string::npos);
+  }
+  iotest::GgufWriter ok;
+  ok.kv_strings("t", {"é", "日本", "🙂", ""});
+  EXPECT_EQ(open_error(ok.image()), "");
 }
 
 }  // namespace

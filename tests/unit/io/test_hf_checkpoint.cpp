@@ -115,8 +115,9 @@ TEST(HfExport, ShardedRoundTripAndIndex) {
   EXPECT_FALSE(fs::exists(d / "model.safetensors"));
   expect_params_equal(HfCheckpoint::open(d.path).load_all(), p);
 
-  // Re-exporting as one file removes the shards and the index of the earlier export.
-  export_hf_checkpoint(d.path, c, p, {DType::F32, 5'000'000'000, ""});
+  // Re-exporting as one file (replacing the folder) leaves nothing of the earlier export.
+  EXPECT_ERROR_CONTAINS(export_hf_checkpoint(d.path, c, p, {DType::F32, 5'000'000'000, ""}), "is not empty; pass --replace");
+  export_hf_checkpoint(d.path, c, p, {DType::F32, 5'000'000'000, "", true});
   for (const auto& f : files) EXPECT_FALSE(fs::exists(d / f)) << f;
   EXPECT_FALSE(fs::exists(d / "model.safetensors.index.json"));
   expect_params_equal(HfCheckpoint::open(d.path).load_all(), p);
@@ -133,7 +134,7 @@ TEST(HfExport, CopiesTokenizerFiles) {
   EXPECT_TRUE(fs::exists(out / "tokenizer_config.json"));
   EXPECT_FALSE(fs::exists(out / "unrelated.txt"));
   TempDir empty;
-  EXPECT_ERROR_CONTAINS(export_hf_checkpoint(out.path, c, tiny_params(c), {DType::BF16, 5'000'000'000, empty.path}),
+  EXPECT_ERROR_CONTAINS(export_hf_checkpoint(out.path, c, tiny_params(c), {DType::BF16, 5'000'000'000, empty.path, true}),
                         "no tokenizer files");
 }
 

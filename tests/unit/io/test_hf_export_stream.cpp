@@ -250,7 +250,9 @@ TEST(HfExportStream, WrongOrderShapeDtypeAndMissingTensorsAreErrors) {
   EXPECT_ERROR_CONTAINS(HfExportWriter(d.path, bad, {}), "export to " + d.path);
 }
 
-TEST(HfExportStream, AbandonedShardedExportLeavesNoIndexOverMixedShards) {
+// An export that stops part-way over an existing sharded folder leaves that folder as it was (it
+// deleted the index first: a kill left a folder that no longer loaded, and its temporary shards).
+TEST(HfExportStream, AbandonedShardedExportLeavesTheOldFolderWhole) {
   const ModelConfig c = tiny_config(false);
   const auto specs = model_param_specs(c);
   TempDir d;
@@ -259,13 +261,16 @@ TEST(HfExportStream, AbandonedShardedExportLeavesNoIndexOverMixedShards) {
   const std::string first_shard_before = read_file(d / "model-00001-of-00006.safetensors");
   {
     // Same plan, other values: the first shard is replaced, then the export stops part-way.
-    HfExportWriter w(d.path, c, {DType::BF16, 2000, ""});
+    HfExportWriter w(d.path, c, {DType::BF16, 2000, "", true});
     size_t i = 0;
     for (; i < specs.size() && w.added() < 4; ++i) w.add(specs[i].name, pattern_tensor(specs[i].shape, uint32_t(i) + 7));
   }
-  EXPECT_NE(read_file(d / "model-00001-of-00006.safetensors"), first_shard_before);
-  EXPECT_FALSE(fs::exists(d / "model.safetensors.index.json"));
-  EXPECT_ERROR_CONTAINS(HfCheckpoint::open(d.path), "no model.safetensors or model.safetensors.index.json");
+  EXPECT_EQ(read_file(d / "model-00001-of-00006.safetensors"), first_shard_before);
+  EXPECT_TRUE(fs::exists(d / "model.safetensors.index.json"));
+  HfCheckpoint::open(d.path);  // still the earlier export, whole
   for (const auto& e : fs::directory_iterator(d.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  const std::string name = fs::path(d.path).filename().string();
+  for (const auto& e : fs::directory_iterator(fs::path(d.path).parent_path()))
+    EXPECT_NE(e.path().filename().string().rfind("." + name + ".titan-partial-", 0), 0u) << e.path();
 }

@@ -4,12 +4,14 @@
 // when the fixtures were made), so the goldens' logits, loss and gradients hold for it too.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
 #include "data/tokenizer.h"
 #include "io/safetensors.h"
 #include "model/gguf_import.h"
+#include "unit/io/gguf_writer.h"
 #include "unit/io/io_test_util.h"
 #include "unit/model/golden_check.h"
 
@@ -84,6 +86,40 @@ TEST(GgufImportParts, RefusesWhatItCannotRepresent) {
   EXPECT_FALSE(std::filesystem::exists(tmp / "m/model.safetensors"));
   EXPECT_NE(iotest::error_of([&] { import_gguf(fixtures() + "/gguf/tiny_llama.gguf", tmp / "m", DType::F16); })
                 .find("--dtype must be f32 or bf16"),
+            std::string::npos);
+}
+
+// A 1M-token vocabulary: the tokenizer JSON is built in linear time (it looked every token up in
+// an ordered JSON object: quadratic, > 120 s; the real 151,936-token Qwen3 vocabulary spent ~18 s
+// there), and the text is what the tokenizer reads back.
+TEST(GgufImportParts, AMillionTokenVocabularyBuildsInSeconds) {
+  iotest::GgufWriter w;
+  w.kv_string("tokenizer.ggml.model", "gpt2");
+  std::vector<std::string> tokens;
+  for (int k = 0; k < 1000000; ++k) tokens.push_back("t" + std::to_string(k));
+  tokens[5] = "\"quoted\\";
+  w.kv_strings("tokenizer.ggml.tokens", tokens);
+  w.kv_strings("tokenizer.ggml.merges", {"t 1", "t1 0"});
+  auto bytes = std::make_shared<std::string>(w.image());
+  const auto t0 = std::chrono::steady_clock::now();
+  GgufFile f = GgufFile::from_memory(bytes->data(), bytes->size(), bytes, "vocab.gguf");
+  const std::string text = gguf_tokenizer_json(f);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 10.0) << "open + tokenizer.json of a 1M-token vocabulary";
+  std::printf("1M-token vocabulary: open + tokenizer.json in %.2f s (%zu bytes)\n", s, text.size());
+  const nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["model"]["vocab"].size(), 1000000u);
+  EXPECT_EQ(j["model"]["vocab"]["t999999"], 999999);
+  EXPECT_EQ(j["model"]["vocab"]["\"quoted\\"], 5);
+  EXPECT_EQ(j["model"]["merges"][1], nlohmann::json::array({"t1", "0"}));
+  // A token spelled like the placeholders is just a token.
+  iotest::GgufWriter d;
+  d.kv_string("tokenizer.ggml.model", "gpt2");
+  d.kv_strings("tokenizer.ggml.tokens", {"a", "b", "a"});
+  d.kv_strings("tokenizer.ggml.merges", {});
+  auto dup = std::make_shared<std::string>(d.image());
+  EXPECT_NE(iotest::error_of([&] { gguf_tokenizer_json(GgufFile::from_memory(dup->data(), dup->size(), dup, "d.gguf")); })
+                .find("d.gguf: token \"a\" appears twice (ids 0 and 2)"),
             std::string::npos);
 }
 

@@ -97,6 +97,26 @@ TEST(Checkpoint, CrashMidWriteLeavesAnIgnoredTmp) {
   fs::remove_all(dir);
 }
 
+// Only what a save or prune leaves is removed: a leftover-looking folder holding anything else
+// (a user's notes, a folder) stays.
+TEST(Checkpoint, LeftoversHoldingOtherFilesAreKept) {
+  std::string dir = temp_dir("leftovers");
+  auto m = model_tensors(1), o = optim_tensors(1);
+  fs::create_directories(dir + "/step-7.tmp");
+  write_file_atomic(dir + "/step-7.tmp/notes.txt", "mine");
+  fs::create_directories(dir + "/step-8.deleting/sub");
+  fs::create_directories(dir + "/step-9.tmp");
+  write_file_atomic(dir + "/step-9.tmp/model.tensors", "partial");
+  write_file_atomic(dir + "/step-9.tmp/state.json.tmp.123", "partial");
+  CheckpointManager cm(dir, 5);
+  cm.save(state_at(20), m, o);
+  EXPECT_TRUE(fs::exists(dir + "/step-7.tmp/notes.txt"));
+  EXPECT_TRUE(fs::exists(dir + "/step-8.deleting/sub"));
+  EXPECT_FALSE(fs::exists(dir + "/step-9.tmp"));
+  EXPECT_EQ(cm.list_steps(), (std::vector<int64_t>{20}));
+  fs::remove_all(dir);
+}
+
 TEST(Checkpoint, ResaveCrashRestoresTheMovedAsideCopy) {
   std::string dir = temp_dir("old");
   auto m = model_tensors(1), o = optim_tensors(1);
