@@ -136,8 +136,9 @@ const std::map<std::string, std::string>& texts() {
       {"info",
        "usage: titan info --model DIR|FLAVOR [options] | --config FILE.toml [--dp N] [--json]\n"
        "                  | --peak [--threads N] [--remeasure] [--json]\n"
+       "                  | --mesh --world N [--dp-replicate R --dp-shard S --cp C --tp T --pp P --ep E] [--model M]\n"
        "Parameters, FLOPs per token and training memory of a model folder, flavor or job; --peak:\n"
-       "the peak FLOP/s MFU divides by on this machine.\n"
+       "the peak FLOP/s MFU divides by on this machine; --mesh: the device mesh of N ranks.\n"
        "  --model DIR|FLAVOR         an HF folder or a flavor name (debugmodel, 0.6B, ...)\n"
        "  --config FILE.toml         a training job: its model, batch and parallelism\n"
        "  --seq-len N                sequence length for FLOPs and memory (default: 2048)\n"
@@ -149,6 +150,14 @@ const std::map<std::string, std::string>& texts() {
        "  --peak                     measure or read the cached peak FLOP/s\n"
        "  --threads N                with --peak: threads, 0: this process's (default: 0)\n"
        "  --remeasure                with --peak: measure again, replacing the cache\n"
+       "  --mesh                     lay out the device mesh (degrees, groups, each rank's coordinates)\n"
+       "  --world N                  with --mesh: ranks in the job (default: 1)\n"
+       "  --dp-replicate R           with --mesh: data_parallel_replicate_degree (default: 1)\n"
+       "  --dp-shard S               with --mesh: data_parallel_shard_degree, -1: the rest (default: -1)\n"
+       "  --cp C                     with --mesh: context_parallel_degree (default: 1)\n"
+       "  --tp T                     with --mesh: tensor_parallel_degree (default: 1)\n"
+       "  --pp P                     with --mesh: pipeline_parallel_degree (default: 1)\n"
+       "  --ep E                     with --mesh: expert_parallel_degree (default: 1)\n"
        "  --json                     machine-readable output\n"},
       {"cache",
        "usage: titan cache info|clear [--dir D]\n"

@@ -21,11 +21,6 @@ using nlohmann::json;
 
 namespace {
 
-bool is_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
 std::string real_path(const std::string& p) {
   char buf[PATH_MAX];
   return ::realpath(p.c_str(), buf) ? std::string(buf) : std::string();
@@ -50,7 +45,7 @@ std::string shard_path(const std::string& dir, const std::string& real_dir, cons
               std::strerror(errno), ")");
   TITAN_CHECK(real.compare(0, real_dir.size() + 1, real_dir + "/") == 0, index_path, ": weight_map file ", quote(file),
               " resolves to ", quote(real, 200), ", outside the folder");
-  TITAN_CHECK(is_file(real), index_path, ": weight_map file ", quote(file), " is not a regular file");
+  TITAN_CHECK(is_regular_file(real), index_path, ": weight_map file ", quote(file), " is not a regular file");
   return p;
 }
 
@@ -62,12 +57,12 @@ SafetensorsFolder SafetensorsFolder::open(const std::string& dir_in) {
   struct stat st {};
   TITAN_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), dir, ": not a checkpoint folder (not a directory)");
   const std::string single = dir + "/" + kSingleFile, index = dir + "/" + kIndexFile;
-  if (is_file(single)) {  // transformers prefers the single file when both exist
+  if (is_regular_file(single)) {  // transformers prefers the single file when both exist
     sf.files_.push_back(SafetensorsFile::open(single));
     for (const auto& e : sf.files_[0].entries()) sf.where_[e.name] = 0;
     return sf;
   }
-  TITAN_CHECK(is_file(index), dir, ": no ", kSingleFile, " or ", kIndexFile, " in the checkpoint folder");
+  TITAN_CHECK(is_regular_file(index), dir, ": no ", kSingleFile, " or ", kIndexFile, " in the checkpoint folder");
   json j = parse_json_strict(read_regular_file(index), index);
   TITAN_CHECK(j.is_object(), index, ": must be a JSON object, got ", json_kind(j));
   TITAN_CHECK(j.contains("weight_map"), index, ": missing \"weight_map\"");

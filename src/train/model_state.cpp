@@ -11,15 +11,11 @@
 #include "model/peft_adapter.h"
 #include "ops/registry.h"
 #include "train/grad_utils.h"
+#include "util/strings.h"
 
 namespace titan {
 
 namespace {
-
-bool is_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 }  // namespace
 
@@ -29,7 +25,7 @@ ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>
   if (cfg.checkpoint.initial_load_in_hf && !cfg.checkpoint.initial_load_path.empty()) {
     ckpt = std::make_unique<HfCheckpoint>(HfCheckpoint::open(cfg.checkpoint.initial_load_path));
     mc = ckpt->config();
-  } else if (!cfg.model.hf_assets_path.empty() && is_file(cfg.model.hf_assets_path + "/config.json")) {
+  } else if (!cfg.model.hf_assets_path.empty() && is_regular_file(cfg.model.hf_assets_path + "/config.json")) {
     mc = load_hf_config(cfg.model.hf_assets_path + "/config.json");
   } else {
     mc = flavor_config(cfg.model.flavor);

@@ -70,6 +70,11 @@ void check_regular_file(const std::string& path) {
   fail(path, ": ", why ? why : "is not a regular file (a named pipe)");
 }
 
+bool is_regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 std::string read_regular_file(const std::string& path) {
   check_regular_file(path);
   return read_file(path);

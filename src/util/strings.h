@@ -20,6 +20,8 @@ const char* not_a_file_reason(unsigned mode);
 // symlinks): a named pipe would block open() for ever, a folder or device read as something else
 // ("<path>: is not a regular file (a named pipe)"). A missing path passes (open names it).
 void check_regular_file(const std::string& path);
+// Whether `path` is a regular file (after symlinks).
+bool is_regular_file(const std::string& path);
 // read_file of a file that must be a regular one (a model folder's, a dataset's, a tokenizer's).
 std::string read_regular_file(const std::string& path);
 // Atomic write: temporary file in the same folder, fsync, rename over `path`, fsync the folder.
