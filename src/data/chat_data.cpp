@@ -1,7 +1,5 @@
 #include "data/chat_data.h"
 
-#include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -136,22 +134,22 @@ ChatRows ChatRows::pack(const std::vector<ChatTokens>& conversations, int64_t se
 }
 
 ChatRows ChatRows::load(const std::vector<std::string>& files, const ChatEncoder& enc, int64_t seq_len,
-                        bool train_on_prompt) {
+                        bool train_on_prompt, DocOptions opt) {
+  opt.chat = true;
   std::vector<ChatTokens> convs;
+  uint64_t skipped = 0;
   for (const auto& f : files) {
-    std::ifstream in(f);
-    TITAN_CHECK(in, f, ": cannot open");
-    std::string line;
-    for (int64_t n = 1; std::getline(in, line); ++n) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      const std::string origin = f + ":" + std::to_string(n);
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      TITAN_CHECK(!j.is_discarded(), origin, ": not valid JSON");
-      convs.push_back(enc.encode(chat_messages_from_json(j, origin), train_on_prompt, origin));
-    }
+    auto reader = open_doc_reader(f, opt);
+    Document doc;
+    while (reader->next(&doc))
+      convs.push_back(enc.encode(doc.messages, train_on_prompt, f + ":" + std::to_string(doc.row)));
+    skipped += reader->skipped();
   }
-  TITAN_CHECK(!convs.empty(), "chat data: no conversations in ", files.empty() ? std::string("(no files)") : files[0]);
-  return pack(convs, seq_len, enc.tokenizer().eot_id());
+  TITAN_CHECK(!convs.empty(), "chat data: no conversations in ", files.empty() ? std::string("(no files)") : files[0],
+              skipped ? " (all " + std::to_string(skipped) + " rows were bad and skipped)" : std::string());
+  ChatRows r = pack(convs, seq_len, enc.tokenizer().eot_id());
+  r.skipped = skipped;
+  return r;
 }
 
 void ChatRows::fill(uint64_t i, int64_t* inputs, int64_t* labels) const {
@@ -166,7 +164,8 @@ std::string ChatRows::describe() const {
   return std::to_string(conversations) + " conversations in " + std::to_string(rows_) + " rows of " +
          std::to_string(width_) + " tokens (" + std::to_string(target_tokens) + " target tokens, " +
          std::to_string(pad_tokens) + " padding); " + std::to_string(dropped) +
-         " dropped (longer than seq_len + 1 tokens)";
+         " dropped (longer than seq_len + 1 tokens)" +
+         (skipped ? "; " + std::to_string(skipped) + " bad rows skipped" : std::string());
 }
 
 }  // namespace titan::data

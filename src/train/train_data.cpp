@@ -8,6 +8,21 @@
 
 namespace titan {
 
+namespace {
+
+constexpr const char* kBadRowHint =
+    "fix or remove the row, or set [training] skip_bad_rows = true to skip and count bad rows";
+
+data::DatasetSpec text_spec(const JobConfig& cfg, const std::string& source) {
+  data::DatasetSpec spec;
+  spec.name_or_path = source;
+  spec.skip_bad_lines = cfg.training.skip_bad_rows;
+  spec.bad_line_hint = kBadRowHint;
+  return spec;
+}
+
+}  // namespace
+
 void add_document_positions(Batch& b, uint32_t separator) {
   b.positions = positions_after_separator(b.inputs, int64_t(separator));
 }
@@ -21,12 +36,13 @@ DataRows::DataRows(const JobConfig& cfg, const data::Tokenizer& tok, const std::
     const std::string dir = cfg.model.hf_assets_path;
     const std::string tdir = !dir.empty() && data::ChatTemplate::available(dir) ? dir : data::Tokenizer::default_dir();
     data::ChatEncoder enc(data::ChatTemplate::load(tdir), tok);
+    data::DocOptions opt;
+    opt.skip_bad_rows = cfg.training.skip_bad_rows;
+    opt.bad_row_hint = kBadRowHint;
     chat_ = std::make_shared<const data::ChatRows>(data::ChatRows::load(
-        data::resolve_dataset_files(files_or_name), enc, seq_len, cfg.training.train_on_prompt));
+        data::resolve_dataset_files(files_or_name), enc, seq_len, cfg.training.train_on_prompt, opt));
   } else {
-    data::DatasetSpec spec;
-    spec.name_or_path = files_or_name;
-    text_ = data::TokenDataset::load(spec, tok);
+    text_ = data::TokenDataset::load(text_spec(cfg, files_or_name), tok);
   }
 }
 
@@ -78,9 +94,7 @@ TrainData::TrainData(const JobConfig& cfg, const ModelConfig& model)
   if (cfg.training.dataset_format == DatasetFormat::Chat) {
     chat_ = std::make_unique<DataRows>(cfg, *tok_, source, seq_len_);
   } else {
-    data::DatasetSpec spec;
-    spec.name_or_path = source;
-    loader_ = std::make_unique<data::PackedLoader>(data::TokenDataset::load(spec, *tok_));
+    loader_ = std::make_unique<data::PackedLoader>(data::TokenDataset::load(text_spec(cfg, source), *tok_));
   }
 }
 
