@@ -76,10 +76,7 @@ std::vector<ChatMessage> chat_messages_from_json(const nlohmann::json& j, const 
     for (const auto& m : j["messages"]) {
       TITAN_CHECK(m.is_object() && m.contains("role") && m.contains("content"), origin,
                   ": every message needs \"role\" and \"content\"");
-      ChatMessage msg{str(m["role"], "role"), str(m["content"], "content"), std::nullopt};
-      TITAN_CHECK(msg.role == "system" || msg.role == "user" || msg.role == "assistant", origin, ": role \"",
-                  msg.role, "\" is not system, user or assistant");
-      out.push_back(std::move(msg));
+      out.push_back(ChatMessage{str(m["role"], "role"), str(m["content"], "content"), std::nullopt});
     }
   } else if (j.contains("instruction")) {
     TITAN_CHECK(j.contains("output"), origin, ": the instruction form needs \"output\"");
@@ -93,10 +90,18 @@ std::vector<ChatMessage> chat_messages_from_json(const nlohmann::json& j, const 
   } else {
     TITAN_CHECK(false, origin, ": a conversation needs \"messages\" or \"instruction\"/\"output\"");
   }
-  bool any = false;
-  for (const auto& m : out) any |= m.role == "assistant";
-  TITAN_CHECK(any, origin, ": the conversation has no assistant message");
+  check_conversation(out, origin);
   return out;
+}
+
+void check_conversation(const std::vector<ChatMessage>& messages, const std::string& origin) {
+  bool any = false;
+  for (const auto& m : messages) {
+    TITAN_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant", origin, ": role \"", m.role,
+                "\" is not system, user or assistant");
+    any |= m.role == "assistant";
+  }
+  TITAN_CHECK(any, origin, ": the conversation has no assistant message");
 }
 
 ChatRows ChatRows::pack(const std::vector<ChatTokens>& conversations, int64_t seq_len, uint32_t separator) {

@@ -57,6 +57,8 @@ class ChatEncoder {
 
 // The messages of one JSON line in either form; errors name `origin` and the reason.
 std::vector<ChatMessage> chat_messages_from_json(const nlohmann::json& line, const std::string& origin);
+// Errors unless every role is system, user or assistant and one message is the assistant's.
+void check_conversation(const std::vector<ChatMessage>& messages, const std::string& origin);
 
 // Conversations packed into rows (see the top).
 class ChatRows {

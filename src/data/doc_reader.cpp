@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "data/chat_data.h"
 #include "data/jsonl.h"
+#include "data/parquet.h"
 #include "data/utf8.h"
 
 namespace titan::data {
@@ -30,6 +31,8 @@ bool type_of(const std::string& path, FileType* t) {
     t->format = FileFormat::Text;
   } else if (ext == ".bin" && t->compression == Compression::None) {
     t->format = FileFormat::Tokens;
+  } else if (ext == ".parquet" && t->compression == Compression::None) {
+    t->format = FileFormat::Parquet;
   } else {
     return false;
   }
@@ -140,9 +143,78 @@ class TextReader final : public DocReader {
   uint64_t bytes_ = 0;
 };
 
+// A Parquet column, a row group at a time. Rows are counted from 0 in errors, as pyarrow and
+// pandas index them.
+class ParquetReader final : public DocReader {
+ public:
+  ParquetReader(const std::string& path, const DocOptions& opt)
+      : DocReader(path, opt),
+        file_(std::make_shared<parquet::File>(parquet::file_source(path))),
+        rows_of_(file_, opt.column(), opt.chat) {}
+
+  bool next(Document* doc) override {
+    while (true) {
+      while (g_ < rows_of_.row_groups() && i_ >= rows_of_.rows_in(g_)) ++g_, i_ = 0, loaded_ = false;
+      if (g_ >= rows_of_.row_groups()) return false;
+      if (!loaded_) rows_of_.load(g_), loaded_ = true;
+      const int64_t i = i_++;
+      ++rows_;
+      std::string why;
+      const bool ok = opt_.chat ? rows_of_.messages(i, &doc->messages, &why) : rows_of_.text(i, &doc->text, &why);
+      auto where = [&] {
+        return path_ + ": row group " + std::to_string(g_) + ", row " + std::to_string(i) + " (row " +
+               std::to_string(rows_ - 1) + " of the file)";
+      };
+      if (!ok) {
+        bad_row(where(), why);
+        continue;
+      }
+      if (opt_.chat) {
+        try {
+          check_conversation(doc->messages, where());
+        } catch (const Error&) {
+          if (!opt_.skip_bad_rows) throw;
+          ++skipped_;
+          continue;
+        }
+      }
+      doc->row = rows_;
+      return true;
+    }
+  }
+
+  void seek_row(uint64_t row) override {
+    while (rows_ < row && g_ < rows_of_.row_groups()) {
+      const uint64_t step = std::min<uint64_t>(uint64_t(rows_of_.rows_in(g_) - i_), row - rows_);
+      i_ += int64_t(step);
+      rows_ += step;
+      if (i_ >= rows_of_.rows_in(g_)) ++g_, i_ = 0, loaded_ = false;
+    }
+  }
+
+  uint64_t bytes_read() const override {
+    const int64_t total = file_->meta().num_rows;
+    return total > 0 ? uint64_t(double(file_size()) * double(rows_) / double(total)) : 0;
+  }
+
+ private:
+  uint64_t file_size() const {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(path_, ec);
+    return ec ? 0 : uint64_t(n);
+  }
+  std::shared_ptr<parquet::File> file_;
+  parquet::ColumnRows rows_of_;
+  size_t g_ = 0;
+  int64_t i_ = 0;
+  bool loaded_ = false;
+};
+
 }  // namespace
 
-const char* known_dataset_extensions() { return ".jsonl, .json, .txt (each also .gz or .zst) or .bin"; }
+const char* known_dataset_extensions() {
+  return ".jsonl, .json, .txt (each also .gz or .zst), .parquet or .bin";
+}
 
 FileType file_type(const std::string& path) {
   FileType t;
@@ -172,7 +244,7 @@ std::unique_ptr<DocReader> open_doc_reader(const std::string& path, const DocOpt
   switch (t.format) {
     case FileFormat::Jsonl: return std::make_unique<JsonlReader>(path, opt, t.compression);
     case FileFormat::Text: return std::make_unique<TextReader>(path, opt);
-    case FileFormat::Parquet: break;
+    case FileFormat::Parquet: return std::make_unique<ParquetReader>(path, opt);
     case FileFormat::Tokens: fail(path, ": a token file, not read as documents");
   }
   fail(path, ": no reader for this format");

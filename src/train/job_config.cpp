@@ -485,7 +485,7 @@ std::map<std::string, std::string> trajectory_config(const JobConfig& cfg, int64
       "lr_scheduler.warmup_steps", "lr_scheduler.decay_ratio", "lr_scheduler.decay_type",
       "lr_scheduler.min_lr_factor", "training.seq_len",  "training.max_norm",      "training.dataset",
       "training.mixed_precision_param", "kernels.replace", "model.attn_mask_type", "training.dataset_format",
-      "training.train_on_prompt", "training.skip_bad_rows", "lora.enable", "lora.rank", "lora.alpha", "lora.dropout", "lora.target_modules",
+      "training.train_on_prompt", "training.skip_bad_rows", "training.dataset_column", "lora.enable", "lora.rank", "lora.alpha", "lora.dropout", "lora.target_modules",
       "lora.target_parameters",
       "lora.use_rslora", "lora.init", "lora.base_dtype"};
   JobConfig copy = cfg;  // fields_of binds mutable pointers; nothing is written through them

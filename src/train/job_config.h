@@ -147,6 +147,7 @@ struct TrainingSection {
   DatasetFormat dataset_format = DatasetFormat::Text;
   bool train_on_prompt = false;  // chat: the loss on every token, not only the assistant's
   bool skip_bad_rows = false;    // skip and count bad dataset rows instead of failing on the first
+  std::string dataset_column;    // JSON field / Parquet column; "": "text", chat: "messages"
   int64_t seed = 0;  // torchtitan: unset (random); a fixed default keeps runs reproducible
   bool deterministic = false;
   // torchtitan: bfloat16. Here f32 stays the default until bf16 mixed precision measures better.

@@ -18,6 +18,7 @@ data::DatasetSpec text_spec(const JobConfig& cfg, const std::string& source) {
   spec.name_or_path = source;
   spec.skip_bad_lines = cfg.training.skip_bad_rows;
   spec.bad_line_hint = kBadRowHint;
+  if (!cfg.training.dataset_column.empty()) spec.text_field = cfg.training.dataset_column;
   return spec;
 }
 
@@ -39,6 +40,7 @@ DataRows::DataRows(const JobConfig& cfg, const data::Tokenizer& tok, const std::
     data::DocOptions opt;
     opt.skip_bad_rows = cfg.training.skip_bad_rows;
     opt.bad_row_hint = kBadRowHint;
+    opt.field = cfg.training.dataset_column;
     chat_ = std::make_shared<const data::ChatRows>(data::ChatRows::load(
         data::resolve_dataset_files(files_or_name), enc, seq_len, cfg.training.train_on_prompt, opt));
   } else {

@@ -212,8 +212,8 @@ TEST(JobConfig, RenderRoundTrips) {
   apply_toml(f, et, "rendered");
   EXPECT_FALSE(f.lr_scheduler.decay_ratio.has_value());
   // 52 + [model] load_balance_coeff + 2 [comm] timeouts + [model] attn_mask_type + [training]
-  // dataset_format, train_on_prompt, skip_bad_rows + 9 [validation] keys + 9 [lora] keys
-  EXPECT_EQ(job_config_keys().size(), 79u);
+  // dataset_format, train_on_prompt, skip_bad_rows, dataset_column + 9 [validation] keys + 9 [lora] keys
+  EXPECT_EQ(job_config_keys().size(), 80u);
 }
 
 TEST(JobConfig, HashCoversTheTrajectoryOnly) {
