@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/threading.h"
+#include "data/hf_folder.h"
 #include "data/progress.h"
 #include "data/token_cache.h"
 #include "util/strings.h"
@@ -68,18 +69,53 @@ std::vector<std::string> resolve_dataset_files(const std::string& name_or_path) 
   for (const std::string& raw : split(name_or_path, ',')) {
     std::string p = trim(raw);
     if (p.empty()) continue;
-    std::error_code ec;
-    if (fs::is_directory(p, ec)) {
-      std::vector<std::string> inside;
-      for (auto& e : fs::directory_iterator(p))
-        if (e.is_regular_file() && is_dataset_file(e.path().string())) inside.push_back(e.path().string());
-      std::sort(inside.begin(), inside.end());
-      TITAN_CHECK(!inside.empty(), p, ": folder holds no dataset files (", known_dataset_extensions(), ")");
-      files.insert(files.end(), inside.begin(), inside.end());
-    } else if (fs::exists(p, ec)) {
-      (void)file_type(p);  // an unknown format is an error here, before any work
-      files.push_back(p);
-    } else {
+    if (is_glob(p)) {
+      for (const std::string& m : expand_glob(p)) {
+        std::error_code ec;
+        if (fs::is_directory(m, ec)) {
+          auto inside = resolve_dataset_files(m);
+          files.insert(files.end(), inside.begin(), inside.end());
+        } else {
+          (void)file_type(m);
+          files.push_back(m);
+        }
+      }
+      continue;
+    }
+    // As given, then under $TITAN_DATASETS_DIR.
+    std::vector<std::string> candidates = {p};
+    if (const std::string root = datasets_root(); !root.empty() && fs::path(p).is_relative())
+      candidates.push_back((fs::path(root) / p).string());
+    bool found = false;
+    for (const std::string& c : candidates) {
+      std::error_code ec;
+      const std::string parent = fs::path(c).parent_path().string();
+      if (fs::is_directory(c, ec)) {
+        if (!hf_shards(c).empty()) {
+          auto shards = hf_split_files(c, "train");
+          files.insert(files.end(), shards.begin(), shards.end());
+        } else {
+          std::vector<std::string> inside;
+          for (auto& e : fs::directory_iterator(c))
+            if (e.is_regular_file() && is_dataset_file(e.path().string())) inside.push_back(e.path().string());
+          std::sort(inside.begin(), inside.end());
+          TITAN_CHECK(!inside.empty(), c, ": folder holds no dataset files (", known_dataset_extensions(),
+                      ") and no Hugging Face data/<split>-NNNNN-of-NNNNN shards");
+          files.insert(files.end(), inside.begin(), inside.end());
+        }
+      } else if (fs::exists(c, ec)) {
+        (void)file_type(c);  // an unknown format is an error here, before any work
+        files.push_back(c);
+      } else if (!parent.empty() && fs::is_directory(parent, ec) && !hf_shards(parent).empty()) {
+        auto shards = hf_split_files(parent, fs::path(c).filename().string());  // folder/<split>
+        files.insert(files.end(), shards.begin(), shards.end());
+      } else {
+        continue;
+      }
+      found = true;
+      break;
+    }
+    if (!found) {
       std::vector<std::string> names;
       for (auto& d : dataset_registry()) names.push_back(d.name);
       std::string hint = closest_match(p, names);
@@ -87,7 +123,8 @@ std::vector<std::string> resolve_dataset_files(const std::string& name_or_path) 
         std::string s;
         for (auto& n : names) s += (s.empty() ? "" : ", ") + n;
         return s;
-      }(), ") nor an existing path", hint.empty() ? "" : " (did you mean " + hint + "?)");
+      }(), ") nor an existing path", datasets_root().empty() ? "" : " (nor one under $TITAN_DATASETS_DIR)",
+           hint.empty() ? "" : " (did you mean " + hint + "?)");
     }
   }
   TITAN_CHECK(!files.empty(), "dataset '", name_or_path, "': no files");

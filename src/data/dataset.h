@@ -25,8 +25,10 @@ using LogFn = std::function<void(const std::string&)>;
 void log_to_stderr(const std::string& line);
 
 struct DatasetSpec {
-  // A registry name ("c4_test", "c4_demo"), or paths: files and folders separated by commas. A
-  // folder contributes its dataset files (data/doc_reader.h's extensions) in name order.
+  // A registry name ("c4_test", "c4_demo"), or paths: files, folders and globs separated by
+  // commas. A Hugging Face dataset folder (data/hf_folder.h) contributes its train split's shards
+  // in shard order (F/<split>: that split), another folder its dataset files (data/doc_reader.h's
+  // extensions) in name order, a glob its matches in name order.
   std::string name_or_path = "c4_test";
   std::string text_field = "text";
   bool skip_bad_lines = false;  // skip and count bad rows (malformed JSON, invalid UTF-8...) instead of failing

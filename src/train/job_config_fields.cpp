@@ -147,7 +147,7 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("training", "dataset", &c.training.dataset, "a bundled dataset's name (used when dataset_path is \"\")",
             {{[](const std::string& v) { return !v.empty(); }, "must not be empty"}}, &dataset_names),
       field("training", "dataset_path", &c.training.dataset_path,
-            "dataset files or folders, comma-separated (.jsonl/.json/.txt[.gz/.zst], .parquet, .bin)"),
+            "dataset files, folders (HF data/<split>-N-of-M too) or globs, comma-separated; \"\": dataset"),
       field("training", "dataset_format", &c.training.dataset_format,
             "text: documents packed as a stream; chat: conversations via the chat template, whole per row"),
       field("training", "train_on_prompt", &c.training.train_on_prompt,
