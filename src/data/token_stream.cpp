@@ -52,8 +52,6 @@ void DocStream::next(std::string* text) {
       pos_.file = 0;
       ++pos_.epoch;
       docs_this_epoch_ = 0;
-      if (log_) log_("data: dataset " + name_ + ": epoch " + std::to_string(pos_.epoch) + " done; starting epoch " +
-                     std::to_string(pos_.epoch + 1));
     }
     if (++empty_files > int(files_.size()) * 2 + 2) fail("dataset ", name_, ": no documents in its files");
   }
@@ -127,6 +125,7 @@ TokenStream::TokenStream(std::vector<StreamSource> sources, const Tokenizer& tok
   }
   cumulative_.back() = 1.0;
   source_tokens_.assign(sources_.size(), 0);
+  epochs_.assign(sources_.size(), 0);
   base_.sources.assign(sources_.size(), DocPosition{});
   base_.source_tokens.assign(sources_.size(), 0);
   for (auto& s : sources_) base_.names.push_back(s.name());
@@ -174,6 +173,7 @@ void TokenStream::produce() {
         d.source = choose(next_slot_++);
         texts.emplace_back();
         sources_[d.source].next(&texts.back());
+        d.epoch = sources_[d.source].position().epoch;
         docs.push_back(std::move(d));
       }
       auto ids = tok_.encode_batch(texts, opt_.threads);
@@ -218,6 +218,13 @@ void TokenStream::read(size_t n, int64_t* out) {
       cur_ = std::make_unique<Doc>(pop());
       offset_ = std::min<uint64_t>(skip_first_, cur_->ids.size());
       skip_first_ = 0;
+      // Epochs are logged as training reaches them, not as the reader runs ahead.
+      uint64_t& seen = epochs_[cur_->source];
+      if (cur_->epoch > seen) {
+        seen = cur_->epoch;
+        if (log_) log_("data: dataset " + sources_[cur_->source].name() + ": epoch " + std::to_string(seen) +
+                       " done; starting epoch " + std::to_string(seen + 1));
+      }
     }
     const size_t take = std::min<size_t>(n, cur_->ids.size() - offset_);
     for (size_t i = 0; i < take; ++i) out[i] = int64_t(cur_->ids[offset_ + i]);
@@ -247,7 +254,7 @@ Batch TokenStream::next_batch(int64_t local_batch, int64_t seq_len, int rank, in
     std::copy(w, w + seq_len, in + r * seq_len);
     std::copy(w + 1, w + seq_len + 1, lab + r * seq_len);
   }
-  b.epoch = cur_ ? cur_->before.sources[cur_->source].epoch : 0;
+  b.epoch = cur_ ? cur_->epoch : 0;
   return b;
 }
 
@@ -279,6 +286,7 @@ void TokenStream::restore(const StreamState& s) {
   consumed_ = s.consumed;
   source_tokens_ = s.source_tokens;
   skip_first_ = s.offset;
+  for (size_t i = 0; i < sources_.size(); ++i) epochs_[i] = s.sources[i].epoch;
 }
 
 std::vector<uint64_t> TokenStream::source_tokens() const { return source_tokens_; }

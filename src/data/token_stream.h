@@ -69,7 +69,7 @@ struct StreamOptions {
   DocOptions doc;
   uint64_t seed = 0;
   int threads = 2;                          // tokenization threads of the background reader
-  size_t queue_tokens = size_t(1) << 22;    // bound of the queue, in tokens
+  size_t queue_tokens = size_t(1) << 20;    // bound of the queue, in tokens
   size_t batch_docs = 256;                  // documents tokenized together
 };
 
@@ -107,6 +107,7 @@ class TokenStream {
  private:
   struct Doc {
     uint32_t source = 0;
+    uint64_t epoch = 0;         // of its source
     std::vector<uint32_t> ids;  // with the separator
     StreamState before;         // slot and positions before this document
   };
@@ -126,6 +127,7 @@ class TokenStream {
   std::unique_ptr<Doc> cur_;
   uint64_t offset_ = 0, consumed_ = 0;
   std::vector<uint64_t> source_tokens_;
+  std::vector<uint64_t> epochs_;  // last epoch logged, per source
   StreamState base_;   // the state before any document is current
   uint64_t skip_first_ = 0;  // restore: tokens of the first document to drop
 
