@@ -3,4 +3,4 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 bash "$src/bench/train_step/run.sh" "$src/build/titan"
-if command -v mpirun >/dev/null; then bash "$src/bench/dist/run.sh" "$src/build/titan"; else echo "mpirun not found: skipping bench/dist"; fi
+if command -v mpirun >/dev/null; then bash "$src/bench/distributed/run.sh" "$src/build/titan"; else echo "mpirun not found: skipping bench/distributed"; fi

@@ -18,7 +18,7 @@
 
 #include "cli/infer_common.h"
 #include "core/error.h"
-#include "infer/kv_source.h"
+#include "infer/cached_source.h"
 
 namespace titan::cli {
 namespace {
@@ -38,7 +38,7 @@ int cmd_chat(const std::vector<std::string>& argv_in) {
   const data::ChatTemplate tmpl = data::ChatTemplate::load(m.tokenizer_dir);
   const data::ChatOptions copt = chat_options(args);
   infer::GenerateOptions opt = generation_options(args, m, stops, /*chat=*/true);
-  infer::KvCacheLogitsSource src(*m.model);
+  infer::CachedLogitsSource src(*m.model);
   const bool tty = ::isatty(0) == 1 && ::isatty(2) == 1;
   // SA_RESTART: a Ctrl-C at the prompt does not break the read of the next line.
   struct sigaction sa {};

@@ -18,7 +18,7 @@
 
 #include "cli/infer_common.h"
 #include "core/error.h"
-#include "infer/kv_source.h"
+#include "infer/cached_source.h"
 #include "util/strings.h"
 
 namespace titan::cli {
@@ -87,7 +87,7 @@ int cmd_generate(const std::vector<std::string>& argv_in) {
     TITAN_CHECK(!args.has("chat") || tmpl, "--chat: ", m.tokenizer_dir, " has no chat template");
   }
   const infer::GenerateOptions opt = generation_options(args, m, stops, args.has("chat"));
-  infer::KvCacheLogitsSource src(*m.model);
+  infer::CachedLogitsSource src(*m.model);
 
   if (args.has("prompts")) {
     const auto prompts = read_prompts(args.get("prompts"), m, tmpl, args);

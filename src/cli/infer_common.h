@@ -12,7 +12,7 @@
 #include "data/tokenizer.h"
 #include "infer/generate.h"
 #include "infer/generation_config.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 namespace titan::cli {
 
@@ -22,7 +22,7 @@ std::vector<std::string> take_repeated(std::vector<std::string>& argv, const std
 std::vector<std::string> take_list(std::vector<std::string>& argv, const std::string& key);
 
 struct InferenceModel {
-  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<DecoderModel> model;
   std::string dir;
   bool hf = false;             // an HF folder (else a training checkpoint)
   data::Tokenizer tokenizer;

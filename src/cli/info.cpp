@@ -1,6 +1,6 @@
 // titan info: parameter count, training FLOPs per token and training-state memory of a model
 // given as an HF folder or a built-in flavor name; with --dp N, the training state per rank of N
-// fully sharded data-parallel ranks (src/dist/fsdp.h: parameters, gradients and AdamW moments
+// fully sharded data-parallel ranks (src/distributed/fsdp.h: parameters, gradients and AdamW moments
 // 1/N per unit, the staging buffer of the collectives, and the gathered units of a step).
 // --n-layers overrides the layer count. Dense models on one process also get one training step's
 // predicted peak memory (model/train_memory.h): --batch N, and --lora-rank R for LoRA (attention and
@@ -14,12 +14,13 @@
 
 #include "cli/command.h"
 #include "core/allocator.h"
-#include "dist/data_parallel.h"
-#include "dist/fsdp.h"
+#include "distributed/data_parallel.h"
+#include "distributed/fsdp.h"
 #include "model/flops.h"
 #include "model/train_memory.h"
 #include "train/model_state.h"
 #include "train/peak_flops.h"
+#include "comm/device_mesh.h"
 #include "train/trainer.h"
 #include "util/numbers.h"
 
@@ -73,7 +74,7 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
   // Per rank of dp fully sharded ranks: the shards, the staging buffer, and what a step gathers.
   // LoRA (train/sharded_state.cpp): the frozen base's value shard only; the adapters whole with
   // their gradients, and this rank's chunk of them (master, reduced gradient, two moments).
-  const dist::FsdpPlan plan = dist::fsdp_plan(cfg, dp, lora != nullptr, lora ? base : DType::F32);
+  const distributed::FsdpPlan plan = distributed::fsdp_plan(cfg, dp, lora != nullptr, lora ? base : DType::F32);
   int64_t rank_param = dp == 1 ? s.param_bytes() : plan.shard_bytes;
   int64_t rank_grad = dp == 1 ? s.grad_bytes() : plan.shard_bytes;
   int64_t rank_opt = dp == 1 ? s.optimizer_bytes() : 2 * plan.shard_bytes;
@@ -83,7 +84,7 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
     rank_param = plan.shard_bytes + (a + c) * 4;
     rank_grad = (a + c) * 4;
     rank_opt = 2 * c * 4;
-    rank_comm += dp * std::min<int64_t>(c, dist::DataParallel::kBucket) * 4;
+    rank_comm += dp * std::min<int64_t>(c, distributed::DataParallel::kBucket) * 4;
   }
   const int64_t rank_gather = dp == 1 ? 0 : plan.transient_bytes(true, true);
   const int64_t rank_state = rank_param + rank_grad + rank_opt + rank_comm;
@@ -223,9 +224,79 @@ static int print_peak(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// `titan info --mesh --world N [--dp-replicate R --dp-shard S --cp C --tp T --pp P --ep E]
+// [--model M] [--json]`: the device mesh a job of N ranks gets (comm/device_mesh.h): its degrees
+// after the rules (with --model, the model's sizes checked too), the group sizes, and every rank's
+// coordinates. Nothing is launched.
+static int print_mesh(const std::vector<std::string>& argv) {
+  Args args(argv, {"mesh", "json"});
+  args.check_known({"mesh", "json", "world", "dp-replicate", "dp-shard", "cp", "tp", "pp", "ep", "model"});
+  const int64_t world = args.get_int("world", 1, 1, kMaxRanks);
+  comm::ParallelDegrees d;
+  d.dp_replicate = args.get_int("dp-replicate", 1, 1, kMaxRanks);
+  d.dp_shard = args.get_int("dp-shard", -1, -1, kMaxRanks);
+  d.cp = args.get_int("cp", 1, 1, kMaxRanks);
+  d.tp = args.get_int("tp", 1, 1, kMaxRanks);
+  d.pp = args.get_int("pp", 1, 1, kMaxRanks);
+  d.ep = args.get_int("ep", 1, 1, kMaxRanks);
+  comm::ModelDims md;
+  if (args.has("model")) {
+    const std::string m = args.get("model");
+    struct stat st {};
+    const ModelConfig c = (::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ? load_hf_config(m + "/config.json")
+                                                                              : flavor_config(m);
+    md.heads = c.num_attention_heads, md.kv_heads = c.num_key_value_heads, md.layers = c.num_hidden_layers;
+    md.ffn = c.is_moe() ? c.moe_intermediate_size : c.intermediate_size;
+    md.experts = c.is_moe() ? c.num_experts : 0;
+  }
+  const comm::ParallelDims p = comm::ParallelDims::resolve(d, world, md);
+  const comm::MeshLayout L(p);
+  using A = comm::MeshAxis;
+  const A axes[comm::kMeshAxes] = {A::PP, A::DpReplicate, A::DpShard, A::CP, A::TP};
+  if (args.has("json")) {
+    std::printf("{\"world\": %lld, \"dp_replicate\": %lld, \"dp_shard\": %lld, \"cp\": %lld, \"tp\": %lld, "
+                "\"pp\": %lld, \"ep\": %lld, \"fsdp\": %lld, \"batch\": %lld, \"loss\": %lld, \"expert_fsdp\": %lld, "
+                "\"ranks\": [",
+                (long long)world, (long long)p.dp_replicate, (long long)p.dp_shard, (long long)p.cp, (long long)p.tp,
+                (long long)p.pp, (long long)p.ep, (long long)p.fsdp(), (long long)p.batch(), (long long)p.loss(),
+                (long long)p.expert_fsdp());
+    for (int64_t r = 0; r < world; ++r)
+      std::printf("%s[%lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld]", r ? ", " : "", (long long)L.coord(r, A::PP),
+                  (long long)L.coord(r, A::DpReplicate), (long long)L.coord(r, A::DpShard),
+                  (long long)L.coord(r, A::CP), (long long)L.coord(r, A::TP), (long long)L.ep_rank(r),
+                  (long long)L.expert_fsdp_rank(r), (long long)L.batch_rank(r));
+    std::printf("], \"rank_columns\": [\"pp\", \"dp_replicate\", \"dp_shard\", \"cp\", \"tp\", \"ep\", "
+                "\"expert_fsdp\", \"batch\"]}\n");
+    return 0;
+  }
+  std::printf("mesh             %s\n", p.describe().c_str());
+  std::printf("axes             pp %lld x dp_replicate %lld x dp_shard %lld x cp %lld x tp %lld (tp fastest)\n",
+              (long long)p.pp, (long long)p.dp_replicate, (long long)p.dp_shard, (long long)p.cp, (long long)p.tp);
+  std::printf("groups           fsdp %lld (dp_shard x cp), batch %lld (dp_replicate x dp_shard: the data-parallel "
+              "degree), loss %lld (batch x cp), ep %lld, expert_fsdp %lld\n",
+              (long long)p.fsdp(), (long long)p.batch(), (long long)p.loss(), (long long)p.ep,
+              (long long)p.expert_fsdp());
+  if (p.tp > 1 || p.cp > 1 || p.pp > 1 || p.ep > 1)
+    std::printf("training         refused today: tensor, context, pipeline and expert parallel layers are not built "
+                "yet (degrees other than 1)\n");
+  const int64_t shown = std::min<int64_t>(world, 64);
+  std::printf("rank    pp  dp_rep  dp_shard  cp  tp  ep  expert_fsdp  batch\n");
+  for (int64_t r = 0; r < shown; ++r) {
+    std::printf("%-6lld", (long long)r);
+    const int w[comm::kMeshAxes] = {4, 8, 10, 4, 4};
+    for (int i = 0; i < comm::kMeshAxes; ++i) std::printf("%*lld", w[i], (long long)L.coord(r, axes[i]));
+    std::printf("%4lld%13lld%7lld\n", (long long)L.ep_rank(r), (long long)L.expert_fsdp_rank(r),
+                (long long)L.batch_rank(r));
+  }
+  if (shown < world) std::printf("... (%lld more ranks; --json lists all)\n", (long long)(world - shown));
+  return 0;
+}
+
 static int cmd_info(const std::vector<std::string>& argv) {
   for (const auto& a : argv)
     if (a == "--peak") return print_peak(argv);
+  for (const auto& a : argv)
+    if (a == "--mesh") return print_mesh(argv);
   for (const auto& a : argv)
     if (a == "--config" || a.rfind("--config=", 0) == 0) {
       std::vector<std::string> rest;  // the job command line without --json and --dp N

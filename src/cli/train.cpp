@@ -5,7 +5,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "dist/comm.h"
+#include "distributed/backends.h"
 #include "train/trainer.h"
 
 namespace titan::cli {
@@ -17,7 +17,7 @@ static int cmd_train(const std::vector<std::string>& args) {
       return 0;
     }
   // Under mpirun (or TITAN_COMM=mpi) every rank runs this; alone, one process (LocalComm).
-  std::unique_ptr<dist::Comm> comm = dist::make_comm();
+  std::unique_ptr<comm::Comm> comm = distributed::make_comm();
   try {
     JobConfig cfg = parse_job_command_line(args);
     // A run stopped by SIGINT/SIGTERM has checkpointed and exits cleanly (status 0).

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "ops/cross_entropy/cross_entropy.h"
 
 namespace titan::infer {
@@ -27,7 +27,7 @@ std::vector<Window> sliding_windows(int64_t n, int64_t seq_len, int64_t stride) 
 
 double EvalResult::perplexity() const { return std::exp(loss()); }
 
-EvalResult evaluate(Qwen3Model& model, const std::vector<uint32_t>& ids, int64_t seq_len, int64_t stride,
+EvalResult evaluate(DecoderModel& model, const std::vector<uint32_t>& ids, int64_t seq_len, int64_t stride,
                     const std::function<void(int64_t, int64_t)>& progress) {
   const std::vector<Window> windows = sliding_windows(int64_t(ids.size()), seq_len, stride);
   EvalResult res;

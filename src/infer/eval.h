@@ -8,7 +8,7 @@
 // code would divide by zero there).
 //
 // The loss is the exact token-weighted mean: the sum of the scored tokens' negative
-// log-likelihoods divided by their count (Qwen3Model::forward returns the sum, count_labels the
+// log-likelihoods divided by their count (DecoderModel::forward returns the sum, count_labels the
 // count). The guide weights each window's mean loss by trg_len - 1 (trg_len = end - previous
 // end): right for the first window and when windows do not overlap, but one less than the count
 // the window's mean is over for every later window of an overlapping run, so its average is
@@ -19,7 +19,7 @@
 #include <vector>
 
 namespace titan {
-class Qwen3Model;
+class DecoderModel;
 }
 
 namespace titan::infer {
@@ -43,7 +43,7 @@ struct EvalResult {
 };
 
 // progress(done_windows, total_windows) after each window, if given.
-EvalResult evaluate(Qwen3Model& model, const std::vector<uint32_t>& ids, int64_t seq_len, int64_t stride,
+EvalResult evaluate(DecoderModel& model, const std::vector<uint32_t>& ids, int64_t seq_len, int64_t stride,
                     const std::function<void(int64_t, int64_t)>& progress = {});
 
 }  // namespace titan::infer

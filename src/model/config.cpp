@@ -217,6 +217,13 @@ bool ModelConfig::layer_is_sparse(int64_t layer) const {
   return (layer + 1) % decoder_sparse_step == 0;
 }
 
+LayerKind ModelConfig::layer_kind(int64_t layer) const {
+  LayerKind k;
+  if (!layer_mixers.empty()) k.mixer = layer_mixers.at(size_t(layer));
+  k.mlp = layer_is_sparse(layer) ? MlpKind::MoE : MlpKind::Dense;
+  return k;
+}
+
 int64_t ModelConfig::num_sparse_layers() const {
   int64_t n = 0;
   for (int64_t l = 0; l < num_hidden_layers; ++l) n += layer_is_sparse(l);
@@ -438,10 +445,14 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
     TITAN_CHECK(lt->is_array(), origin, ": field \"layer_types\" must be a list");
     TITAN_CHECK(int64_t(lt->size()) == c.num_hidden_layers, origin, ": layer_types has ", lt->size(),
                 " entries but num_hidden_layers is ", c.num_hidden_layers);
+    // Each entry names the layer's mixer kind; these families have softmax attention only
+    // (Qwen3.5's "linear_attention" layers are the gated delta-net kind of its own family).
     for (size_t i = 0; i < lt->size(); ++i) {
       const json& e = (*lt)[i];
-      TITAN_CHECK(e.is_string() && e.get<std::string>() == "full_attention", origin, ": layer_types[", i, "] is ",
-                  printable(e.dump(), 40), "; only \"full_attention\" is supported");
+      TITAN_CHECK(e.is_string() && e.get<std::string>() == hf_layer_type(MixerKind::Attention), origin,
+                  ": layer_types[", i, "] is ", printable(e.dump(), 40), "; only \"full_attention\" is supported for ",
+                  c.model_type);
+      c.layer_mixers.push_back(MixerKind::Attention);
     }
   }
   if (c.model_type != "qwen2")  // Qwen2's q/k/v biases are part of the architecture, not a config field
@@ -514,66 +525,6 @@ std::string hf_config_json(const ModelConfig& c, DType export_dtype) {
     j["router_aux_loss_coef"] = c.router_aux_loss_coef;
   }
   return j.dump(2) + "\n";
-}
-
-int64_t param_unit(const ModelConfig& c, const std::string& name) {
-  if (name == "model.embed_tokens.weight") return 0;
-  if (name.rfind("model.layers.", 0) == 0) return 1 + std::stoll(name.substr(13));
-  return c.num_hidden_layers + 1;
-}
-
-DType param_dtype(const std::string& name, DType weight_dtype) {
-  auto ends = [&](std::string_view suf) {
-    return name.size() >= suf.size() && name.compare(name.size() - suf.size(), suf.size(), suf) == 0;
-  };
-  return ends("_proj.weight") || name == "lm_head.weight" ? weight_dtype : DType::F32;
-}
-
-std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
-  const int64_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  const int64_t Q = c.q_dim(), KV = c.kv_dim();
-  std::vector<ParamSpec> specs;
-  specs.push_back({"model.embed_tokens.weight", {V, H}});
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    specs.push_back({p + "input_layernorm.weight", {H}});
-    const bool bias = c.has_qkv_bias();
-    specs.push_back({p + "self_attn.q_proj.weight", {Q, H}});
-    if (bias) specs.push_back({p + "self_attn.q_proj.bias", {Q}});
-    specs.push_back({p + "self_attn.k_proj.weight", {KV, H}});
-    if (bias) specs.push_back({p + "self_attn.k_proj.bias", {KV}});
-    specs.push_back({p + "self_attn.v_proj.weight", {KV, H}});
-    if (bias) specs.push_back({p + "self_attn.v_proj.bias", {KV}});
-    specs.push_back({p + "self_attn.o_proj.weight", {H, Q}});
-    if (c.has_qk_norm()) {
-      specs.push_back({p + "self_attn.q_norm.weight", {D}});
-      specs.push_back({p + "self_attn.k_norm.weight", {D}});
-    }
-    specs.push_back({p + "post_attention_layernorm.weight", {H}});
-    if (c.layer_is_sparse(i)) {
-      const int64_t E = c.num_experts, MI = c.moe_intermediate_size;
-      specs.push_back({p + "mlp.gate.weight", {E, H}});
-      for (int64_t e = 0; e < E; ++e) {
-        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-        specs.push_back({x + "gate_proj.weight", {MI, H}});
-        specs.push_back({x + "up_proj.weight", {MI, H}});
-        specs.push_back({x + "down_proj.weight", {H, MI}});
-      }
-      continue;
-    }
-    specs.push_back({p + "mlp.gate_proj.weight", {I, H}});
-    specs.push_back({p + "mlp.up_proj.weight", {I, H}});
-    specs.push_back({p + "mlp.down_proj.weight", {H, I}});
-  }
-  specs.push_back({"model.norm.weight", {H}});
-  if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", {V, H}});
-  return specs;
-}
-
-int64_t model_param_count(const ModelConfig& c) {
-  int64_t n = 0;
-  for (const auto& s : model_param_specs(c)) n += shape_numel(s.shape);
-  return n;
 }
 
 }  // namespace titan

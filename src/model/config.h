@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/layer_kind.h"
+#include "model/param_spec.h"
 
 namespace titan {
 
@@ -59,6 +61,10 @@ struct ModelConfig {
   // Biases on q_proj / k_proj / v_proj (not o_proj): Qwen2 only.
   bool has_qkv_bias() const { return model_type == "qwen2"; }
   bool layer_is_sparse(int64_t layer) const;
+  // Per layer, its mixer (HF layer_types; empty = every layer Attention) and, from the MoE rule
+  // above, its MLP (model/layer_kind.h). layer_kind() is what the decoder dispatches on.
+  std::vector<MixerKind> layer_mixers;
+  LayerKind layer_kind(int64_t layer) const;
   int64_t num_sparse_layers() const;
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
@@ -89,29 +95,5 @@ ModelConfig load_hf_config(const std::string& path);
 ModelConfig parse_hf_config(std::string_view text, const std::string& origin);
 // The config.json text for export (HF field names, architectures, torch_dtype).
 std::string hf_config_json(const ModelConfig& c, DType export_dtype);
-
-// One expected parameter: HF name and shape (dtype is f32 in memory; files may hold bf16/f16/f32).
-struct ParamSpec {
-  std::string name;
-  std::vector<int64_t> shape;
-};
-// All parameters of Qwen3ForCausalLM / Qwen3MoeForCausalLM / LlamaForCausalLM /
-// Qwen2ForCausalLM in HF naming, in module order (Qwen2: each of q/k/v_proj.weight followed by its
-// .bias; Llama and Qwen2: no q_norm / k_norm). A tied
-// model has no lm_head.weight entry (it is model.embed_tokens.weight). A sparse layer's MLP is
-// mlp.gate.weight [E, H] and, per expert e, mlp.experts.e.{gate_proj,up_proj} [I, H] and
-// mlp.experts.e.down_proj [H, I] (the per-expert layout; model/hf_checkpoint.h reads the fused one).
-std::vector<ParamSpec> model_param_specs(const ModelConfig& c);
-// Number of parameters (sum over model_param_specs: a tied embedding counts once).
-int64_t model_param_count(const ModelConfig& c);
-// The parameter unit (the granularity of sharded data parallelism, model/qwen3.h) of an HF
-// parameter name: 0 the embedding, 1 + l decoder layer l, num_hidden_layers + 1 the rest (final
-// norm, lm_head). Units are contiguous in model_param_specs order.
-int64_t param_unit(const ModelConfig& c, const std::string& name);
-// The dtype an HF parameter is stored in when the model's matmul weights are `weight_dtype`
-// (Qwen3Model's constructor; bf16 for a frozen LoRA base): the linear weights (q/k/v/o, the MLP
-// and expert projections, an untied lm_head) take it; norms, biases, the router and the
-// embedding stay f32.
-DType param_dtype(const std::string& name, DType weight_dtype);
 
 }  // namespace titan

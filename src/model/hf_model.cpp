@@ -6,19 +6,19 @@
 
 namespace titan {
 
-std::unique_ptr<Qwen3Model> load_hf_model(const std::string& dir, const std::string& kernel_variant, bool frozen,
+std::unique_ptr<DecoderModel> load_hf_model(const std::string& dir, const std::string& kernel_variant, bool frozen,
                                           DType weight_dtype) {
   HfCheckpoint ckpt = HfCheckpoint::open(dir);
   // Frozen: the parameters start without memory (deferred) and each takes a view of the file or
   // memory for a copy (load_weights).
-  auto model = std::make_unique<Qwen3Model>(ckpt.config(), kernel_variant, /*deferred=*/frozen, frozen, weight_dtype);
+  auto model = std::make_unique<DecoderModel>(ckpt.config(), kernel_variant, /*deferred=*/frozen, frozen, weight_dtype);
   load_weights(*model, ckpt);
   return model;
 }
 
-std::unique_ptr<Qwen3Model> with_weight_dtype(const Qwen3Model& src, DType weight_dtype) {
+std::unique_ptr<DecoderModel> with_weight_dtype(const DecoderModel& src, DType weight_dtype) {
   TITAN_CHECK(!src.lora_enabled(), "model: with_weight_dtype takes a model without LoRA adapters");
-  auto m = std::make_unique<Qwen3Model>(src.config(), "cpu", false, /*frozen=*/true, weight_dtype);
+  auto m = std::make_unique<DecoderModel>(src.config(), "cpu", false, /*frozen=*/true, weight_dtype);
   const auto& from = src.params().all();
   auto& to = m->params().all();
   TITAN_ASSERT(from.size() == to.size(), "with_weight_dtype: parameter lists differ");
@@ -26,7 +26,7 @@ std::unique_ptr<Qwen3Model> with_weight_dtype(const Qwen3Model& src, DType weigh
   return m;
 }
 
-void load_weights(Qwen3Model& model, const HfCheckpoint& ckpt, int64_t unit) {
+void load_weights(DecoderModel& model, const HfCheckpoint& ckpt, int64_t unit) {
   const auto [first, last] = unit >= 0 ? model.unit_params(unit) : std::make_pair(size_t(0), model.params().all().size());
   // Fused expert layers: one read of each fused tensor straight into the stacked storage (the
   // per-expert params are views of it), instead of one slice copy per expert.
@@ -72,13 +72,13 @@ void load_weights(Qwen3Model& model, const HfCheckpoint& ckpt, int64_t unit) {
   }
 }
 
-TensorMap model_state(const Qwen3Model& model) {
+TensorMap model_state(const DecoderModel& model) {
   TensorMap m;
   for (auto& p : model.params().all()) m[p.name] = p.value;
   return m;
 }
 
-TensorMap model_grads(const Qwen3Model& model) {
+TensorMap model_grads(const DecoderModel& model) {
   TensorMap m;
   for (auto& p : model.params().all()) m[p.name] = p.grad;
   return m;

@@ -132,7 +132,7 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const ModelCo
   return out;
 }
 
-void load_peft_adapter(Qwen3Model& model, const std::string& dir) {
+void load_peft_adapter(DecoderModel& model, const std::string& dir) {
   const PeftAdapterConfig pc = read_peft_adapter_config(dir, model.config());
   model.enable_lora(pc.lora, 0);
   auto f = SafetensorsFile::open(dir + kWeights);
@@ -145,7 +145,7 @@ void load_peft_adapter(Qwen3Model& model, const std::string& dir) {
   }
 }
 
-void save_peft_adapter(const Qwen3Model& model, const std::string& dir, const std::string& base_model) {
+void save_peft_adapter(const DecoderModel& model, const std::string& dir, const std::string& base_model) {
   TITAN_CHECK(model.lora_enabled(), "save_peft_adapter: the model has no LoRA adapters");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

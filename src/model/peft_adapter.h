@@ -14,7 +14,7 @@
 #pragma once
 #include <string>
 
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 namespace titan {
 
@@ -29,9 +29,9 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir, const ModelCo
 
 // Enables LoRA on `model` (which must not have adapters yet) as the folder describes and copies
 // its adapter weights in (names, shapes checked; any float dtype converted to f32).
-void load_peft_adapter(Qwen3Model& model, const std::string& dir);
+void load_peft_adapter(DecoderModel& model, const std::string& dir);
 
 // Writes the model's adapters as a PEFT folder (atomically per file; dir created when missing).
-void save_peft_adapter(const Qwen3Model& model, const std::string& dir, const std::string& base_model);
+void save_peft_adapter(const DecoderModel& model, const std::string& dir, const std::string& base_model);
 
 }  // namespace titan

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "ops/rope/rope.h"
 
 namespace titan {

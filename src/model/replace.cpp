@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "ops/catalog.h"
 
 namespace titan {
@@ -100,7 +100,7 @@ std::vector<Replacement> apply_kernel_replacements(std::vector<KernelModule>& mo
   return done;
 }
 
-std::vector<KernelModule> qwen3_kernel_modules(Qwen3Model& model, int64_t batch, int64_t seq) {
+std::vector<KernelModule> decoder_kernel_modules(DecoderModel& model, int64_t batch, int64_t seq) {
   const ModelConfig& c = model.config();
   KernelShape s;
   s.batch = batch, s.seq = seq, s.hidden = c.hidden_size, s.heads = c.num_attention_heads;

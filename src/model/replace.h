@@ -14,8 +14,8 @@
 // matches no module, a matched module of another op (rope.transposed on an mlp), and a variant whose
 // declared constraint refuses the module's shape.
 //
-// The mechanism works on an abstract list of modules; qwen3_kernel_modules() exposes the dense
-// Qwen3Model's per-layer kernel sets (see its comment for the names).
+// The mechanism works on an abstract list of modules; decoder_kernel_modules() exposes the dense
+// DecoderModel's per-layer kernel sets (see its comment for the names).
 #pragma once
 #include <functional>
 #include <string>
@@ -26,7 +26,7 @@
 
 namespace titan {
 
-class Qwen3Model;
+class DecoderModel;
 
 struct KernelModule {
   std::string name;   // "model.layers.0.self_attn.rope"
@@ -63,7 +63,7 @@ std::vector<Replacement> apply_kernel_replacements(std::vector<KernelModule>& mo
                                                    const std::vector<std::string>& entries,
                                                    std::vector<std::string>* log = nullptr);
 
-// The dense Qwen3Model's replaceable modules (batch/seq: the job's, for constraint checks; 0 = unknown):
+// The dense DecoderModel's replaceable modules (batch/seq: the job's, for constraint checks; 0 = unknown):
 //   model.layers.N.self_attn.rope        rope
 //   model.layers.N.self_attn.attention   attention
 //   model.layers.N.mlp                   swiglu (the MLP activation; its projections use .linear),
@@ -74,6 +74,6 @@ std::vector<Replacement> apply_kernel_replacements(std::vector<KernelModule>& mo
 //   model.layers.N.residual              residual
 //   model.layers.N.self_attn.bias        bias (q/k/v projection biases; qwen2 only)
 //   model.embed_tokens (embedding), model.norm (rmsnorm), lm_head (cross_entropy, fused with the head)
-std::vector<KernelModule> qwen3_kernel_modules(Qwen3Model& model, int64_t batch = 0, int64_t seq = 0);
+std::vector<KernelModule> decoder_kernel_modules(DecoderModel& model, int64_t batch = 0, int64_t seq = 0);
 
 }  // namespace titan

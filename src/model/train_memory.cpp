@@ -36,7 +36,7 @@ TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Che
     t_attn /= L, t_mlp /= L;  // every layer alike (patterns usually name all layers; an upper bound otherwise)
   }
   const int64_t trained = lora ? lora_params : ms.params;
-  // Weights, plus the RoPE cos/sin tables [positions, head_dim] the model keeps (Qwen3Model).
+  // Weights, plus the RoPE cos/sin tables [positions, head_dim] the model keeps (DecoderModel).
   const int64_t rope_pos = std::max(std::min<int64_t>(c.max_position_embeddings, 4096), S);
   // The layers' linear weights, and the untied lm_head: what a bf16 base keeps in bf16.
   const int64_t layer_linear = L * (W * H + H * Q + 2 * I * H + H * I);

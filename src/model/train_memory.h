@@ -6,7 +6,7 @@
 //              base frozen)
 //   optimizer  AdamW exp_avg + exp_avg_sq of what is trained
 //   activations  what the forward keeps for the backward at its largest point: each layer's input
-//              x [T, H] and, by the checkpointing mode, the saved tensors of model/qwen3_layer.h
+//              x [T, H] and, by the checkpointing mode, the saved tensors of model/decoder_layer.h
 //              (LayerActs, LoRA's x A^T [T, r] per adapter included), plus the largest working set
 //              on top of them (the head's fused lm_head + cross-entropy chunk, or one layer's
 //              backward and recomputation buffers, with LoRA dropout the largest adapter input's
@@ -31,7 +31,7 @@ struct TrainMemory {
 };
 
 // lora: null for full fine-tuning; else the adapters lora_select(cfg, *lora) picks, base frozen.
-// base: the dtype of the frozen base's matmul weights (Qwen3Model's weight_dtype; BF16 needs lora
+// base: the dtype of the frozen base's matmul weights (DecoderModel's weight_dtype; BF16 needs lora
 // and compute BF16): a bf16 base is read as it is, no per-step bf16 copies.
 TrainMemory predict_train_memory(const ModelConfig& cfg, int64_t batch, int64_t seq, Checkpointing ckpt, DType compute,
                                  const LoraConfig* lora, DType base = DType::F32);

@@ -1,8 +1,8 @@
 // The order in which a pass of the model uses its parameter units, as data.
 //
-// Parameter units are the granularity of fully sharded data parallelism (dist/fsdp.h): unit 0 is
+// Parameter units are the granularity of fully sharded data parallelism (distributed/fsdp.h): unit 0 is
 // the embedding, unit 1 + l decoder layer l, the last unit (n_layers + 1) the final norm and, when
-// untied, lm_head (param_unit in model/config.h). A unit's parameters are contiguous in
+// untied, lm_head (ParamSpec::unit in model/param_spec.h). A unit's parameters are contiguous in
 // ParamStore order.
 //
 // A pass is a list of steps:
@@ -12,9 +12,9 @@
 //   Run(u, phase)  one compute step of the model on unit u;
 //   Done(u, use)   values: not needed again in this pass until the next Need; gradients: this
 //                  pass's contributions to the unit are complete.
-// Qwen3Model executes exactly this list (it calls its UnitHooks for Need, Prefetch and Done and
+// DecoderModel executes exactly this list (it calls its UnitHooks for Need, Prefetch and Done and
 // computes at each Run, checking that the Run it is at is the one it computes), and what plans
-// memory around the hooks replays the same list (dist::fsdp_plan) instead of restating the order.
+// memory around the hooks replays the same list (distributed::fsdp_plan) instead of restating the order.
 //
 // Score (forward only; a generation step is one too):
 //   embedding: Need(0,V) Prefetch(1) Run(0,F) Done(0,V)

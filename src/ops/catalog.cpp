@@ -32,23 +32,32 @@ OpEntry entry() {
           [](const std::string& v, const KernelShape& s) { return check_constraint(kernel<K>(v), s); }};
 }
 
-const std::map<std::string, OpEntry>& table() {
-  static const std::map<std::string, OpEntry> t = {
-      {"embedding", entry<EmbeddingKernel>()},       {"gemm", entry<GemmKernel>()},
-      {"linear", entry<LinearKernel>()},             {"rmsnorm", entry<RMSNormKernel>()},
-      {"rope", entry<RopeKernel>()},                 {"attention", entry<AttentionKernel>()},
-      {"swiglu", entry<SwiGLUKernel>()},             {"residual", entry<ResidualKernel>()},
+// The one list of ops, in the order op_names() gives them (titan verify kernels, docs).
+const std::vector<std::pair<std::string, OpEntry>>& ops() {
+  static const std::vector<std::pair<std::string, OpEntry>> v = {
+      {"embedding", entry<EmbeddingKernel>()}, {"gemm", entry<GemmKernel>()},
+      {"linear", entry<LinearKernel>()},       {"rmsnorm", entry<RMSNormKernel>()},
+      {"rope", entry<RopeKernel>()},           {"attention", entry<AttentionKernel>()},
+      {"swiglu", entry<SwiGLUKernel>()},       {"residual", entry<ResidualKernel>()},
       {"cross_entropy", entry<CrossEntropyKernel>()}, {"adamw", entry<AdamWKernel>()},
-      {"moe", entry<MoEKernel>()},                   {"bias", entry<BiasKernel>()},
+      {"moe", entry<MoEKernel>()},             {"bias", entry<BiasKernel>()},
   };
+  return v;
+}
+
+const std::map<std::string, OpEntry>& table() {
+  static const std::map<std::string, OpEntry> t(ops().begin(), ops().end());
   return t;
 }
 
 }  // namespace
 
 const std::vector<std::string>& op_names() {
-  static const std::vector<std::string> n = {"embedding", "gemm",   "linear",   "rmsnorm",       "rope", "attention",
-                                             "swiglu",    "residual", "cross_entropy", "adamw", "moe", "bias"};
+  static const std::vector<std::string> n = [] {
+    std::vector<std::string> names;
+    for (const auto& [name, e] : ops()) names.push_back(name);
+    return names;
+  }();
   return n;
 }
 

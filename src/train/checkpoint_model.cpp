@@ -31,7 +31,7 @@ FolderWeights load_folder_weights(const std::string& dir) {
   return w;
 }
 
-std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir_in, int64_t* step_out, std::string* lora_base) {
+std::unique_ptr<DecoderModel> load_checkpoint_model(const std::string& dir_in, int64_t* step_out, std::string* lora_base) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::string folder, base = dir.substr(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/') + 1);
@@ -53,7 +53,7 @@ std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir_in, int
   TITAN_CHECK(st.extra.contains("model_config"), ckm.step_dir(step),
               "/state.json: no model_config recorded (written by an older titan?)");
   ModelConfig mc = parse_hf_config(st.extra["model_config"].dump(), ckm.step_dir(step) + "/state.json model_config");
-  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<DecoderModel> model;
   ParamStore* stored = nullptr;  // what the model files hold
   if (st.extra.contains("lora")) {
     // A LoRA run's checkpoint holds the adapters; the frozen base is the HF folder it names.
@@ -74,13 +74,13 @@ std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir_in, int
     TITAN_CHECK(!base.empty(), where, ": the run's base was not loaded from a Hugging Face folder, so the checkpoint "
                 "names no base to put its adapters on");
     // The run's model config (its [model] n_layers may keep fewer layers than the base has).
-    model = std::make_unique<Qwen3Model>(mc, "cpu", false, /*frozen=*/true);
+    model = std::make_unique<DecoderModel>(mc, "cpu", false, /*frozen=*/true);
     load_weights(*model, HfCheckpoint::open(base));
     model->enable_lora(lc, 0);
     stored = &model->lora_params();
     if (lora_base) *lora_base = base;
   } else {
-    model = std::make_unique<Qwen3Model>(mc, "cpu");
+    model = std::make_unique<DecoderModel>(mc, "cpu");
     stored = &model->params();
   }
   // Whole parameters as pieces: from one model.tensors or assembled from every rank's pieces.

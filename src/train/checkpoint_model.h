@@ -6,14 +6,14 @@
 #include <string>
 
 #include "model/hf_checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 namespace titan {
 
 // `dir` is a step-N folder, or a checkpoint folder (its latest step is used). A LoRA run's
 // checkpoint (state.json extra "lora") gives its base HF folder with the adapters on it
 // (lora_base: that folder).
-std::unique_ptr<Qwen3Model> load_checkpoint_model(const std::string& dir, int64_t* step = nullptr,
+std::unique_ptr<DecoderModel> load_checkpoint_model(const std::string& dir, int64_t* step = nullptr,
                                                   std::string* lora_base = nullptr);
 
 // True when `dir` looks like an HF folder (has config.json) rather than a training checkpoint.
@@ -25,7 +25,7 @@ bool is_hf_folder(const std::string& dir);
 struct FolderWeights {
   ModelConfig config;
   TensorMap tensors;
-  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<DecoderModel> model;
 };
 FolderWeights load_folder_weights(const std::string& dir);
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "train/tensor_region.h"
 
 namespace titan {
 namespace {
@@ -32,30 +33,40 @@ CheckpointPieces::CheckpointPieces(const std::vector<std::string>& paths, std::s
     for (const TensorFileEntry& e : files_.back()->entries()) by_name_[e.name].push_back({f, &e});
   }
   for (auto& [name, refs] : by_name_) {
+    // Entries in order of their first element; the tiling is checked on their runs (one per
+    // range piece, one per contiguous stretch of a box), so ranges and boxes mix.
     std::sort(refs.begin(), refs.end(), [](const Ref& a, const Ref& b) {
-      return std::pair(a.entry->elem_offset, a.entry->numel()) < std::pair(b.entry->elem_offset, b.entry->numel());
+      const auto ba = region_bounds(a.entry->region(), a.entry->full_shape);
+      const auto bb = region_bounds(b.entry->region(), b.entry->full_shape);
+      return ba < bb;
     });
     const TensorFileEntry& first = *refs[0].entry;
     const std::string& first_path = files_[refs[0].file]->path();
-    int64_t covered = 0;
-    const TensorFileEntry* prev = nullptr;
-    size_t prev_file = 0;
-    for (const Ref& r : refs) {
-      const TensorFileEntry& e = *r.entry;
-      const std::string& path = files_[r.file]->path();
+    struct Stretch {
+      int64_t b, e;
+      size_t ref;
+    };
+    std::vector<Stretch> runs;
+    for (size_t i = 0; i < refs.size(); ++i) {
+      const TensorFileEntry& e = *refs[i].entry;
+      const std::string& path = files_[refs[i].file]->path();
       TITAN_CHECK(e.dtype == first.dtype && e.full_shape == first.full_shape, path, ": tensor '", name, "' is ",
                   typed_shape(e.dtype, e.full_shape), " but ", first_path, " stores it as ",
                   typed_shape(first.dtype, first.full_shape));
-      TITAN_CHECK(e.elem_offset <= covered, label_, ": tensor '", name, "' ", typed_shape(first.dtype, first.full_shape),
-                  ": elements ", range_str(covered, e.elem_offset),
+      for (const TensorRun& r : region_runs(e.region(), e.full_shape)) runs.push_back({r.flat, r.flat + r.len, i});
+    }
+    std::sort(runs.begin(), runs.end(), [](const Stretch& a, const Stretch& b) { return a.b < b.b; });
+    int64_t covered = 0;
+    const Stretch* prev = nullptr;
+    for (const Stretch& r : runs) {
+      const std::string& path = files_[refs[r.ref].file]->path();
+      TITAN_CHECK(r.b <= covered, label_, ": tensor '", name, "' ", typed_shape(first.dtype, first.full_shape),
+                  ": elements ", range_str(covered, r.b),
                   " are in no file (a rank's piece is missing; checkpoint incomplete)");
-      TITAN_CHECK(e.elem_offset >= covered, path, ": tensor '", name, "' elements ",
-                  range_str(e.elem_offset, e.elem_offset + e.numel()), " overlap elements ",
-                  range_str(prev->elem_offset, prev->elem_offset + prev->numel()), " stored in ",
-                  files_[prev_file]->path());
-      covered = e.elem_offset + e.numel();
-      prev = &e;
-      prev_file = r.file;
+      TITAN_CHECK(r.b >= covered, path, ": tensor '", name, "' elements ", range_str(r.b, r.e), " overlap elements ",
+                  range_str(prev->b, prev->e), " stored in ", files_[refs[prev->ref].file]->path());
+      covered = r.e;
+      prev = &r;
     }
     const int64_t full = shape_numel(first.full_shape);
     TITAN_CHECK(covered == full, label_, ": tensor '", name, "' ", typed_shape(first.dtype, first.full_shape),
@@ -93,21 +104,32 @@ void CheckpointPieces::fill(std::vector<TensorPiece>& pieces) const {
     const TensorFileEntry& first = *it->second[0].entry;
     const std::string& first_path = files_[it->second[0].file]->path();
     const int64_t n = p.data.defined() ? p.data.numel() : 0, full = shape_numel(first.full_shape);
-    const bool whole = p.offset == 0 && n == full;
+    const bool box = !p.box_shape.empty();
+    const bool whole = (box || p.offset == 0) && n == full;
     TITAN_CHECK(p.data.defined() && p.data.dtype() == first.dtype && p.full_shape == first.full_shape, first_path,
                 ": tensor '", p.name, "' is ", typed_shape(first.dtype, first.full_shape), " but the destination is ",
                 p.data.defined() ? typed_shape(p.data.dtype(), p.full_shape) : std::string("undefined"),
-                whole ? "" : " elements " + range_str(p.offset, p.offset + n));
+                whole ? "" : " " + p.region().str());
     TITAN_CHECK(p.data.device().type == DeviceType::CPU, label_, ": destination of tensor '", p.name,
                 "' is not on the CPU");
-    TITAN_CHECK(p.offset >= 0 && p.offset <= full && n <= full - p.offset, label_, ": requested elements ",
-                range_str(p.offset, p.offset + n), " of tensor '", p.name, "' lie outside its full shape ",
-                shape_str(p.full_shape), " (", full, " elements)");
+    if (box) {
+      const std::string why = region_outside(p.region(), p.full_shape);
+      TITAN_CHECK(why.empty(), label_, ": requested ", why.substr(0, why.find(" lies")), " of tensor '", p.name, "'",
+                  why.substr(std::min(why.size(), why.find(" lies"))));
+      TITAN_CHECK(n == shape_numel(p.box_shape), label_, ": destination of tensor '", p.name, "' holds ", n,
+                  " elements for its ", p.region().str());
+    } else {
+      TITAN_CHECK(p.offset >= 0 && p.offset <= full && n <= full - p.offset, label_, ": requested elements ",
+                  range_str(p.offset, p.offset + n), " of tensor '", p.name, "' lie outside its full shape ",
+                  shape_str(p.full_shape), " (", full, " elements)");
+    }
     if (n == 0) continue;
+    const auto [pb, pe] = region_bounds(p.region(), p.full_shape);
     for (const Ref& r : it->second) {
       const TensorFileEntry& e = *r.entry;
-      if (e.elem_offset >= p.offset + n) break;  // sorted by first element
-      if (e.elem_offset + e.numel() <= p.offset) continue;
+      const auto [eb, ee] = region_bounds(e.region(), e.full_shape);
+      if (eb >= pe) break;  // sorted by first element
+      if (ee <= pb) continue;
       Job& job = jobs[{r.file, e.offset}];
       job.ref = r;
       job.pieces.push_back(i);
@@ -117,6 +139,18 @@ void CheckpointPieces::fill(std::vector<TensorPiece>& pieces) const {
     const TensorFileEntry& e = *job.ref.entry;
     const TensorFileReader& file = *files_[job.ref.file];
     const size_t esize = dtype_size(e.dtype);
+    const bool any_box = e.box() || std::any_of(job.pieces.begin(), job.pieces.end(),
+                                                [&](size_t i) { return !pieces[i].box_shape.empty(); });
+    if (any_box) {  // boxes: the entry streamed, each chunk's runs copied into each piece's runs
+      const std::vector<TensorRun> src = region_runs(e.region(), e.full_shape);
+      std::vector<std::vector<TensorRun>> dst;
+      for (size_t i : job.pieces) dst.push_back(region_runs(pieces[i].region(), pieces[i].full_shape));
+      file.stream_entry(e, [&](int64_t first, const char* bytes, int64_t count) {
+        for (size_t k = 0; k < job.pieces.size(); ++k)
+          copy_runs(src, bytes, first, count, dst[k], static_cast<char*>(pieces[job.pieces[k]].data.raw()), esize);
+      });
+      continue;
+    }
     const int64_t eb = e.elem_offset, ee = eb + e.numel();
     // A piece that holds the whole entry takes it straight from the file; the others copy from it.
     auto holder = std::find_if(job.pieces.begin(), job.pieces.end(), [&](size_t i) {

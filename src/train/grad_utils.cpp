@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/threading.h"
-#include "dist/grad_clip.h"
+#include "distributed/grad_clip.h"
 
 namespace titan {
 namespace {
@@ -25,9 +25,10 @@ bool has_non_finite_16(const uint16_t* p, int64_t n, uint16_t exp_mask) {
   return any != 0;
 }
 
-// The f32 elements of every tensor; an undefined or non-f32 tensor is an error naming it.
-std::vector<dist::GradRange> f32_ranges(const std::vector<NamedTensor>& ts, const char* what) {
-  std::vector<dist::GradRange> rs;
+}  // namespace
+
+std::vector<distributed::GradRange> grad_ranges(const std::vector<NamedTensor>& ts, const char* what) {
+  std::vector<distributed::GradRange> rs;
   for (auto& t : ts) {
     TITAN_CHECK(t.tensor.defined(), what, ": tensor '", t.name, "' is undefined");
     TITAN_CHECK(t.tensor.dtype() == DType::F32, what, ": tensor '", t.name, "' is ", dtype_name(t.tensor.dtype()),
@@ -37,14 +38,8 @@ std::vector<dist::GradRange> f32_ranges(const std::vector<NamedTensor>& ts, cons
   return rs;
 }
 
-}  // namespace
-
 double global_l2_norm(const std::vector<NamedTensor>& grads) {
-  return std::sqrt(dist::sum_of_squares(f32_ranges(grads, "gradient norm")));
-}
-
-double clip_grad_norm_(const std::vector<NamedTensor>& grads, double max_norm) {
-  return dist::clip_grad_norm(f32_ranges(grads, "gradient norm"), max_norm);
+  return std::sqrt(distributed::sum_of_squares(grad_ranges(grads, "gradient norm")));
 }
 
 std::optional<std::string> first_non_finite(const std::vector<NamedTensor>& tensors) {

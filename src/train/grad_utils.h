@@ -1,12 +1,13 @@
-// Gradient helpers of the training step over whole tensors: global L2 norm, clipping as
-// torch.nn.utils.clip_grad_norm_ does, and locating the first non-finite tensor (the run stops
-// naming it). Norm and clipping are dist/grad_clip.h's, the routine the sharded step (dist/fsdp.h)
-// uses too: deterministic for any thread count.
+// Gradient helpers of the training step over whole tensors: their f32 ranges for the one
+// clipping routine (distributed/grad_clip.h, which the sharded step uses too: deterministic for
+// any thread count), the global L2 norm, and locating the first non-finite tensor (the run stops
+// naming it).
 #pragma once
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "distributed/grad_clip.h"
 #include "train/tensor_file.h"
 
 namespace titan {
@@ -14,11 +15,9 @@ namespace titan {
 // sqrt(sum over all tensors and elements of g^2). f32 tensors only (error names the tensor).
 double global_l2_norm(const std::vector<NamedTensor>& grads);
 
-// torch.nn.utils.clip_grad_norm_(max_norm, norm_type=2): total = global_l2_norm(grads);
-// coef = max_norm / (total + 1e-6); when max_norm > 0 and coef < 1 every gradient is multiplied by
-// (float)coef. Returns total (before clipping). A non-finite total leaves the gradients untouched
-// (torch would multiply them by NaN); the caller stops the run, naming first_non_finite(grads).
-double clip_grad_norm_(const std::vector<NamedTensor>& grads, double max_norm);
+// The f32 elements of every tensor, for distributed::clip_grad_norm; an undefined or non-f32
+// tensor is an error naming it (`what`: the caller, in that message).
+std::vector<distributed::GradRange> grad_ranges(const std::vector<NamedTensor>& grads, const char* what);
 
 // Name of the first tensor, in the given order, holding a NaN or Inf (f32, bf16 or f16).
 std::optional<std::string> first_non_finite(const std::vector<NamedTensor>& tensors);

@@ -505,6 +505,15 @@ void JobConfig::validate(const std::string& o) const {
   }
 }
 
+comm::ParallelDegrees parallel_degrees(const JobConfig& cfg) {
+  const auto& p = cfg.parallelism;
+  comm::ParallelDegrees d;
+  d.dp_replicate = p.data_parallel_replicate_degree, d.dp_shard = p.data_parallel_shard_degree;
+  d.cp = p.context_parallel_degree, d.tp = p.tensor_parallel_degree, d.pp = p.pipeline_parallel_degree;
+  d.ep = p.expert_parallel_degree;
+  return d;
+}
+
 int64_t JobConfig::data_parallel_degree(int64_t world_size) const {
   int64_t shard = parallelism.data_parallel_shard_degree;
   int64_t other = parallelism.data_parallel_replicate_degree * parallelism.tensor_parallel_degree *

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/parallel_dims.h"
 #include "core/dtype.h"
 
 namespace titan {
@@ -177,7 +178,7 @@ struct ParallelismSection {
   int64_t pipeline_parallel_degree = 1;
   int64_t context_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
-  // Sharded data parallelism (dist/fsdp.h): free a layer's gathered parameters after its forward
+  // Sharded data parallelism (distributed/fsdp.h): free a layer's gathered parameters after its forward
   // and gather them again for backward ("default" = "always", as torchtitan without pipeline
   // parallelism), or keep them until the backward ("never": less communication, more memory).
   ReshardAfterForward fsdp_reshard_after_forward = ReshardAfterForward::Default;
@@ -256,7 +257,7 @@ inline constexpr int64_t kMaxThreads = 4096;
 
 // torchtitan's [comm] timeouts. A collective that has not completed after the timeout means a
 // rank is hung (deadlock, SIGSTOP, lost machine): the MPI backend's watchdog ends the job
-// (dist::Comm::set_timeout). init_timeout_seconds holds until the first training step completes
+// (comm::Comm::set_timeout). init_timeout_seconds holds until the first training step completes
 // (setup, loading, the first step's warm-up), train_timeout_seconds after it. Not trajectory
 // keys (trajectory_config): changing a timeout never blocks a resume.
 struct CommSection {
@@ -327,6 +328,9 @@ std::string render_toml(const JobConfig& cfg);
 // it at start. Checkpoints store it too, but a resume compares trajectory_config() key by key
 // (the hash remains for checkpoints written before those records: see train/resume_check.h).
 std::string config_hash(const JobConfig& cfg);
+
+// [parallelism]'s degrees as the mesh takes them (comm/parallel_dims.h).
+comm::ParallelDegrees parallel_degrees(const JobConfig& cfg);
 
 // The keys that decide a run's numerical trajectory, as "section.key" -> the value as TOML text
 // ("unset" for an unset optional): what a resume must keep. [training] global_batch_size is the

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "dist/data_parallel.h"
+#include "distributed/data_parallel.h"
 #include "model/hf_model.h"
 #include "model/peft_adapter.h"
 #include "ops/registry.h"
@@ -72,7 +72,7 @@ JobModel build_job_model(const JobConfig& cfg, bool deferred) {
   // [lora] base_dtype bf16: an HF load converts while reading (a bf16 file copies as is); a base
   // initialised here gets its f32 init rounded once (init_weights), one unit at a time when sharded.
   const DType wdt = cfg.lora.enable ? cfg.lora.base_dtype : DType::F32;
-  jm.model = std::make_unique<Qwen3Model>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable, wdt);
+  jm.model = std::make_unique<DecoderModel>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable, wdt);
   if (cfg.model.load_balance_coeff > 0) {
     TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
     jm.model->enable_expert_bias();
@@ -88,7 +88,7 @@ LoraConfig job_lora_config(const JobConfig& cfg) {
   return c;
 }
 
-nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& base) {
+nlohmann::json lora_checkpoint_record(const DecoderModel& m, const std::string& base) {
   std::vector<std::string> modules, params;
   for (const auto& a : m.lora_adapters()) (a.is_parameter() ? params : modules).push_back(a.module);
   const LoraConfig& c = m.lora_config();
@@ -98,21 +98,20 @@ nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& ba
   return j;
 }
 
-std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, dist::Comm& comm) {
-  // Shard groups of world / R ranks (fully sharded; hybrid when R > 1 too); or, with a shard
-  // degree of 1, R = world replicas holding everything.
-  const int64_t replicate = cfg.parallelism.data_parallel_replicate_degree;
+std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, comm::DeviceMesh& mesh) {
+  // Sharded over the mesh's fsdp group (hybrid when dp_replicate > 1 too); or, with an fsdp
+  // degree of 1, replicas holding everything, gradients summed over the loss group.
   TITAN_CHECK(cfg.lora.enable || cfg.lora.base_dtype == DType::F32,
               "[lora] base_dtype = \"bfloat16\" needs [lora] enable = true (only a frozen LoRA base is kept in bf16)");
-  if (comm.size() > replicate) return make_sharded_state(cfg, comm);
-  return make_full_state(cfg, comm);
+  if (mesh.dims().fsdp() > 1) return make_sharded_state(cfg, mesh);
+  return make_full_state(cfg, mesh.loss());
 }
 
 namespace {
 
 class FullState final : public ModelState {
  public:
-  FullState(const JobConfig& cfg, dist::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
+  FullState(const JobConfig& cfg, comm::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
     JobModel jm = build_job_model(cfg, false);
     jm.fill(-1, uint64_t(cfg.training.seed));
     loaded_ = jm.hf != nullptr;
@@ -129,14 +128,14 @@ class FullState final : public ModelState {
       v_.push_back(Tensor::zeros(p.value.shape(), DType::F32));
       grads_.push_back({p.name, p.grad});
     }
-    if (comm.size() > 1) dp_ = std::make_unique<dist::DataParallel>(trained(), comm);
+    if (comm.size() > 1) dp_ = std::make_unique<distributed::DataParallel>(trained(), comm);
   }
   bool sharded() const override { return false; }
   void zero_grad() override { trained().zero_grad(); }
 
   double step(int64_t step, double max_norm, const AdamWParams& hp) override {
     if (dp_) dp_->all_reduce_grads();
-    const double norm = clip_grad_norm_(grads_, max_norm);  // max_norm <= 0: the norm only
+    const double norm = distributed::clip_grad_norm(grad_ranges(grads_, "gradient norm"), max_norm);  // max_norm <= 0: the norm only
     if (!std::isfinite(norm)) {
       auto bad = first_non_finite(grads_);
       fail("step ", step, ": gradient norm is ", norm, "; first non-finite gradient: ", bad ? *bad : "(none found)");
@@ -199,17 +198,17 @@ class FullState final : public ModelState {
     for (auto& b : model_->expert_bias_state()) out.push_back(b);  // MoE balancing state, if any
     return out;
   }
-  dist::Comm& comm_;
+  comm::Comm& comm_;
   const AdamWKernel& adamw_;
   std::vector<Tensor> m_, v_;
   std::vector<NamedTensor> grads_;
-  std::unique_ptr<dist::DataParallel> dp_;
+  std::unique_ptr<distributed::DataParallel> dp_;
   std::string lora_base_;  // the base HF folder of a LoRA run ("" when initialised here)
 };
 
 }  // namespace
 
-std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, dist::Comm& comm) {
+std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, comm::Comm& comm) {
   return std::make_unique<FullState>(cfg, comm);
 }
 

@@ -1,11 +1,11 @@
 // Where a training run's model state lives and how a step updates it.
 //
 // Full (one process, or data_parallel_replicate_degree ranks): every rank holds every parameter,
-// gradient and AdamW moment; gradients are summed across ranks (dist/data_parallel.h), then the
+// gradient and AdamW moment; gradients are summed across ranks (distributed/data_parallel.h), then the
 // one-process clip and AdamW run. Rank 0 writes checkpoints (whole tensors) and the HF export.
 //
 // Sharded (data_parallel_shard_degree S > 1; with data_parallel_replicate_degree R > 1 too,
-// hybrid: R replicas of an S-rank sharded group, gradients summed across replicas): dist::Fsdp. The model is built without parameter
+// hybrid: R replicas of an S-rank sharded group, gradients summed across replicas): distributed::Fsdp. The model is built without parameter
 // memory and filled one unit at a time (initialised or loaded from the HF folder, identically on
 // every rank), each rank keeping its shard of parameters, gradients and moments. Each rank
 // writes its own checkpoint files (its pieces); a checkpoint written with any number of ranks
@@ -21,9 +21,10 @@
 #include <memory>
 #include <string>
 
-#include "dist/comm.h"
+#include "comm/comm.h"
+#include "comm/device_mesh.h"
 #include "model/hf_checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "ops/adamw/adamw.h"
 #include "train/checkpoint.h"
 #include "train/job_config.h"
@@ -33,7 +34,7 @@ namespace titan {
 class ModelState {
  public:
   virtual ~ModelState() = default;
-  Qwen3Model& model() { return *model_; }
+  DecoderModel& model() { return *model_; }
   bool loaded_weights() const { return loaded_; }
   virtual bool sharded() const = 0;
 
@@ -66,7 +67,7 @@ class ModelState {
   virtual int64_t gathered_bytes() const { return 0; }
 
  protected:
-  std::unique_ptr<Qwen3Model> model_;
+  std::unique_ptr<DecoderModel> model_;
   bool loaded_ = false;
 };
 
@@ -80,7 +81,7 @@ ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>
 // means to fill one parameter unit (or all, unit -1) from the initial HF checkpoint or
 // torchtitan's init with [training] seed.
 struct JobModel {
-  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<DecoderModel> model;
   std::unique_ptr<HfCheckpoint> hf;  // the initial HF checkpoint, when the job loads one
   void fill(int64_t unit, uint64_t seed);
 };
@@ -89,15 +90,15 @@ JobModel build_job_model(const JobConfig& cfg, bool deferred);
 // [lora] as the model's LoraConfig; and what a LoRA checkpoint records of its adapters and base
 // (state.json extra "lora": base, rank, alpha, use_rslora, target_modules as exact module names).
 LoraConfig job_lora_config(const JobConfig& cfg);
-nlohmann::json lora_checkpoint_record(const Qwen3Model& m, const std::string& base);
+nlohmann::json lora_checkpoint_record(const DecoderModel& m, const std::string& base);
 
 // Builds the job's model (job_model_config; weights from [checkpoint] initial_load_path when
 // initial_load_in_hf, else torchtitan's init with [training] seed) and its state for the ranks of
 // `comm` (sharded or full, from [parallelism]).
-std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, dist::Comm& comm);
+std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, comm::DeviceMesh& mesh);
 
 // Implementations (model_state.cpp, sharded_state.cpp).
-std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, dist::Comm& comm);
-std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, dist::Comm& comm);
+std::unique_ptr<ModelState> make_full_state(const JobConfig& cfg, comm::Comm& comm);
+std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, comm::DeviceMesh& mesh);
 
 }  // namespace titan

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "train/job_config.h"
 
 namespace fs = std::filesystem;
@@ -96,7 +96,7 @@ void ensure_writable_folder(const std::string& folder, const std::string& what) 
   TITAN_CHECK(wrote, folder, ": the ", what, " is not writable: ", std::strerror(e));
 }
 
-std::vector<std::unique_ptr<RunLock>> prepare_run_folders(const JobConfig& cfg, dist::Comm& comm) {
+std::vector<std::unique_ptr<RunLock>> prepare_run_folders(const JobConfig& cfg, comm::Comm& comm) {
   std::vector<std::unique_ptr<RunLock>> locks;
   std::string error;
   if (comm.rank() == 0) {

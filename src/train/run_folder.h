@@ -17,7 +17,7 @@
 namespace titan {
 
 struct JobConfig;
-namespace dist {
+namespace comm {
 class Comm;
 }
 
@@ -40,6 +40,6 @@ void ensure_writable_folder(const std::string& folder, const std::string& what);
 // Collective, before the model is built: rank 0 checks and locks [job] dump_folder and, with
 // [checkpoint] enable, checks the checkpoint folder (and locks it too when it lies outside the
 // dump folder); every rank throws rank 0's error, if any. The locks live as long as the result.
-std::vector<std::unique_ptr<RunLock>> prepare_run_folders(const JobConfig& cfg, dist::Comm& comm);
+std::vector<std::unique_ptr<RunLock>> prepare_run_folders(const JobConfig& cfg, comm::Comm& comm);
 
 }  // namespace titan

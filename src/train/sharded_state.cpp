@@ -1,14 +1,14 @@
-// ModelState over dist::Fsdp: see model_state.h.
+// ModelState over distributed::Fsdp: see model_state.h.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 
 #include "core/clock.h"
-#include "dist/data_parallel.h"
-#include "dist/flat_params.h"
-#include "dist/fsdp.h"
-#include "dist/grad_clip.h"
+#include "distributed/data_parallel.h"
+#include "distributed/flat_params.h"
+#include "distributed/fsdp.h"
+#include "distributed/grad_clip.h"
 #include "model/peft_adapter.h"
 #include "ops/registry.h"
 #include "train/model_state.h"
@@ -17,8 +17,8 @@ namespace titan {
 
 namespace {
 
-dist::Fsdp::Options fsdp_options(const JobConfig& cfg) {
-  dist::Fsdp::Options o;
+distributed::Fsdp::Options fsdp_options(const JobConfig& cfg) {
+  distributed::Fsdp::Options o;
   o.reshard_after_forward = cfg.parallelism.fsdp_reshard_after_forward != ReshardAfterForward::Never;
   o.prefetch = cfg.parallelism.fsdp_prefetch;
   return o;
@@ -33,9 +33,9 @@ dist::Fsdp::Options fsdp_options(const JobConfig& cfg) {
 // of the flattened adapters (master values, exp_avg, exp_avg_sq: 3 x P_a / N floats) and
 // all-gathers the updated chunks into every rank's adapters.
 struct ShardedAdapters {
-  dist::DataParallel dp;
+  distributed::DataParallel dp;
   Tensor p, m, v;  // this rank's chunk: master values, exp_avg, exp_avg_sq
-  ShardedAdapters(ParamStore& ps, dist::Comm& shard) : dp(ps, shard) {
+  ShardedAdapters(ParamStore& ps, comm::Comm& shard) : dp(ps, shard) {
     p = Tensor::zeros({dp.chunk()}, DType::F32);
     m = Tensor::zeros({dp.chunk()}, DType::F32);
     v = Tensor::zeros({dp.chunk()}, DType::F32);
@@ -45,29 +45,25 @@ struct ShardedAdapters {
   template <class F>
   void for_each_piece(const ParamStore& ps, F&& f) const {
     const int64_t lo = dp.chunk_begin(), hi = std::min(lo + dp.chunk(), dp.total());
-    dist::for_each_flat_span(ps, 0, ps.all().size(), lo, hi,
+    distributed::for_each_flat_span(ps, 0, ps.all().size(), lo, hi,
                              [&](size_t i, int64_t po, int64_t fo, int64_t c) { f(i, po, fo - lo, c); });
   }
 };
 
 class ShardedState final : public ModelState {
  public:
-  ShardedState(const JobConfig& cfg, dist::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
-    // Ranks r = replica x S + s: shard groups of S consecutive ranks, replicated R times.
-    replicas_ = int(cfg.parallelism.data_parallel_replicate_degree);
-    TITAN_CHECK(replicas_ >= 1 && comm.size() % replicas_ == 0, "[parallelism] data_parallel_replicate_degree ",
-                replicas_, " does not divide the ", comm.size(), " ranks");
-    const int s = comm.size() / replicas_;
-    replica_ = comm.rank() / s;
-    if (replicas_ > 1) {
-      shard_comm_ = comm.split(replica_, comm.rank() % s);
-      replicate_comm_ = comm.split(comm.rank() % s, replica_);
-    }
+  ShardedState(const JobConfig& cfg, comm::DeviceMesh& mesh)
+      : comm_(mesh.world()), shard_comm_(mesh.fsdp()), adamw_(kernel<AdamWKernel>("cpu")) {
+    // The mesh's fsdp group shards; with dp_replicate > 1 (HSDP) its dp_replicate group holds
+    // the replicas of each shard.
+    replicas_ = int(mesh.dims().dp_replicate);
+    replica_ = int(mesh.coord(comm::MeshAxis::DpReplicate));
+    if (replicas_ > 1) replicate_comm_ = &mesh.dp_replicate();
     JobModel jm = build_job_model(cfg, /*deferred=*/true);
     loaded_ = jm.hf != nullptr;
     const uint64_t seed = uint64_t(cfg.training.seed);
-    fsdp_ = std::make_unique<dist::Fsdp>(*jm.model, shard_comm(), fsdp_options(cfg),
-                                         [&](int64_t unit) { jm.fill(unit, seed); }, replicate_comm_.get());
+    fsdp_ = std::make_unique<distributed::Fsdp>(*jm.model, shard_comm(), fsdp_options(cfg),
+                                         [&](int64_t unit) { jm.fill(unit, seed); }, replicate_comm_);
     model_ = std::move(jm.model);
     if (cfg.lora.enable) {  // the model was built frozen; the adapters as one process makes them
       model_->enable_lora(job_lora_config(cfg), seed);
@@ -182,10 +178,10 @@ class ShardedState final : public ModelState {
     const int64_t c = lora_->dp.chunk();
     if (replicate_comm_ && replicate_comm_->size() > 1) {  // HSDP: the replicas' chunks summed
       const double t0 = now_seconds();
-      replicate_comm_->all_reduce(g.data<float>(), c, dist::ReduceOp::Sum);
+      replicate_comm_->all_reduce(g.data<float>(), c, comm::ReduceOp::Sum);
       adapter_comm_ += now_seconds() - t0;
     }
-    const double norm = dist::clip_grad_norm({{g.data<float>(), c}}, max_norm, [this](double ss) {
+    const double norm = distributed::clip_grad_norm({{g.data<float>(), c}}, max_norm, [this](double ss) {
       const double t0 = now_seconds();
       const double total = shard_comm().all_reduce_sum(ss);
       adapter_comm_ += now_seconds() - t0;
@@ -221,7 +217,7 @@ class ShardedState final : public ModelState {
       return;
     }
     ParamStore& ps = model_->params();
-    for (const dist::Fsdp::Span& s : fsdp_->spans()) {
+    for (const distributed::Fsdp::Span& s : fsdp_->spans()) {
       const Param& p = ps.all()[s.param];
       auto view = [&](Tensor& t) { return t.slice0(s.local, s.local + s.count); };
       model->push_back({p.name, p.value.shape(), s.offset, view(fsdp_->shard_values())});
@@ -229,12 +225,13 @@ class ShardedState final : public ModelState {
       opt->push_back({p.name + ".exp_avg_sq", p.value.shape(), s.offset, view(fsdp_->exp_avg_sq())});
     }
   }
-  dist::Comm& shard_comm() { return shard_comm_ ? *shard_comm_ : comm_; }
-  dist::Comm& comm_;
+  comm::Comm& shard_comm() { return shard_comm_; }
+  comm::Comm& comm_;
+  comm::Comm& shard_comm_;
   int replicas_ = 1, replica_ = 0;
-  std::unique_ptr<dist::Comm> shard_comm_, replicate_comm_;  // hybrid only
+  comm::Comm* replicate_comm_ = nullptr;  // hybrid only
   const AdamWKernel& adamw_;
-  std::unique_ptr<dist::Fsdp> fsdp_;
+  std::unique_ptr<distributed::Fsdp> fsdp_;
   std::unique_ptr<ShardedAdapters> lora_;  // LoRA: the adapters' sharded optimizer
   std::string lora_base_;                  // the base HF folder of a LoRA run ("" when initialised here)
   double adapter_comm_ = 0;                // time in the adapters' replica sum and norm
@@ -242,8 +239,8 @@ class ShardedState final : public ModelState {
 
 }  // namespace
 
-std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, dist::Comm& comm) {
-  return std::make_unique<ShardedState>(cfg, comm);
+std::unique_ptr<ModelState> make_sharded_state(const JobConfig& cfg, comm::DeviceMesh& mesh) {
+  return std::make_unique<ShardedState>(cfg, mesh);
 }
 
 }  // namespace titan

@@ -118,7 +118,7 @@ void write_tensor_pieces(const std::string& path, const std::vector<TensorPiece>
     std::vector<std::pair<int64_t, int64_t>> ranges;
   };
   std::map<std::string, Seen> seen;
-  std::vector<bool> write(pieces.size(), false), partial(pieces.size(), false);
+  std::vector<bool> write(pieces.size(), false), partial(pieces.size(), false), boxed(pieces.size(), false);
   for (size_t i = 0; i < pieces.size(); ++i) {
     const TensorPiece& p = pieces[i];
     TITAN_CHECK(!p.name.empty(), path, ": tensor with an empty name");
@@ -126,9 +126,17 @@ void write_tensor_pieces(const std::string& path, const std::vector<TensorPiece>
     TITAN_CHECK(p.data.device().type == DeviceType::CPU, path, ": tensor '", p.name, "' is not on the CPU");
     const int64_t full = checked_numel(p.full_shape), n = p.data.numel();
     TITAN_CHECK(full >= 0, path, ": tensor '", p.name, "' has a bad full shape ", shape_str(p.full_shape));
-    TITAN_CHECK(p.offset >= 0 && p.offset <= full && n <= full - p.offset, path, ": piece of tensor '", p.name,
-                "' (elements ", range_str(p.offset, p.offset + n), ") lies outside its full shape ",
-                shape_str(p.full_shape), " (", full, " elements)");
+    const bool is_box = !p.box_shape.empty();
+    if (is_box) {
+      const std::string why = region_outside(p.region(), p.full_shape);
+      TITAN_CHECK(why.empty(), path, ": piece of tensor '", p.name, "': ", why);
+      TITAN_CHECK(n == shape_numel(p.box_shape), path, ": piece of tensor '", p.name, "' holds ", n,
+                  " elements for its ", p.region().str());
+    } else {
+      TITAN_CHECK(p.offset >= 0 && p.offset <= full && n <= full - p.offset, path, ": piece of tensor '", p.name,
+                  "' (elements ", range_str(p.offset, p.offset + n), ") lies outside its full shape ",
+                  shape_str(p.full_shape), " (", full, " elements)");
+    }
     auto [it, fresh] = seen.try_emplace(p.name);
     Seen& s = it->second;
     if (fresh) {
@@ -138,22 +146,25 @@ void write_tensor_pieces(const std::string& path, const std::vector<TensorPiece>
     TITAN_CHECK(s.full_shape == p.full_shape && s.dtype == p.data.dtype(), path, ": pieces of tensor '", p.name,
                 "' disagree on dtype or full shape (", dtype_name(s.dtype), shape_str(s.full_shape), " vs ",
                 dtype_name(p.data.dtype()), shape_str(p.full_shape), ")");
-    const bool whole = p.offset == 0 && n == full;
+    const bool whole = (is_box || p.offset == 0) && n == full;
     if (whole) {  // written with its full shape; an empty tensor has one (empty) whole entry
       TITAN_CHECK(!s.whole, path, ": duplicate tensor name '", p.name, "'");
       s.whole = true;
     }
-    if (n > 0) s.ranges.push_back({p.offset, n});
+    if (n > 0)
+      for (const TensorRun& r : region_runs(p.region(), p.full_shape)) s.ranges.push_back({r.flat, r.len});
     write[i] = whole || n > 0;
     partial[i] = !whole && n > 0;
+    boxed[i] = partial[i] && is_box;
   }
   for (auto& [name, s] : seen) check_disjoint(s.ranges, path, name);
   const bool any_piece = std::find(partial.begin(), partial.end(), true) != partial.end();
+  const bool any_box = std::find(boxed.begin(), boxed.end(), true) != boxed.end();
 
   Fd f(path);
   f.write(kMagic, 8);
   nlohmann::json index = {
-      {"format", "titan-tensors"}, {"version", any_piece ? 2 : 1}, {"tensors", nlohmann::json::array()}};
+      {"format", "titan-tensors"}, {"version", any_box ? 3 : any_piece ? 2 : 1}, {"tensors", nlohmann::json::array()}};
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!write[i]) continue;
     const TensorPiece& p = pieces[i];
@@ -162,11 +173,14 @@ void write_tensor_pieces(const std::string& path, const std::vector<TensorPiece>
     f.write(p.data.raw(), n);
     nlohmann::json e = {{"name", p.name},
                         {"dtype", dtype_name(p.data.dtype())},
-                        {"shape", partial[i] ? Shape{p.data.numel()} : p.full_shape},
+                        {"shape", boxed[i] ? p.box_shape : partial[i] ? Shape{p.data.numel()} : p.full_shape},
                         {"offset", off},
                         {"nbytes", n},
                         {"crc32c", crc32c(p.data.raw(), n)}};
-    if (partial[i]) {
+    if (boxed[i]) {
+      e["full_shape"] = p.full_shape;
+      e["box_offset"] = p.box_offset;
+    } else if (partial[i]) {
       e["full_shape"] = p.full_shape;
       e["elem_offset"] = p.offset;
     }
@@ -218,7 +232,7 @@ TensorFileReader::TensorFileReader(const std::string& path) : path_(path) {
     nlohmann::json j = nlohmann::json::parse(idx);
     TITAN_CHECK(j.at("format") == "titan-tensors", path, ": unsupported index format");
     const int64_t version = j.at("version").get<int64_t>();
-    TITAN_CHECK(version == 1 || version == 2, path, ": unsupported index version ", version,
+    TITAN_CHECK(version >= 1 && version <= 3, path, ": unsupported index version ", version,
                 " (written by a newer titan?)");
     uint64_t prev_end = 8;
     for (auto& e : j.at("tensors")) {
@@ -235,8 +249,18 @@ TensorFileReader::TensorFileReader(const std::string& path) : path_(path) {
       // numel <= size keeps the byte count below overflow before it is compared with nbytes.
       TITAN_CHECK(uint64_t(numel) <= size && uint64_t(numel) * dtype_size(t.dtype) == t.nbytes, path, ": tensor '",
                   t.name, "' byte size does not match its shape and dtype");
-      t.piece = e.contains("full_shape") || e.contains("elem_offset");
-      if (t.piece) {
+      t.piece = e.contains("full_shape") || e.contains("elem_offset") || e.contains("box_offset");
+      if (t.piece && e.contains("box_offset")) {
+        TITAN_CHECK(version == 3, path, ": tensor '", t.name, "' is a box piece in a version ", version,
+                    " file (corrupt index)");
+        TITAN_CHECK(!e.contains("elem_offset"), path, ": tensor '", t.name, "' has both elem_offset and box_offset");
+        t.full_shape = e.at("full_shape").get<Shape>();
+        t.box_offset = e.at("box_offset").get<Shape>();
+        TITAN_CHECK(checked_numel(t.full_shape) >= 0, path, ": tensor '", t.name, "' has a bad full shape");
+        TITAN_CHECK(numel > 0 && !t.box_offset.empty(), path, ": box piece of tensor '", t.name, "' is empty");
+        const std::string why = region_outside(t.region(), t.full_shape);
+        TITAN_CHECK(why.empty(), path, ": piece of tensor '", t.name, "': ", why, " (corrupt index)");
+      } else if (t.piece) {
         TITAN_CHECK(version == 2, path, ": tensor '", t.name, "' is a piece in a version 1 file (corrupt index)");
         t.full_shape = e.at("full_shape").get<Shape>();
         t.elem_offset = e.at("elem_offset").get<int64_t>();
@@ -271,7 +295,7 @@ TensorFileReader::TensorFileReader(const std::string& path) : path_(path) {
       TITAN_CHECK(b.full_shape == a.full_shape && b.dtype == a.dtype, path, ": pieces of tensor '", name,
                   "' disagree on dtype or full shape (", dtype_name(a.dtype), shape_str(a.full_shape), " vs ",
                   dtype_name(b.dtype), shape_str(b.full_shape), ")");
-      ranges.push_back({b.elem_offset, b.numel()});
+      for (const TensorRun& r : region_runs(b.region(), b.full_shape)) ranges.push_back({r.flat, r.len});
     }
     check_disjoint(std::move(ranges), path, name);
   }
@@ -310,8 +334,8 @@ void TensorFileReader::stream_entry(
 const TensorFileEntry& TensorFileReader::whole(const std::string& name) const {
   const TensorFileEntry* e = find(name);
   TITAN_CHECK(e != nullptr, path_, ": no tensor '", name, "'");
-  TITAN_CHECK(!e->piece, path_, ": tensor '", name, "' is stored in pieces (elements ",
-              range_str(e->elem_offset, e->elem_offset + e->numel()), " of ", shape_str(e->full_shape),
+  TITAN_CHECK(!e->piece, path_, ": tensor '", name, "' is stored in pieces (",
+              e->region().str(), " of ", shape_str(e->full_shape),
               " here); read it through the checkpoint loader");
   return *e;
 }

@@ -3,10 +3,10 @@
 //
 //   "TTCKPT01"                                  8-byte magic
 //   tensor data                                 each entry at a 64-byte aligned file offset
-//   index                                       JSON: {"format":"titan-tensors","version":1|2,
+//   index                                       JSON: {"format":"titan-tensors","version":1|2|3,
 //                                                 "tensors":[{"name","dtype","shape","offset",
-//                                                 "nbytes","crc32c"[,"full_shape","elem_offset"]},
-//                                                 ...]}
+//                                                 "nbytes","crc32c"[,"full_shape","elem_offset"]
+//                                                 [,"full_shape","box_offset"]}, ...]}
 //   uint64 index_bytes | uint32 crc32c(index) | "TTCKEND1"   footer (little endian)
 //
 // An entry is either a whole tensor (no "full_shape"/"elem_offset") or a piece: elements
@@ -15,6 +15,8 @@
 // as a whole-tensor entry. Version 1 files hold whole tensors only (the format before pieces) and
 // are still what a file without pieces is written as; version 2 files may hold pieces. A name may
 // repeat in one file only as pieces with the same full shape and dtype and disjoint element ranges.
+// Version 3 adds box pieces (train/tensor_region.h): an n-d box of the tensor at "box_offset" whose
+// size is "shape", its elements stored row-major — a tensor-parallel shard along any dim.
 //
 // The index sits at the end so the writer streams every tensor straight from memory in one pass.
 // A reader checks the magics, the footer against the file size, the index CRC, every entry's
@@ -28,16 +30,26 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "train/tensor_region.h"
 
 namespace titan {
 
 // Elements [offset, offset + data.numel()) of the row-major flattening of the tensor `name`
 // whose full shape is `full_shape`. `data` may have any shape with that element count.
+// With box_shape set: instead the n-d box at box_offset of that size (data holds its elements
+// row-major; offset unused).
 struct TensorPiece {
   std::string name;
   Shape full_shape;
   int64_t offset = 0;
   Tensor data;
+  Shape box_offset = {}, box_shape = {};
+  TensorRegion region() const {
+    TensorRegion r;
+    if (!box_shape.empty()) r.box_offset = box_offset, r.box_shape = box_shape;
+    else r.offset = offset, r.count = data.defined() ? data.numel() : 0;
+    return r;
+  }
 };
 
 // Write (and fsync) `path`. Names non-empty; data CPU and contiguous; each piece within its full
@@ -53,7 +65,15 @@ struct TensorFileEntry {
   Shape shape;               // as stored: the full shape for a whole tensor, [n] for a piece
   Shape full_shape;          // the tensor's full shape (== shape for a whole tensor)
   int64_t elem_offset = 0;   // first element of the full tensor held here (0 for a whole tensor)
-  bool piece = false;        // stored with "full_shape"/"elem_offset"
+  bool piece = false;        // stored with "full_shape"/"elem_offset" (or "box_offset")
+  Shape box_offset;          // a box piece (version 3): its offset per dim; its size is `shape`
+  bool box() const { return !box_offset.empty(); }
+  TensorRegion region() const {
+    TensorRegion r;
+    if (box()) r.box_offset = box_offset, r.box_shape = shape;
+    else r.offset = elem_offset, r.count = numel();
+    return r;
+  }
   uint64_t offset, nbytes;   // byte range in the file
   uint32_t crc32c;
   int64_t numel() const { return shape_numel(shape); }

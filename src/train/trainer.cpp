@@ -6,7 +6,7 @@
 #include "core/allocator.h"
 #include "core/clock.h"
 #include "core/threading.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "model/flops.h"
 #include "model/hf_model.h"
 #include "model/replace.h"
@@ -52,7 +52,7 @@ class StopHandlers {
 
 // ---- setup ----
 
-Trainer::Trainer(const JobConfig& cfg, dist::Comm& comm)
+Trainer::Trainer(const JobConfig& cfg, comm::Comm& comm)
     : cfg_(cfg), comm_(comm), world_(comm.size()), rank_(comm.rank()), lead_(comm.rank() == 0) {
   init_run();
   build_model();
@@ -87,25 +87,29 @@ void Trainer::init_run() {
   folder_locks_ = prepare_run_folders(cfg_, comm_);
   seq_ = cfg_.training.seq_len;
   local_batch_ = cfg_.training.local_batch_size;
+  // The mesh: every sub-communicator made once; data, dropout and the loss follow its batch and
+  // loss groups, the sharded state its fsdp and dp_replicate groups.
+  mesh_ = std::make_unique<comm::DeviceMesh>(comm_, comm::ParallelDims::resolve(parallel_degrees(cfg_), world_));
   accum_ = cfg_.grad_accumulation_steps(world_);
-  dp_ = cfg_.data_parallel_degree(world_);
+  dp_ = mesh_->dims().batch();
+  batch_rank_ = mesh_->batch_rank();
+  TITAN_CHECK(dp_ == cfg_.data_parallel_degree(world_), "[parallelism] data-parallel degree ",
+              cfg_.data_parallel_degree(world_), " differs from the mesh's batch degree ", dp_);
   global_batch_ = local_batch_ * dp_ * accum_;
-  TITAN_CHECK(dp_ == world_, "[parallelism] data-parallel degree ", dp_, " (data_parallel_shard_degree x ",
-              "data_parallel_replicate_degree) does not match the ", world_, " ranks of this run");
 }
 
 // The model state (weights, gradients, optimizer: full or sharded), its precision, activation
 // checkpointing and kernel replacements.
 void Trainer::build_model() {
-  state_ = make_model_state(cfg_, comm_);
-  Qwen3Model& m = model();
+  state_ = make_model_state(cfg_, *mesh_);
+  DecoderModel& m = model();
   // A bf16 LoRA base ([lora] base_dtype) computes its GEMMs in bf16 whatever mixed_precision_param
   // says: the same arithmetic as f32 weights with mixed_precision_param = bfloat16 (docs/lora.md).
   m.set_compute_dtype(m.weight_dtype() == DType::BF16 ? DType::BF16 : cfg_.training.mixed_precision_param);
   m.set_checkpointing(model_checkpointing(cfg_.activation_checkpoint.mode));
   if (!cfg_.kernels.replace.empty()) {
     // The kernel path: swap module kernels by name pattern, one log line per replaced module.
-    auto modules = qwen3_kernel_modules(m, local_batch_, seq_);
+    auto modules = decoder_kernel_modules(m, local_batch_, seq_);
     std::vector<std::string> lines;
     apply_kernel_replacements(modules, cfg_.kernels.replace, &lines);
     if (lead_)
@@ -169,7 +173,7 @@ void Trainer::log_memory() const {
   std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live (%.2f MiB: weights, grads, optimizer)\n",
                live / double(1ull << 30), live / double(1 << 20));
   const double mib = double(1 << 20);
-  Qwen3Model& model = state_->model();
+  DecoderModel& model = state_->model();
   if (model.lora_enabled()) {
     const LoraConfig& c = model.lora_config();
     const int64_t n = model.lora_params().numel(), base = model.params().numel();
@@ -272,11 +276,11 @@ StepRecord Trainer::train_step() {
     return r;
   };
   // Global: the loss is the mean over every labelled token of the global batch.
-  const int64_t count = timed([&] { return comm_.all_reduce_sum(local_count); });
+  const int64_t count = timed([&] { return mesh_->loss().all_reduce_sum(local_count); });
   TITAN_CHECK(count > 0, "step ", step, ": the batch has no labelled tokens");
   state_->zero_grad();
   const double loss_sum = forward_backward_step(micro, count);
-  const double loss = timed([&] { return comm_.all_reduce_sum(loss_sum); }) / double(count);
+  const double loss = timed([&] { return mesh_->loss().all_reduce_sum(loss_sum); }) / double(count);
   TITAN_CHECK(std::isfinite(loss), "step ", step, ": loss is ", loss, " (non-finite); stopping");
   const AdamWParams hp = optimizer_params(step);
   const double norm = optimizer_step(hp, &t_comm);
@@ -306,23 +310,23 @@ StepRecord Trainer::train_step() {
 // scaled by 1 / the global batch's labelled-token count, known only once all are read.
 std::vector<Batch> Trainer::next_global_batch(int64_t* local_count) {
   std::vector<Batch> micro;
-  for (int64_t a = 0; a < accum_; ++a) micro.push_back(data_->next(rank_, world_));
+  for (int64_t a = 0; a < accum_; ++a) micro.push_back(data_->next(batch_rank_, dp_));
   *local_count = 0;
   for (auto& b : micro) *local_count += count_labels(b.labels);
   return micro;
 }
 
 double Trainer::forward_backward_step(const std::vector<Batch>& micro, int64_t global_count) {
-  Qwen3Model& m = model();
+  DecoderModel& m = model();
   double loss_sum = 0;
   step_head_rows_ = 0;
   for (size_t a = 0; a < micro.size(); ++a) {
     const Batch& b = micro[a];
-    step_head_rows_ += Qwen3Model::head_rows(b.labels);
+    step_head_rows_ += DecoderModel::head_rows(b.labels);
     // LoRA dropout masks follow the sample's index in the global batch (micro-batch a of the
-    // step holds rows [a x dp x local, (a + 1) x dp x local), this rank's from rank x local on):
-    // the same mask for any rank count and after a resume.
-    m.set_lora_dropout_rows(step_, (int64_t(a) * world_ + rank_) * local_batch_);
+    // step holds rows [a x dp x local, (a + 1) x dp x local), this rank's from its batch
+    // coordinate x local on): the same mask for any rank count and after a resume.
+    m.set_lora_dropout_rows(step_, (int64_t(a) * dp_ + batch_rank_) * local_batch_);
     loss_sum += m.forward_backward(b.inputs, b.labels, float(1.0 / double(global_count)),
                                    b.positions.defined() ? &b.positions : nullptr);
   }
@@ -350,11 +354,11 @@ double Trainer::optimizer_step(const AdamWParams& hp, double* comm_seconds) {
 // torchtitan updates the MoE expert biases from the step's token counts (summed over the ranks)
 // just before the optimizer.
 void Trainer::update_expert_bias(double* comm_seconds) {
-  Qwen3Model& m = model();
+  DecoderModel& m = model();
   if (!m.has_expert_bias()) return;
   const double t0 = now_seconds();
   for (auto& t : m.expert_bias_state())
-    if (t.name.ends_with(".tokens_per_expert")) comm_.all_reduce(t.tensor.data<float>(), t.tensor.numel(), dist::ReduceOp::Sum);
+    if (t.name.ends_with(".tokens_per_expert")) comm_.all_reduce(t.tensor.data<float>(), t.tensor.numel(), comm::ReduceOp::Sum);
   *comm_seconds += now_seconds() - t0;
   m.update_expert_bias(float(cfg_.model.load_balance_coeff));
 }
@@ -372,7 +376,7 @@ std::string Trainer::save_checkpoint(int64_t step) {
   st.extra["job_config"] = render_toml(cfg_);
   record_resume_config(st, cfg_, world_);
   st.extra["world_size"] = world_;
-  dist::ScopedTimeout none(comm_, 0);  // ranks wait for the slowest writer, for as long as that takes
+  comm::ScopedTimeout none(comm_, 0);  // ranks wait for the slowest writer, for as long as that takes
   result_.last_checkpoint = state_->save(*ckm_, st);
   if (lead_) std::fprintf(stderr, "[titan] checkpoint %s\n", result_.last_checkpoint.c_str());
   return result_.last_checkpoint;
@@ -384,7 +388,7 @@ std::string Trainer::export_hf() {
   eo.dtype = cfg_.checkpoint.export_dtype;
   eo.tokenizer_dir = data_->tokenizer_dir();
   result_.hf_export = cfg_.checkpoint_folder() + "/step-" + std::to_string(step_) + "-hf";
-  dist::ScopedTimeout none(comm_, 0);  // ranks wait while rank 0 writes each unit
+  comm::ScopedTimeout none(comm_, 0);  // ranks wait while rank 0 writes each unit
   state_->export_hf(result_.hf_export, eo);
   if (lead_)
     std::fprintf(stderr, "[titan] exported Hugging Face checkpoint to %s (%s)\n", result_.hf_export.c_str(),
@@ -395,11 +399,11 @@ std::string Trainer::export_hf() {
 // ---- entry points ----
 
 TrainResult run_training(const JobConfig& cfg) {
-  dist::LocalComm local;
+  comm::LocalComm local;
   return run_training(cfg, local);
 }
 
-TrainResult run_training(const JobConfig& cfg, dist::Comm& comm) {
+TrainResult run_training(const JobConfig& cfg, comm::Comm& comm) {
   Trainer trainer(cfg, comm);
   return trainer.train();
 }

@@ -24,8 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/device_mesh.h"
 #include "model/hf_checkpoint.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "ops/adamw/adamw.h"
 #include "train/checkpoint.h"
 #include "train/job_config.h"
@@ -45,7 +46,7 @@ struct TrainResult {
   std::string hf_export;        // folder, "" when none written
 };
 
-namespace dist {
+namespace comm {
 class Comm;
 }
 
@@ -69,7 +70,7 @@ class Trainer {
  public:
   // Setup, collective: every rank calls it with the same config (checked). Throws on a config the
   // world cannot run, an unusable run folder or a checkpoint this config may not resume.
-  Trainer(const JobConfig& cfg, dist::Comm& comm);
+  Trainer(const JobConfig& cfg, comm::Comm& comm);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -91,9 +92,10 @@ class Trainer {
   // For hooks.
   const JobConfig& cfg() const { return cfg_; }
   TrainData& data() { return *data_; }
-  dist::Comm& comm() { return comm_; }
+  comm::Comm& comm() { return comm_; }
+  comm::DeviceMesh& mesh() { return *mesh_; }
   bool lead() const { return lead_; }  // the rank that logs and writes metrics
-  Qwen3Model& model() { return state_->model(); }
+  DecoderModel& model() { return state_->model(); }
   ModelState& model_state() { return *state_; }
   MetricsLogger& metrics() { return *metrics_; }
   CheckpointManager* checkpoint_manager() { return ckm_.get(); }  // nullptr: checkpoints off
@@ -118,8 +120,10 @@ class Trainer {
   bool poll_stop();
 
   const JobConfig cfg_;
-  dist::Comm& comm_;
+  comm::Comm& comm_;
   const int64_t world_, rank_;
+  std::unique_ptr<comm::DeviceMesh> mesh_;  // the parallel layout; data and loss follow its groups
+  int64_t batch_rank_ = 0;                  // this rank's rows of each global micro-batch
   const bool lead_;
   std::vector<std::unique_ptr<RunLock>> folder_locks_;
   int64_t seq_ = 0, local_batch_ = 0, accum_ = 0, dp_ = 0, global_batch_ = 0;
@@ -151,8 +155,8 @@ TrainResult run_training(const JobConfig& cfg);
 // Data parallel over the ranks of `comm` (every rank calls it with the same config; checked):
 // each rank takes its slice of every global micro-batch, the loss is the mean over the global
 // batch's tokens, gradients are summed over ranks; parameters, gradients and optimizer state are
-// fully sharded (dist/fsdp.h) or replicated (train/model_state.h); rank 0 alone logs and writes
+// fully sharded (distributed/fsdp.h) or replicated (train/model_state.h); rank 0 alone logs and writes
 // metrics, every rank its checkpoint shard.
-TrainResult run_training(const JobConfig& cfg, dist::Comm& comm);
+TrainResult run_training(const JobConfig& cfg, comm::Comm& comm);
 
 }  // namespace titan

@@ -5,9 +5,9 @@
 #include <cstdio>
 
 #include "core/clock.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "infer/generate.h"
-#include "infer/kv_source.h"
+#include "infer/cached_source.h"
 #include "ops/cross_entropy/cross_entropy.h"
 
 namespace titan {
@@ -27,7 +27,7 @@ Validator::Validator(const JobConfig& cfg, const data::Tokenizer& tok, const std
   rows_ = std::make_unique<DataRows>(cfg, tok, validation_source(cfg), cfg.validation.seq_len);
 }
 
-ValidationResult Validator::run(Qwen3Model& model, dist::Comm& comm) const {
+ValidationResult Validator::run(DecoderModel& model, comm::Comm& comm) const {
   const double t0 = now_seconds();
   const int64_t W = comm.size(), r = comm.rank(), lb = cfg_.validation.local_batch_size;
   const int64_t N = cfg_.validation.steps * lb, per = (N + W - 1) / W, calls = (per + lb - 1) / lb;
@@ -50,7 +50,7 @@ ValidationResult Validator::run(Qwen3Model& model, dist::Comm& comm) const {
   return res;
 }
 
-std::vector<std::string> Validator::samples(Qwen3Model& model) const {
+std::vector<std::string> Validator::samples(DecoderModel& model) const {
   std::vector<std::vector<uint32_t>> prompts;
   const bool chat = cfg_.training.dataset_format == DatasetFormat::Chat;
   const data::ChatTemplate* tmpl = nullptr;
@@ -70,7 +70,7 @@ std::vector<std::string> Validator::samples(Qwen3Model& model) const {
   opt.pad_id = tok_.eot_id();
   // The weights do not change while sampling: their compute copies are made once for all the steps.
   model.hold_compute_weights(true);
-  infer::KvCacheLogitsSource src(model);
+  infer::CachedLogitsSource src(model);
   std::vector<std::string> out;
   for (const auto& r : infer::generate(src, tok_, prompts, opt)) out.push_back(r.text);
   model.hold_compute_weights(false);
@@ -91,7 +91,7 @@ class ValidationHook final : public TrainerHook {
   }
   void on_step_end(Trainer& t, const StepRecord& rec) override {
     if (rec.step % t.cfg().validation.freq != 0 && !t.last_step()) return;
-    const ValidationResult r = v_.run(t.model(), t.comm());
+    const ValidationResult r = v_.run(t.model(), t.mesh().batch());
     if (t.lead()) t.metrics().record_validation(rec.step, r.loss, r.tokens, r.seconds);
     if (t.cfg().validation.sample_prompts.empty()) return;
     if (t.comm().size() > 1 || t.model_state().sharded()) {

@@ -35,9 +35,9 @@ class Validator {
   // Loads the held-out data (every rank; no collective).
   Validator(const JobConfig& cfg, const data::Tokenizer& tok, const std::string& tokenizer_dir);
   // Collective: every rank calls it.
-  ValidationResult run(Qwen3Model& model, dist::Comm& comm) const;
+  ValidationResult run(DecoderModel& model, comm::Comm& comm) const;
   // Greedy continuations of [validation] sample_prompts (call on one process with whole weights).
-  std::vector<std::string> samples(Qwen3Model& model) const;
+  std::vector<std::string> samples(DecoderModel& model) const;
   const DataRows& rows() const { return *rows_; }
 
  private:

@@ -10,7 +10,7 @@
 #  - a .jsonl.zst named as a dataset is read as JSON lines, and an unknown extension is an error.
 set -uo pipefail
 titan=$1 src=$2
-source "$src/tests/cli/dist/env.sh"
+source "$src/tests/cli/distributed/env.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1 TITAN_CACHE_DIR="$work/cache"

@@ -5,13 +5,13 @@
 #  3. SIGTERM to one rank stops every rank after the same step, with a checkpoint, status 0;
 #  4. a rank that hangs without dying (SIGSTOP) is caught by the other rank's collective watchdog
 #     ([comm] timeouts): the job ends soon after the timeout, naming the call that waited.
-# Skips (77) when mpirun is missing. Needs test_dist (case 4) next to titan.
+# Skips (77) when mpirun is missing. Needs test_distributed (case 4) next to titan.
 set -uo pipefail
 titan=$1 src=$2
 command -v mpirun >/dev/null || { echo "mpirun not found; skipping"; exit 77; }
-source "$src/tests/cli/dist/env.sh"
-test_dist=$(dirname "$titan")/test_dist
-[ -x "$test_dist" ] || { echo "missing $test_dist (build target test_dist)"; exit 1; }
+source "$src/tests/cli/distributed/env.sh"
+test_distributed=$(dirname "$titan")/test_distributed
+[ -x "$test_distributed" ] || { echo "missing $test_distributed (build target test_distributed)"; exit 1; }
 work=$(mktemp -d)
 mpid=
 cleanup() { [ -n "$mpid" ] && kill -9 "$mpid" 2>/dev/null; rm -rf "$work"; }
@@ -77,9 +77,9 @@ ls -d "$work"/t/checkpoint/step-* > /dev/null 2>&1 || fail "no checkpoint after 
 echo "ok: SIGTERM to rank 1 -> $(grep 'another rank' "$work/term.log"), checkpoint $(ls "$work/t/checkpoint")"
 
 # 4. Rank 1 stops itself (SIGSTOP) while rank 0 waits in a barrier with a 3 s timeout
-#    (WatchdogJob.HungRankEndsTheJob in tests/unit/dist/test_watchdog.cpp): rank 0's watchdog
+#    (WatchdogJob.HungRankEndsTheJob in tests/unit/distributed/test_watchdog.cpp): rank 0's watchdog
 #    prints its line and exits 1, mpirun ends rank 1.
-TITAN_TEST_HANG=1 mpirun "${MPIRUN_ARGS[@]}" -x TITAN_TEST_HANG -np 2 "$test_dist" \
+TITAN_TEST_HANG=1 mpirun "${MPIRUN_ARGS[@]}" -x TITAN_TEST_HANG -np 2 "$test_distributed" \
   --gtest_filter=WatchdogJob.HungRankEndsTheJob > "$work/hang.log" 2>&1 &
 mpid=$!
 SECONDS=0

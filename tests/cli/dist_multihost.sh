@@ -3,7 +3,7 @@
 # (own loopback, own eth0 with 10.77.0.1 / 10.77.0.2 on a /24, veth pairs into a Linux bridge in
 # the root namespace, own hostname through a UTS namespace). mpirun runs on host a, as a user
 # would on the first machine, with a hostfile naming both hosts by IP, TCP between hosts, and
-# tests/cli/dist/netns_rsh.sh as the remote-shell agent in place of ssh. Checks:
+# tests/cli/distributed/netns_rsh.sh as the remote-shell agent in place of ssh. Checks:
 #  - smoke: 4 ranks (2 slots per host) report the expected namespace and hostname;
 #  - the debug model (1 layer, seq 32, global batch 4, 4 steps) on 2 ranks, one per host, gives the
 #    1-process loss curve within 1e-5 relative; each rank ran in its host's namespace; rank 0
@@ -18,7 +18,7 @@
 # the namespaces cannot reach each other over the bridge (a bridge firewall).
 set -uo pipefail
 titan=$(realpath "$1") src=$(realpath "$2")  # absolute: the test works in its own folder
-source "$src/tests/cli/dist/env.sh"  # curve / compare (its MPIRUN_ARGS are for one host: not used here)
+source "$src/tests/cli/distributed/env.sh"  # curve / compare (its MPIRUN_ARGS are for one host: not used here)
 PATH=$PATH:/usr/sbin:/sbin
 export LC_ALL=C  # untranslated error texts (reach) and byte-order sort
 skip() { echo "skipping: $*"; exit 77; }
@@ -67,7 +67,7 @@ reach "$nsa" "$ipb" && reach "$nsb" "$ipa" ||
 printf '%s slots=2\n%s slots=2\n' "$ipa" "$ipb" > "$work/hosts"
 printf '%s %s\n%s %s\n' "$ipa" "$nsa" "$ipb" "$nsb" > "$work/netns.map"
 # OpenMPI splits the agent value at spaces: give it a path without any.
-cp "$src/tests/cli/dist/netns_rsh.sh" "$work/netns_rsh" && chmod +x "$work/netns_rsh"
+cp "$src/tests/cli/distributed/netns_rsh.sh" "$work/netns_rsh" && chmod +x "$work/netns_rsh"
 export TITAN_NETNS_MAP=$work/netns.map TITAN_NETNS_LOG=$work/rsh.log
 export OMP_NUM_THREADS=1
 # The multi-machine options of docs/distributed.md, plus --bind-to none and yielding for this

@@ -10,7 +10,7 @@
 set -uo pipefail
 titan=$1 src=$2
 command -v mpirun >/dev/null || { echo "mpirun not found; skipping"; exit 77; }
-source "$src/tests/cli/dist/env.sh"
+source "$src/tests/cli/distributed/env.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1

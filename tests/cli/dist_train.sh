@@ -13,7 +13,7 @@
 set -uo pipefail
 titan=$1 src=$2
 command -v mpirun >/dev/null || { echo "mpirun not found; skipping"; exit 77; }
-source "$src/tests/cli/dist/env.sh"
+source "$src/tests/cli/distributed/env.sh"
 # Checkpoints (0.45 GB each) go to tmpfs when it has room: fsync on the disk costs more than the
 # training steps.
 shm_free=$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 { print $4 }')

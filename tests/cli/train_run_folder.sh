@@ -29,7 +29,7 @@ echo "ok: $out"
 
 # 2. The same under mpirun: rank 0 cannot take the lock, and every rank fails with its error.
 if command -v mpirun > /dev/null; then
-  source "$src/tests/cli/dist/env.sh"
+  source "$src/tests/cli/distributed/env.sh"
   SECONDS=0
   timeout 120 mpirun "${MPIRUN_ARGS[@]}" -np 2 "$titan" train "${common[@]}" --job.dump_folder "$work/run" \
     --training.steps 3 --parallelism.data_parallel_shard_degree -1 > "$work/mpi.log" 2>&1 && fail "MPI job exited 0"

@@ -1,5 +1,5 @@
 // TEST REFERENCE for the KV-cache source (src/infer/kv_source.*): every call recomputes each
-// active row's whole unpadded sequence with the scoring entry point Qwen3Model::forward(ids,
+// active row's whole unpadded sequence with the scoring entry point DecoderModel::forward(ids,
 // labels = all -100, &logits) and keeps the logits of its last position. Exact by construction
 // (each row is what it would be alone, so left padding needs no attention mask) but O(n^2) in the
 // generated length; the tests check that the cached source gives the same logits.
@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "core/tensor.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 namespace titan::infer {
 

@@ -1,16 +1,16 @@
-// LogitsSource over Qwen3Model::forward with no cache: the tests' reference (recompute_source.cpp).
+// LogitsSource over DecoderModel::forward with no cache: the tests' reference (recompute_source.cpp).
 #pragma once
 #include "infer/logits_source.h"
 
 namespace titan {
-class Qwen3Model;
+class DecoderModel;
 }
 
 namespace titan::infer {
 
 class RecomputeLogitsSource : public LogitsSource {
  public:
-  explicit RecomputeLogitsSource(Qwen3Model& model) : model_(model) {}
+  explicit RecomputeLogitsSource(DecoderModel& model) : model_(model) {}
   int64_t vocab_size() const override;
   int64_t max_positions() const override;
   void prefill(const LeftPaddedBatch& batch, float* logits) override;
@@ -18,7 +18,7 @@ class RecomputeLogitsSource : public LogitsSource {
 
  private:
   void row_logits(const LeftPaddedBatch& batch, int64_t r, float* out);
-  Qwen3Model& model_;
+  DecoderModel& model_;
 };
 
 }  // namespace titan::infer

@@ -8,7 +8,7 @@
 #include "data/tokenizer.h"
 #include "infer/generate.h"
 #include "infer/generation_config.h"
-#include "infer/kv_source.h"
+#include "infer/cached_source.h"
 #include "model/hf_model.h"
 #include "infer_fixtures.h"
 #include "util/strings.h"
@@ -23,7 +23,7 @@ std::string fixture(const std::string& rel) { return test::infer_fixture(rel); }
 const json& goldens() { return test::infer_goldens("generate.json"); }
 
 struct Tiny {
-  std::unique_ptr<Qwen3Model> model = load_hf_model(fixture("tiny_chat"));
+  std::unique_ptr<DecoderModel> model = load_hf_model(fixture("tiny_chat"));
   data::Tokenizer tok = data::Tokenizer::load(fixture("tiny_chat"));
 };
 Tiny& tiny() {
@@ -35,7 +35,7 @@ Tiny& tiny() {
 
 TEST(Generate, GreedyIsTokenIdenticalToTransformers) {
   Tiny& t = tiny();
-  KvCacheLogitsSource src(*t.model);
+  CachedLogitsSource src(*t.model);
   int n = 0;
   for (const json& c : goldens()["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
@@ -63,7 +63,7 @@ TEST(Generate, GreedyIsTokenIdenticalToTransformers) {
 
 TEST(Generate, LeftPaddedBatchMatchesTransformersBatchedGenerate) {
   Tiny& t = tiny();
-  KvCacheLogitsSource src(*t.model);
+  CachedLogitsSource src(*t.model);
   std::vector<std::vector<uint32_t>> prompts;
   for (const json& row : goldens()["batch"]) prompts.push_back(row["prompt_ids"].get<std::vector<uint32_t>>());
   GenerateOptions opt;
@@ -114,7 +114,7 @@ TEST(Generate, GenerationConfigGivesEosAndPad) {
 
 TEST(Generate, SampledRowsDependOnlyOnTheirStreamNotTheBatch) {
   Tiny& t = tiny();
-  KvCacheLogitsSource src(*t.model);
+  CachedLogitsSource src(*t.model);
   GenerateOptions opt;
   opt.sampling.temperature = 0.9;
   opt.sampling.top_k = 40;
@@ -139,7 +139,7 @@ TEST(Generate, SampledRowsDependOnlyOnTheirStreamNotTheBatch) {
 
 TEST(Generate, StopStringsAndLengthEndRows) {
   Tiny& t = tiny();
-  KvCacheLogitsSource src(*t.model);
+  CachedLogitsSource src(*t.model);
   const json& c = goldens()["cases"][0];  // "text": greedy output known
   const auto prompt = c["prompt_ids"].get<std::vector<uint32_t>>();
   const auto full = c["ids"].get<std::vector<uint32_t>>();
@@ -166,7 +166,7 @@ TEST(Generate, StopStringsAndLengthEndRows) {
 
 TEST(Generate, BadRequestsAreClearErrors) {
   Tiny& t = tiny();
-  KvCacheLogitsSource src(*t.model);
+  CachedLogitsSource src(*t.model);
   GenerateOptions opt;
   auto err = [&](const std::vector<std::vector<uint32_t>>& p, const GenerateOptions& o) {
     try {

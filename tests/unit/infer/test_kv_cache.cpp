@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "infer/batch.h"
-#include "infer/kv_source.h"
+#include "infer/cached_source.h"
 #include "io/safetensors.h"
 #include "model/hf_model.h"
 #include "recompute_source.h"
@@ -84,14 +84,14 @@ double greedy_run(LogitsSource& src, LogitsSource* ref, const Golden& g, std::ve
 
 }  // namespace
 
-TEST(KvCache, GreedyBatchIsTokenIdenticalToTransformersWithLogitsWithin1e4) {
+TEST(InferenceState, GreedyBatchIsTokenIdenticalToTransformersWithLogitsWithin1e4) {
   for (const std::string name : {"dense", "moe"}) {
     SCOPED_TRACE(name);
     const Golden g = load_golden(name);
     ASSERT_EQ(g.prompts.size(), 3u);
     ASSERT_EQ(g.logits.dim(0), 64);
     auto model = load_hf_model(model_dir(name));
-    KvCacheLogitsSource src(*model);
+    CachedLogitsSource src(*model);
     RecomputeLogitsSource ref(*model);
     std::vector<std::vector<uint32_t>> ids;
     double ref_err = 0;
@@ -105,12 +105,12 @@ TEST(KvCache, GreedyBatchIsTokenIdenticalToTransformersWithLogitsWithin1e4) {
   }
 }
 
-TEST(KvCache, Bf16WeightsStayCloseToF32) {
+TEST(InferenceState, Bf16WeightsStayCloseToF32) {
   const Golden g = load_golden("dense");
   auto model = load_hf_model(model_dir("dense"));
   model->set_compute_dtype(DType::BF16);
   model->hold_compute_weights(true);
-  KvCacheLogitsSource src(*model);
+  CachedLogitsSource src(*model);
   LeftPaddedBatch batch = LeftPaddedBatch::make(g.prompts, 0);
   const int64_t V = src.vocab_size();
   std::vector<float> lg(size_t(3 * V));
@@ -129,7 +129,7 @@ TEST(KvCache, Bf16WeightsStayCloseToF32) {
 // bf16 loads them) compute exactly what f32 weights with bf16 compute and held bf16 copies do,
 // for the dense and the MoE fixture, prefill and decode (a 3-row batch: the GEMV path); and the
 // model holds no f32 matmul weight and no gradient.
-TEST(KvCache, Bf16StoredWeightsEqualHeldBf16Copies) {
+TEST(InferenceState, Bf16StoredWeightsEqualHeldBf16Copies) {
   for (const std::string name : {"dense", "moe"}) {
     SCOPED_TRACE(name);
     const Golden g = load_golden(name);
@@ -152,7 +152,7 @@ TEST(KvCache, Bf16StoredWeightsEqualHeldBf16Copies) {
     Tensor ids = Tensor::empty({1, S}, DType::I64), labels = Tensor::empty({1, S}, DType::I64);
     for (int64_t i = 0; i < S; ++i) ids.data<int64_t>()[i] = p[size_t(i)], labels.data<int64_t>()[i] = p[size_t(i + 1)];
     EXPECT_EQ(f32w->forward(ids, labels), bf16w->forward(ids, labels));
-    KvCacheLogitsSource a(*f32w), b(*bf16w);
+    CachedLogitsSource a(*f32w), b(*bf16w);
     std::vector<std::vector<uint32_t>> ia, ib;
     const double ea = greedy_run(a, nullptr, g, ia), eb = greedy_run(b, nullptr, g, ib);
     EXPECT_EQ(ia, ib);
@@ -160,16 +160,16 @@ TEST(KvCache, Bf16StoredWeightsEqualHeldBf16Copies) {
   }
 }
 
-TEST(KvCache, Bf16WeightsNeedAFrozenModel) {
+TEST(InferenceState, Bf16WeightsNeedAFrozenModel) {
   auto model = load_hf_model(model_dir("dense"));
-  EXPECT_THROW(Qwen3Model(model->config(), "cpu", false, /*frozen=*/false, DType::BF16), Error);
-  Qwen3Model m(model->config(), "cpu", false, true, DType::BF16);
+  EXPECT_THROW(DecoderModel(model->config(), "cpu", false, /*frozen=*/false, DType::BF16), Error);
+  DecoderModel m(model->config(), "cpu", false, true, DType::BF16);
   EXPECT_THROW(m.set_compute_dtype(DType::F32), Error);
 }
 
-TEST(KvCache, DecodeWithoutPrefillIsAnError) {
+TEST(InferenceState, DecodeWithoutPrefillIsAnError) {
   auto model = load_hf_model(model_dir("dense"));
-  KvCacheLogitsSource src(*model);
+  CachedLogitsSource src(*model);
   LeftPaddedBatch batch = LeftPaddedBatch::make({{1, 2, 3}}, 0);
   std::vector<float> lg(size_t(src.vocab_size()));
   try {

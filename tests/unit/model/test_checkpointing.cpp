@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "core/allocator.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 using namespace titan;
 
@@ -21,7 +21,7 @@ TEST(ActivationCheckpointing, SameGradientsLessPeakMemory) {
   size_t peak[3];
   const Checkpointing modes[3] = {Checkpointing::None, Checkpointing::Selective, Checkpointing::Full};
   for (int m = 0; m < 3; ++m) {
-    Qwen3Model model(c, "cpu");
+    DecoderModel model(c, "cpu");
     model.init_weights(InitScheme::HF, 3);
     model.set_checkpointing(modes[m]);
     cpu_allocator().reset_peak();

@@ -7,14 +7,14 @@
 #include "data/dataset.h"
 #include "data/packed_loader.h"
 #include "data/tokenizer.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 using namespace titan;
 
 TEST(Init, Torchtitan4BShapesStartNearTheGuidesRandomInitLoss) {
   ModelConfig c = flavor_config("4B");
   c.num_hidden_layers = 2;
-  Qwen3Model model(c, "cpu");
+  DecoderModel model(c, "cpu");
   model.init_weights(InitScheme::Torchtitan, 0);
   auto tok = data::Tokenizer::load(data::Tokenizer::default_dir());
   data::DatasetSpec spec;
@@ -27,7 +27,7 @@ TEST(Init, Torchtitan4BShapesStartNearTheGuidesRandomInitLoss) {
 
 TEST(Init, SchemesFollowTheirStds) {
   ModelConfig c = flavor_config("debug-tiny");
-  Qwen3Model model(c, "reference");
+  DecoderModel model(c, "reference");
   auto stdev = [&](const char* name) {
     const Tensor& t = model.params().at(name).value;
     double s = 0;
@@ -44,7 +44,7 @@ TEST(Init, SchemesFollowTheirStds) {
   // Tied: the output init (std dim^-0.5, cut at 3 std) is written last, as torchtitan does.
   EXPECT_NEAR(stdev("model.embed_tokens.weight"), 1.0 / std::sqrt(double(c.hidden_size)) * 0.986, 0.01);
   // Same seed, same weights.
-  Qwen3Model again(c, "reference");
+  DecoderModel again(c, "reference");
   again.init_weights(InitScheme::Torchtitan, 1);
   const Tensor& a = model.params().at("model.layers.1.mlp.up_proj.weight").value;
   const Tensor& b = again.params().at("model.layers.1.mlp.up_proj.weight").value;

@@ -1,4 +1,4 @@
-// [lora] base_dtype = "bfloat16": a frozen base stored in bf16 (Qwen3Model's weight_dtype) trains its
+// [lora] base_dtype = "bfloat16": a frozen base stored in bf16 (DecoderModel's weight_dtype) trains its
 // adapters with exactly the arithmetic of the same base in f32 with bf16 GEMMs
 // (set_compute_dtype(BF16), what [training] mixed_precision_param = "bfloat16" sets): the bf16
 // step rounds each f32 linear weight to bf16 (RNE) before its GEMMs, and the bf16 base holds those
@@ -50,7 +50,7 @@ TEST_P(LoraBf16Base, TrainsExactlyAsAnF32BaseWithBf16Gemms) {
   Tensor labels = next_token_labels(ids);
   const float scale = float(1.0 / double(count_labels(labels)));
 
-  std::unique_ptr<Qwen3Model> m[2] = {load_hf_model(base, c.kernels),
+  std::unique_ptr<DecoderModel> m[2] = {load_hf_model(base, c.kernels),
                                       load_hf_model(base, c.kernels, /*frozen=*/true, DType::BF16)};
   for (auto& mm : m) {
     load_peft_adapter(*mm, dir + "/adapter");
@@ -108,7 +108,7 @@ TEST(LoraBf16Base, RefusesF32ComputeAndATrainableBf16Model) {
   const std::string base = fixtures() + "/qwen3/tied_gqa2_hd16";
   auto m = load_hf_model(base, "cpu", /*frozen=*/true, DType::BF16);
   EXPECT_THROW(m->set_compute_dtype(DType::F32), Error);
-  EXPECT_THROW(Qwen3Model(m->config(), "cpu", false, /*frozen=*/false, DType::BF16), Error);
+  EXPECT_THROW(DecoderModel(m->config(), "cpu", false, /*frozen=*/false, DType::BF16), Error);
 }
 
 // A bf16 base initialised here (no HF load): each weight is its f32 init rounded once (RNE), the
@@ -118,9 +118,9 @@ TEST(LoraBf16Base, InitIsTheF32InitRoundedOnce) {
   for (bool tied : {true, false}) {
     ModelConfig c = flavor_config("debug-tiny");
     c.tie_word_embeddings = tied;
-    Qwen3Model f32(c, "cpu");
+    DecoderModel f32(c, "cpu");
     f32.init_weights(InitScheme::Torchtitan, 3);
-    Qwen3Model whole(c, "cpu", false, /*frozen=*/true, DType::BF16), units(c, "cpu", false, true, DType::BF16);
+    DecoderModel whole(c, "cpu", false, /*frozen=*/true, DType::BF16), units(c, "cpu", false, true, DType::BF16);
     whole.init_weights(InitScheme::Torchtitan, 3);
     for (int64_t u = 0; u < units.num_units(); ++u) units.init_weights(InitScheme::Torchtitan, 3, u);
     int bf16 = 0;

@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "core/threading.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "ops/matmul/matmul.h"
 #include "ops/registry.h"
 #include "common/test_util.h"
@@ -132,7 +132,7 @@ TEST(LoraDropout, BackwardIsTheForwardsDerivativeWithTheSameMask) {
 TEST(LoraDropout, TrainingPassDropsAndScoringDoesNot) {
   ModelConfig c = flavor_config("debug-tiny");
   c.num_hidden_layers = 1;
-  Qwen3Model m(c, "cpu", false, /*frozen=*/true);
+  DecoderModel m(c, "cpu", false, /*frozen=*/true);
   m.init_weights(InitScheme::Torchtitan, 1);
   LoraConfig lc;
   lc.rank = 4, lc.alpha = 8, lc.dropout = 0.5;

@@ -23,20 +23,20 @@ namespace {
 const std::string kBase = std::string(TITAN_FIXTURES) + "/qwen3_moe/aux_norm";
 const std::string kAdapter = std::string(TITAN_FIXTURES) + "/lora/moe_experts_router/adapter";
 
-std::unique_ptr<Qwen3Model> adapted(const std::string& kernels = "cpu") {
+std::unique_ptr<DecoderModel> adapted(const std::string& kernels = "cpu") {
   auto m = load_hf_model(kBase, kernels);
   load_peft_adapter(*m, kAdapter);
   m->freeze_base();
   return m;
 }
 
-Tensor logits_of(Qwen3Model& m, const Tensor& ids, const Tensor& labels) {
+Tensor logits_of(DecoderModel& m, const Tensor& ids, const Tensor& labels) {
   Tensor logits = Tensor::empty({ids.numel(), m.config().vocab_size}, DType::F32);
   m.forward(ids, labels, &logits);
   return logits;
 }
 
-const Tensor& lora_value(Qwen3Model& m, const std::string& name) {
+const Tensor& lora_value(DecoderModel& m, const std::string& name) {
   for (auto& p : m.lora_params().all())
     if (p.name == name) return p.value;
   ADD_FAILURE() << "no adapter tensor " << name;

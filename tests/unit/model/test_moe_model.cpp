@@ -153,19 +153,19 @@ TEST(MoEConfig, PublishedFlavorsAndActiveParams) {
 namespace {
 
 // A tiny MoE model with distinct weights everywhere, step-2 sparsity (layer 1 sparse, 0 dense).
-std::unique_ptr<Qwen3Model> tiny_moe() {
+std::unique_ptr<DecoderModel> tiny_moe() {
   ModelConfig c = flavor_config("debug-moe");  // shrunk: 2 layers, small vocabulary and widths
   c.vocab_size = 512, c.hidden_size = 64, c.intermediate_size = 160, c.num_hidden_layers = 2;
   c.num_attention_heads = 4, c.num_key_value_heads = 2, c.moe_intermediate_size = 32, c.tie_word_embeddings = false;
   c.decoder_sparse_step = 2;
-  auto m = std::make_unique<Qwen3Model>(c, "cpu");
+  auto m = std::make_unique<DecoderModel>(c, "cpu");
   m->init_weights(InitScheme::HF, 7);
   int seed = 0;
   for (auto& p : m->params().all()) p.value.copy_(exact_tensor(p.value.shape(), seed++));
   return m;
 }
 
-void expect_same_params(Qwen3Model& a, Qwen3Model& b) {
+void expect_same_params(DecoderModel& a, DecoderModel& b) {
   ASSERT_EQ(a.params().all().size(), b.params().all().size());
   for (size_t i = 0; i < a.params().all().size(); ++i) {
     const Param &p = a.params().all()[i], &q = b.params().all()[i];

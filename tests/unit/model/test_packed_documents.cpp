@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model/positions.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 
 using namespace titan;
 
@@ -39,7 +39,7 @@ void check_packed_equals_one_by_one(const ModelConfig& c, const char* variant) {
     for (int64_t n : docs[size_t(b)])
       for (int64_t p = 0; p < n; ++p) pos.data<int64_t>()[i++] = p;
 
-  Qwen3Model packed(c, variant), alone(c, variant);
+  DecoderModel packed(c, variant), alone(c, variant);
   packed.init_weights(InitScheme::HF, 5);
   alone.init_weights(InitScheme::HF, 5);
   Tensor logits = Tensor::empty({B * S, c.vocab_size}, DType::F32);

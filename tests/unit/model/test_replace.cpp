@@ -1,10 +1,10 @@
 // Kernel replacement by module name pattern: the glob, rule parsing, and the errors (no match,
 // unknown kernel, wrong op, refused constraint), on an abstract module list and on a 4-layer
-// dense Qwen3Model (one log line per replaced module, then a total).
+// dense DecoderModel (one log line per replaced module, then a total).
 #include <gtest/gtest.h>
 
 #include "common/test_util.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "model/replace.h"
 #include "ops/moe/moe.h"
 
@@ -65,8 +65,8 @@ ModelConfig four_layers() {
 }
 
 TEST(Replace, RopeOnFourLayersLogsFourLinesAndATotal) {
-  Qwen3Model model(four_layers(), "reference");
-  auto modules = qwen3_kernel_modules(model, 2, 16);
+  DecoderModel model(four_layers(), "reference");
+  auto modules = decoder_kernel_modules(model, 2, 16);
   std::vector<std::string> log;
   const auto done = apply_kernel_replacements(modules, {"model.layers.*.self_attn.rope=rope.transposed"}, &log);
   ASSERT_EQ(done.size(), 4u);
@@ -80,8 +80,8 @@ TEST(Replace, RopeOnFourLayersLogsFourLinesAndATotal) {
 
 // rope.fused, the first name of rope.transposed, still selects it; the log names the variant.
 TEST(Replace, FusedAliasSelectsTransposedRope) {
-  Qwen3Model model(four_layers(), "reference");
-  auto modules = qwen3_kernel_modules(model, 2, 16);
+  DecoderModel model(four_layers(), "reference");
+  auto modules = decoder_kernel_modules(model, 2, 16);
   std::vector<std::string> log;
   const auto done = apply_kernel_replacements(modules, {"model.layers.1.self_attn.rope=rope.fused"}, &log);
   ASSERT_EQ(done.size(), 1u);
@@ -92,8 +92,8 @@ TEST(Replace, FusedAliasSelectsTransposedRope) {
 }
 
 TEST(Replace, NarrowPatternPicksOneLayerAndLaterRulesWin) {
-  Qwen3Model model(four_layers(), "reference");
-  auto modules = qwen3_kernel_modules(model);
+  DecoderModel model(four_layers(), "reference");
+  auto modules = decoder_kernel_modules(model);
   std::vector<std::string> log;
   apply_kernel_replacements(modules,
                             {"model.layers.*.self_attn.attention=attention.cpu",
@@ -106,8 +106,8 @@ TEST(Replace, NarrowPatternPicksOneLayerAndLaterRulesWin) {
 }
 
 TEST(Replace, ErrorsLeaveTheModelUntouched) {
-  Qwen3Model model(four_layers(), "reference");
-  auto modules = qwen3_kernel_modules(model, 1, 8);
+  DecoderModel model(four_layers(), "reference");
+  auto modules = decoder_kernel_modules(model, 1, 8);
   auto attempt = [&](std::vector<std::string> rules) {
     return error_of([&] { apply_kernel_replacements(modules, rules); });
   };

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/allocator.h"
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "model/train_memory.h"
 
 using namespace titan;
@@ -28,7 +28,7 @@ struct Case {
 
 // A bf16 base's values, filled in place with small deterministic ones (not the init's scales)
 // through a per-parameter f32 temporary, far below the step's peak.
-void fill_bf16_base(Qwen3Model& m) {
+void fill_bf16_base(DecoderModel& m) {
   int64_t k = 0;
   for (auto& p : m.params().all()) {
     Tensor f = Tensor::empty(p.value.shape(), DType::F32);
@@ -50,7 +50,7 @@ TEST_P(TrainMemoryTest, PredictionWithinTenPercentOfTheMeasuredPeak) {
   const size_t before = cpu_allocator().stats().live_bytes;
   size_t peak = 0;
   {
-    Qwen3Model model(cfg, "cpu", false, /*frozen=*/c.lora, c.base);  // as the trainer builds a LoRA run's base
+    DecoderModel model(cfg, "cpu", false, /*frozen=*/c.lora, c.base);  // as the trainer builds a LoRA run's base
     if (c.base == DType::BF16) fill_bf16_base(model);
     else model.init_weights(InitScheme::HF, 1);
     if (c.lora) model.enable_lora(lc, 2);

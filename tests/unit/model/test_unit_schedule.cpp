@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "model/qwen3.h"
+#include "model/decoder.h"
 #include "model/unit_schedule.h"
 
 using namespace titan;
@@ -54,7 +54,7 @@ TEST(UnitSchedule, HookCallsOfBothPassesAreTheSchedule) {
         SCOPED_TRACE(std::string(moe ? "moe" : "dense") + (tied ? " tied" : " untied") + " ckpt " +
                      std::to_string(int(ck)));
         const ModelConfig c = tiny(moe, tied);
-        Qwen3Model m(c, "cpu");
+        DecoderModel m(c, "cpu");
         m.init_weights(InitScheme::HF, 1);
         m.set_checkpointing(ck);
         Recorder rec;

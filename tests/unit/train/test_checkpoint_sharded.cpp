@@ -279,7 +279,7 @@ TEST(ShardedCheckpoint, RanksWithNothingAndEmptyPieces) {
 TEST(ShardedCheckpoint, ExportAndVerifyAssembleFullTensors) {
   std::string dir = temp_dir("shmodel");
   ModelConfig mc = flavor_config("debug-tiny");
-  Qwen3Model model(mc, "cpu");
+  DecoderModel model(mc, "cpu");
   model.init_weights(InitScheme::Torchtitan, 5);
   std::vector<NamedTensor> m;
   for (auto& p : model.params().all()) m.push_back({p.name, p.value});

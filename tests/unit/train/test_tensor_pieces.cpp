@@ -122,6 +122,12 @@ TEST(TensorPieces, ReaderValidatesPieceFieldsStrictly) {
     e["elem_offset"] = elem;
     return e;
   };
+  auto box = [&](const std::string& name, const Shape& shape, uint64_t offset, const Shape& full, const Shape& at) {
+    nlohmann::json e = entry(name, shape, offset, data);
+    e["full_shape"] = full;
+    e["box_offset"] = at;
+    return e;
+  };
   auto err = [&](int version, const nlohmann::json& entries) {
     craft(path, version, entries, data);
     return error_of([&] { TensorFileReader r(path); });
@@ -145,7 +151,11 @@ TEST(TensorPieces, ReaderValidatesPieceFieldsStrictly) {
       {2, {piece("p", {0}, 64, {5}, 0)}, "piece of tensor 'p' must be stored 1-D and non-empty, got shape [0]"},
       {2, {piece("p", {4}, 64, {2, -2}, 0)}, "tensor 'p' has a bad full shape"},
       {1, {piece("p", {4}, 64, {5}, 0)}, "tensor 'p' is a piece in a version 1 file"},
-      {3, {entry("p", {4}, 64, data)}, "unsupported index version 3"},
+      {4, {entry("p", {4}, 64, data)}, "unsupported index version 4"},
+      {2, {box("p", {2, 2}, 64, {4, 4}, {0, 0})}, "tensor 'p' is a box piece in a version 2 file"},
+      {3, {box("p", {2, 2}, 64, {4, 4}, {3, 0})}, "piece of tensor 'p': box [3:5, 0:2] lies outside its full shape [4, 4]"},
+      {3, {box("p", {2, 2}, 64, {4, 4}, {0, 0}), box("p", {2, 2}, 128, {4, 4}, {1, 1})},
+       "pieces of tensor 'p' overlap (elements [4, 6) and [5, 7))"},
       {2, {piece("p", {4}, 64, {8}, 0), piece("p", {4}, 128, {8}, 3)},
        "pieces of tensor 'p' overlap (elements [0, 4) and [3, 7))"},
       {2, {piece("p", {4}, 64, {8}, 0), piece("p", {4}, 128, {2, 4}, 4)},

@@ -20,9 +20,9 @@
 
 #include "data/arithmetic.h"
 #include "data/chat_template.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "infer/generate.h"
-#include "infer/kv_source.h"
+#include "infer/cached_source.h"
 #include "train/trainer.h"
 #include "util/strings.h"
 
@@ -67,7 +67,7 @@ TEST(SftArithmetic, ValidationLossFallsAndNinetyPercentOfHeldOutAnswersAreExact)
   cfg.metrics.enable_tensorboard = false;
   cfg.validation.sample_prompts.clear();
 
-  dist::LocalComm comm;
+  comm::LocalComm comm;
   Trainer trainer(cfg, comm);
   trainer.train();
 
@@ -95,7 +95,7 @@ TEST(SftArithmetic, ValidationLossFallsAndNinetyPercentOfHeldOutAnswersAreExact)
   opt.stop.max_new_tokens = 10;
   opt.stop.eos_ids = {uint32_t(tok.token_to_id("<|im_end|>")), tok.eot_id()};
   opt.pad_id = tok.eot_id();
-  infer::KvCacheLogitsSource source(trainer.model());
+  infer::CachedLogitsSource source(trainer.model());
   const auto results = infer::generate(source, tok, prompts, opt);
   int64_t right = 0, right_length = 0, right_last = 0;
   for (size_t i = 0; i < results.size(); ++i) {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/test_util.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/run_folder.h"
@@ -289,7 +289,7 @@ TEST(Trainer, AnAddedHookSeesEveryStepAfterTheBuiltInOnes) {
       events.push_back("end at " + std::to_string(res.last_step) + " " + fs::path(res.last_checkpoint).filename().string());
     }
   };
-  dist::LocalComm local;
+  comm::LocalComm local;
   Trainer trainer(c, local);
   auto hook = std::make_unique<Recorder>();
   hook->dump = d;

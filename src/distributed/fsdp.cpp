@@ -1,0 +1,452 @@
+#include "distributed/fsdp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "distributed/flat_params.h"
+#include "distributed/grad_clip.h"
+#include "model/decoder.h"
+
+namespace titan::distributed {
+
+namespace {
+
+// Elements per rank per collective call: staging of at most ~4Mi floats whatever the rank count.
+int64_t bucket_for(int64_t max_chunk, int64_t world) {
+  return std::max<int64_t>(1, std::min(max_chunk, (int64_t(1) << 22) / world));
+}
+
+// A unit's chunk in 4-byte words: ceil(bytes / 4N) (ceil(P / N) elements of f32 values), at least 1.
+int64_t chunk_words(int64_t bytes, int64_t world) { return std::max<int64_t>(1, (bytes + 4 * world - 1) / (4 * world)); }
+
+}  // namespace
+
+FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen, DType base) {
+  TITAN_CHECK(base == DType::F32 || frozen, "sharded data parallelism: bf16 weights need a frozen base");
+  std::vector<int64_t> sizes(size_t(c.num_hidden_layers) + 2, 0);
+  for (const ParamSpec& s : model_param_specs(c))
+    sizes[size_t(s.unit)] += shape_numel(s.shape) * int64_t(dtype_size(s.dtype(base)));
+  FsdpPlan p;
+  p.unit_bytes = sizes;
+  p.tied = c.tie_word_embeddings;
+  int64_t max_chunk = 0;
+  for (int64_t n : sizes) {
+    const int64_t chunk = chunk_words(n, world);
+    p.shard_bytes += 4 * chunk;
+    max_chunk = std::max(max_chunk, chunk);
+    p.largest_unit_bytes = std::max(p.largest_unit_bytes, n);
+    p.total_bytes += n;
+  }
+  // all-gather staging (N x bucket) and the reduce-scatter output (bucket; 1 word when frozen)
+  p.staging_bytes = 4 * (world * bucket_for(max_chunk, world) + (frozen ? 1 : bucket_for(max_chunk, world)));
+  p.schedule = unit_schedule(c, Pass::Train);
+  p.frozen = frozen;
+  return p;
+}
+
+int64_t FsdpPlan::transient_bytes(bool reshard_after_forward, bool prefetch) const {
+  // Replays the schedule with the rules of Fsdp::need / done / prefetch below. A trained unit's
+  // values are f32, so its full gradients are as many bytes as its values.
+  const size_t n = unit_bytes.size();
+  std::vector<char> values(n, 0), grads(n, 0);
+  std::vector<int64_t> reducing;  // units whose gradients the communication thread still reduces
+  int64_t live = 0, peak = 0;
+  // A frozen base's gradients are tracked (the tied embedding's lifetime) but hold no memory.
+  auto size_of = [&](const std::vector<char>& held, int64_t u) {
+    return &held == &grads && frozen ? int64_t(0) : unit_bytes[size_t(u)];
+  };
+  auto take = [&](std::vector<char>& held, int64_t u) {
+    if (!held[size_t(u)]) held[size_t(u)] = 1, live += size_of(held, u);
+  };
+  auto drop = [&](std::vector<char>& held, int64_t u) {
+    if (held[size_t(u)]) held[size_t(u)] = 0, live -= size_of(held, u);
+  };
+  for (const UnitStep& s : schedule) {
+    const int64_t u = s.unit;
+    switch (s.kind) {
+      case UnitStep::Kind::Prefetch:
+        if (prefetch) take(values, u);
+        break;
+      case UnitStep::Kind::Need:
+        if (uses(s.use, UnitUse::Values)) take(values, u);
+        if (uses(s.use, UnitUse::Grads)) take(grads, u);
+        break;
+      case UnitStep::Kind::Done: {
+        if (uses(s.use, UnitUse::Grads)) {
+          grads[size_t(u)] = 0;
+          if (frozen)
+            ;  // nothing held, nothing reduced
+          else if (prefetch)
+            reducing.push_back(u);  // freed by the communication thread once reduced
+          else
+            live -= unit_bytes[size_t(u)];
+        }
+        const bool keep = !reshard_after_forward || (u == 0 && tied && !grads[0]);
+        if (uses(s.use, UnitUse::Values) && (uses(s.use, UnitUse::Grads) || !keep)) drop(values, u);
+        break;
+      }
+      case UnitStep::Kind::Run:
+        peak = std::max(peak, live);
+        // A reduction issued before this step overlaps it and is taken as done after it.
+        for (int64_t r : reducing) live -= unit_bytes[size_t(r)];
+        reducing.clear();
+        break;
+    }
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+struct Fsdp::Unit {
+  size_t p0 = 0, p1 = 0;                 // parameter range
+  int64_t numel = 0, bytes = 0;          // elements (f32 gradients) and value bytes
+  int64_t chunk = 0, local = 0;          // in words; local: where this rank's chunk starts in the shard
+  std::vector<std::shared_ptr<Storage>> values, grads;  // the distinct storages behind the params
+  enum class State { Sharded, Pending, Resident } state = State::Sharded;
+  int64_t gather_ticket = 0;  // Pending: the worker job that gathers the values
+  bool grads_resident = false;
+  int64_t reduce_ticket = 0;  // the last job reducing (and then freeing) this unit's grads
+};
+
+// Runs collectives in submission order on one thread (or inline when there is no thread).
+class Fsdp::Worker {
+ public:
+  explicit Worker(bool threaded) {
+    if (threaded) th_ = std::thread([this] { loop(); });
+  }
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (th_.joinable()) th_.join();
+  }
+  // Jobs submitted and not finished: only while unwinding from an error on this rank, when the
+  // thread may be stuck in a collective the other ranks never join.
+  bool busy() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return th_.joinable() && finished_ < issued_;
+  }
+  // Gives up on a busy thread (the process is about to end every rank with the error).
+  void abandon() { th_.detach(); }
+  int64_t submit(std::function<void()> job) {
+    if (!th_.joinable()) {  // inline: done when submit returns (errors propagate directly)
+      run(job);
+      std::lock_guard<std::mutex> g(mu_);
+      finished_ = ++issued_;
+      return issued_;
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    q_.push_back(std::move(job));
+    cv_.notify_all();
+    return ++issued_;
+  }
+  void wait(int64_t ticket) {
+    const double t0 = now_seconds();
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait(g, [&] { return finished_ >= ticket || err_; });
+    waited_ += now_seconds() - t0;
+    if (err_) std::rethrow_exception(err_);
+  }
+  void drain() {
+    int64_t t;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      t = issued_;
+    }
+    wait(t);
+  }
+  double seconds() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return seconds_;
+  }
+  // Time the submitting thread was blocked: all of it inline, the waits with a thread.
+  double blocked_seconds() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return th_.joinable() ? waited_ : seconds_;
+  }
+
+ private:
+  void run(const std::function<void()>& job) {
+    const double t0 = now_seconds();
+    job();
+    std::lock_guard<std::mutex> g(mu_);
+    seconds_ += now_seconds() - t0;
+  }
+  void loop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> g(mu_);
+        cv_.wait(g, [&] { return stop_ || !q_.empty(); });
+        if (q_.empty()) return;
+        job = std::move(q_.front());
+        q_.pop_front();
+      }
+      try {
+        run(job);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(mu_);
+        if (!err_) err_ = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        ++finished_;
+      }
+      cv_.notify_all();
+    }
+  }
+  std::thread th_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> q_;
+  bool stop_ = false;
+  int64_t issued_ = 0, finished_ = 0;
+  double seconds_ = 0, waited_ = 0;
+  std::exception_ptr err_;
+};
+
+Fsdp::Fsdp(DecoderModel& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill,
+           Comm* replicate)
+    : model_(model), ps_(model.params()), comm_(comm), replicate_(replicate), opt_(opt), frozen_(model.base_frozen()) {
+  const int64_t n = comm.size(), r = comm.rank();
+  for (int64_t ui = 0; ui < model.num_units(); ++ui) {
+    auto u = std::make_unique<Unit>();
+    std::tie(u->p0, u->p1) = model.unit_params(ui);
+    std::set<Storage*> seen;
+    for (size_t i = u->p0; i < u->p1; ++i) {
+      Param& p = ps_.all()[i];
+      const DType dt = p.value.dtype();
+      TITAN_CHECK(frozen_ ? !p.grad.defined() && (dt == DType::F32 || dt == DType::BF16)
+                          : dt == DType::F32 && p.grad.dtype() == DType::F32,
+                  "sharded data parallelism: parameter ", p.name, " is ", dtype_name(dt),
+                  frozen_ ? " (a frozen base is f32 or bf16)" : " (trained parameters are f32)");
+      TITAN_CHECK(!p.value.storage()->resident() && (frozen_ || !p.grad.storage()->resident()),
+                  "sharded data parallelism: parameter ", p.name, " already has memory (build the model deferred)");
+      if (seen.insert(p.value.storage().get()).second) u->values.push_back(p.value.storage());
+      if (!frozen_ && seen.insert(p.grad.storage().get()).second) u->grads.push_back(p.grad.storage());
+      u->numel += p.value.numel();
+      u->bytes += int64_t(p.value.nbytes());
+    }
+    u->chunk = chunk_words(u->bytes, n);
+    u->local = shard_;
+    // This rank's spans: the pieces of [r c, (r+1) c) of the unit's flattening (f32 models; a bf16
+    // base is never checkpointed).
+    const int64_t lo = r * u->chunk;
+    if (model.weight_dtype() == DType::F32)
+      for_each_flat_span(ps_, u->p0, u->p1, lo, std::min(u->numel, lo + u->chunk),
+                         [&](size_t i, int64_t po, int64_t fo, int64_t c) {
+                           spans_.push_back(Span{i, po, c, u->local + (fo - lo)});
+                         });
+    shard_ += u->chunk;
+    units_.push_back(std::move(u));
+  }
+  int64_t max_chunk = 0;
+  for (auto& u : units_) max_chunk = std::max(max_chunk, u->chunk);
+  bucket_ = bucket_for(max_chunk, n);
+  plan_ = fsdp_plan(model.config(), n, frozen_, model.weight_dtype());
+  TITAN_ASSERT(plan_.shard_bytes == 4 * shard_ && plan_.unit_bytes.size() == units_.size(),
+               "FSDP plan disagrees with the model");
+  stage_ = Tensor::zeros({bucket_ * n}, DType::F32);
+  out_ = Tensor::zeros({frozen_ ? 1 : bucket_}, DType::F32);
+  p_ = Tensor::zeros({shard_}, DType::F32);
+  const int64_t trained = frozen_ ? 0 : shard_;  // a frozen base has no gradient or moment shards
+  g_ = Tensor::zeros({trained}, DType::F32);
+  m_ = Tensor::zeros({trained}, DType::F32);
+  v_ = Tensor::zeros({trained}, DType::F32);
+  // Fill each unit in full (identically on every rank), keep this rank's chunk, free the rest.
+  for (size_t ui = 0; ui < units_.size(); ++ui) {
+    Unit& u = *units_[ui];
+    for (auto& s : u.values) s->allocate();
+    fill(int64_t(ui));
+    const int64_t lo = 4 * r * u.chunk;
+    value_bytes_read(ps_, u.p0, u.p1, lo, std::min(u.bytes, lo + 4 * u.chunk), p_.data<float>() + u.local);
+    for (auto& s : u.values) s->release();
+  }
+  tied_ = model.config().tie_word_embeddings;
+  worker_ = std::make_unique<Worker>(opt.prefetch);
+  model.set_unit_hooks(this);
+}
+
+Fsdp::~Fsdp() {
+  model_.set_unit_hooks(nullptr);
+  if (worker_->busy()) {
+    // Unwinding from an error mid-pass: joining could wait forever on a collective the other
+    // ranks will not join (the caller aborts the job next), so the thread and its queue are
+    // left behind rather than joined.
+    worker_->abandon();
+    (void)worker_.release();
+  }
+  worker_.reset();
+}
+
+double Fsdp::comm_seconds() const { return worker_->seconds() + comm_seconds_; }
+double Fsdp::comm_wait_seconds() const { return worker_->blocked_seconds() + comm_seconds_; }
+
+void Fsdp::gather(Unit& u) {
+  // Bytes, in whatever dtype the values have (f32, or a frozen base's bf16 weights).
+  const int n = comm_.size();
+  char* s = static_cast<char*>(stage_.raw());
+  const char* mine = static_cast<const char*>(p_.raw()) + 4 * u.local;
+  const int64_t chunk = 4 * u.chunk, bucket = 4 * bucket_;
+  for (int64_t o = 0; o < chunk; o += bucket) {
+    const int64_t b = std::min(bucket, chunk - o);
+    comm_.all_gather_bytes(mine + o, s, size_t(b));
+    for (int q = 0; q < n; ++q) {
+      const int64_t lo = int64_t(q) * chunk + o;
+      value_bytes_write(ps_, u.p0, u.p1, lo, std::min(lo + b, u.bytes), s + int64_t(q) * b);
+    }
+    gathered_bytes_ += int64_t(n) * b;
+  }
+}
+
+void Fsdp::reduce_grads(Unit& u) {
+  const int n = comm_.size();
+  float* s = stage_.data<float>();
+  float* out = out_.data<float>();
+  float* acc = g_.data<float>() + u.local;
+  for (int64_t o = 0; o < u.chunk; o += bucket_) {
+    const int64_t b = std::min(bucket_, u.chunk - o);
+    std::memset(s, 0, size_t(n) * size_t(b) * sizeof(float));  // padding past the unit stays 0
+    for (int q = 0; q < n; ++q) {
+      const int64_t lo = int64_t(q) * u.chunk + o;
+      flat_read(ps_, u.p0, u.p1, true, lo, std::min(lo + b, u.numel), s + int64_t(q) * b);
+    }
+    comm_.reduce_scatter(s, out, b, ReduceOp::Sum);
+    for (int64_t i = 0; i < b; ++i) acc[o + i] += out[i];
+  }
+}
+
+void Fsdp::wait_values(Unit& u) {
+  if (u.state == Unit::State::Pending) {
+    worker_->wait(u.gather_ticket);
+    u.state = Unit::State::Resident;
+  }
+}
+
+void Fsdp::issue_gather(Unit& u) {
+  if (u.state != Unit::State::Sharded) return;
+  for (auto& s : u.values) s->allocate();
+  u.gather_ticket = worker_->submit([this, &u] { gather(u); });
+  u.state = Unit::State::Pending;
+}
+
+void Fsdp::prefetch(int64_t unit) {
+  // Without a communication thread a gather would run right here, holding the unit's memory from
+  // now on for no overlap: the announcement is ignored.
+  if (!opt_.prefetch || unit < 0 || unit >= int64_t(units_.size())) return;
+  issue_gather(*units_[size_t(unit)]);
+}
+
+void Fsdp::need(int64_t unit, UnitUse use) {
+  Unit& u = *units_.at(size_t(unit));
+  if (uses(use, UnitUse::Values)) {
+    issue_gather(u);
+    wait_values(u);
+  }
+  if (uses(use, UnitUse::Grads) && !u.grads_resident && frozen_) {
+    u.grads_resident = true;  // the unit's backward: no gradient memory (the keep rule in done())
+  } else if (uses(use, UnitUse::Grads) && !u.grads_resident) {
+    worker_->wait(u.reduce_ticket);  // the previous micro-batch's reduction still reads them
+    for (auto& s : u.grads) s->allocate();
+    for (size_t i = u.p0; i < u.p1; ++i) ps_.all()[i].grad.zero_();
+    u.grads_resident = true;
+  }
+}
+
+void Fsdp::done(int64_t unit, UnitUse use) {
+  Unit& u = *units_.at(size_t(unit));
+  const bool values = uses(use, UnitUse::Values), grads = uses(use, UnitUse::Grads);
+  if (grads) {
+    TITAN_ASSERT(u.grads_resident, "done(grads) without need(grads) for unit ", unit);
+    u.grads_resident = false;
+    if (!frozen_)
+      u.reduce_ticket = worker_->submit([this, &u] {
+        reduce_grads(u);
+        for (auto& s : u.grads) s->release();
+      });
+  }
+  // A tied embedding stays from its lookup to the head, which reads it again (with its gradient
+  // then resident): the head's phase holds it anyway, so keeping it adds nothing to the peak and
+  // saves gathering the largest unit twice. The head's done() frees it.
+  const bool keep = !opt_.reshard_after_forward || (unit == 0 && tied_ && !u.grads_resident);
+  if (values && (grads || !keep)) {
+    wait_values(u);
+    if (u.state == Unit::State::Resident) {
+      // A reduction still queued for this unit reads only its gradients: the values can go.
+      for (auto& s : u.values) s->release();
+      u.state = Unit::State::Sharded;
+    }
+  }
+}
+
+void Fsdp::end_pass() {
+  worker_->drain();
+  for (auto& up : units_) {
+    Unit& u = *up;
+    TITAN_ASSERT(!u.grads_resident, "a unit's gradients were never reduced in this pass");
+    if (u.state != Unit::State::Sharded) {
+      for (auto& s : u.values) s->release();
+      u.state = Unit::State::Sharded;
+    }
+  }
+}
+
+void Fsdp::zero_grad() {
+  worker_->drain();
+  g_.zero_();
+}
+
+double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& hp) {
+  TITAN_ASSERT(!frozen_, "Fsdp::step on a frozen base");
+  worker_->drain();
+  if (replicate_ && replicate_->size() > 1) {  // HSDP: the replicas' gradient shards summed
+    const double t0 = now_seconds();
+    replicate_->all_reduce(g_.data<float>(), shard_, ReduceOp::Sum);
+    comm_seconds_ += now_seconds() - t0;
+  }
+  // The clipping of the whole-tensor path (distributed/grad_clip.h) on my shard; the global sum of
+  // squares is the ranks' sums added in rank order.
+  const double norm = clip_grad_norm({{g_.data<float>(), shard_}}, max_norm, [this](double ss) {
+    const double t0 = now_seconds();
+    const double total = comm_.all_reduce_sum(ss);
+    comm_seconds_ += now_seconds() - t0;
+    return total;
+  });
+  if (!std::isfinite(norm)) return norm;
+  // Padding elements have 0 parameter, 0 gradient and 0 moments, and stay so.
+  adamw.step(p_, g_, m_, v_, hp);
+  return norm;
+}
+
+void Fsdp::for_each_unit_gathered(const std::function<void(int64_t unit)>& f) {
+  for (size_t ui = 0; ui < units_.size(); ++ui) {
+    need(int64_t(ui), UnitUse::Values);
+    f(int64_t(ui));
+    Unit& u = *units_[ui];
+    for (auto& s : u.values) s->release();
+    u.state = Unit::State::Sharded;
+  }
+  worker_->drain();
+}
+
+std::optional<std::string> Fsdp::first_non_finite_grad() const {
+  if (frozen_) return std::nullopt;
+  const float* g = g_.data<float>();
+  for (const Span& s : spans_)
+    for (int64_t i = 0; i < s.count; ++i)
+      if (!std::isfinite(g[s.local + i])) return ps_.all()[s.param].name;
+  return std::nullopt;
+}
+
+}  // namespace titan::distributed

@@ -1,0 +1,35 @@
+// Gradient clipping as torch.nn.utils.clip_grad_norm_(max_norm, norm_type=2), one routine for
+// gradients held whole in each process (one process, or replicas after their all-reduce:
+// train/grad_utils.h) and for a rank's shard of them (distributed/fsdp.h). The two differ only in how
+// the global sum of squares is formed from this process's part, which the caller passes in; the
+// norm and the scaling are the same code.
+//
+// Deterministic for any thread count: each range is cut into fixed 64Ki-element chunks, each
+// chunk's sum of squares is accumulated in double (AVX2, 8 lanes, fixed lane order), and the chunk
+// sums are added in order.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace titan::distributed {
+
+// f32 gradient elements [data, data + n).
+struct GradRange {
+  float* data;
+  int64_t n;
+};
+
+// Sum over the ranges of g^2, in double.
+double sum_of_squares(const std::vector<GradRange>& grads);
+
+// total = sqrt(global(sum_of_squares(grads))), where `global` turns this process's sum into the sum
+// over every gradient: the identity (empty) when `grads` are all of them, the sum over the ranks
+// holding the other parts when they are a shard (an all-reduce, every rank getting the same
+// total). When max_norm > 0 and coef = max_norm / (total + 1e-6) < 1, every element is multiplied
+// by (float)coef. A non-finite total leaves the gradients untouched (torch would multiply them by
+// NaN): the caller stops the run. Returns total.
+double clip_grad_norm(const std::vector<GradRange>& grads, double max_norm,
+                      const std::function<double(double local_sum_of_squares)>& global = {});
+
+}  // namespace titan::distributed

@@ -1,0 +1,60 @@
+// The decoder layer's storage and saved activations, shared by the model's two source files:
+// decoder.cpp (parameters, init, the passes) and decoder_layer.cpp (one layer's forward and backward).
+#pragma once
+#include <vector>
+
+#include "model/decoder.h"
+
+namespace titan {
+
+// Small helpers of the layer files (model/layers/, decoder_layer.cpp, decoder.cpp).
+namespace layer_util {
+inline Tensor f32(const Shape& s) { return Tensor::empty(s, DType::F32); }
+// A weight gradient to accumulate into, or null for a frozen weight (DecoderModel::freeze_base).
+inline Tensor* grad_or_null(Tensor& g) { return g.defined() ? &g : nullptr; }
+// The dtype of activations only a GEMM reads: bf16 under bf16 compute, else f32.
+inline DType gemm_input_dtype(DType compute) { return compute == DType::BF16 ? DType::BF16 : DType::F32; }
+}  // namespace layer_util
+
+// Saved activations of one decoder layer. Which are kept depends on the checkpointing mode; the
+// rest are recomputed from the layer input (Full) or from the attention block output (Selective).
+// Shapes as in decoder.h (T tokens, W = Q + 2K). With bf16 compute the inputs that only a bf16 GEMM
+// reads (xn1, a dense layer's xn2 and act) are kept in bf16, written so by the op that makes them.
+struct LayerActs {
+  // attention block
+  Tensor xn1, rstd1;      // [T, H], [T]
+  Tensor qkv;             // [T, W] projections (+ bias) before the q/k norm; attention reads v from it
+  Tensor rstd_q, rstd_k;  // [T * heads], [T * kv_heads]
+  Tensor q, k;            // [B, S, heads, D], [B, S, kv_heads, D] after norm + RoPE
+  Tensor attn, lse;       // [T, Q], [B, heads, S]
+  Tensor h;               // [T, H] residual after attention
+  // MLP block
+  Tensor xn2, rstd2;      // [T, H], [T]
+  Tensor gu, act;         // [T, 2I], [T, I]  (dense MLP)
+  MoESaved moe;           // sparse MLP: routing and the variant's saved activations
+  std::vector<Tensor> lora_t;  // per adapter of the layer (DecoderModel::lora_layer_): x A^T [T, r]
+  bool have_attn = false, have_mlp = false;
+};
+
+// What a training forward keeps for its backward.
+struct ActivationStore {
+  std::vector<Tensor> x;          // [n_layers + 1]: each layer's input [T, H], then the last output
+  std::vector<LayerActs> layers;  // per layer, by the checkpointing mode
+};
+
+struct DecoderModel::Layer {
+  Tensor w_in, w_qkv, w_qn, w_kn, w_o, w_post, w_gu, w_down;  // fused storage
+  Tensor g_in, g_qkv, g_qn, g_kn, g_o, g_post, g_gu, g_down;  // their grads
+  Tensor b_qkv, gb_qkv;  // q/k/v biases [Q + 2K] and grad (qwen2; undefined otherwise)
+  // Its mixer and MLP (ModelConfig::layer_kind); the weights below are those of its kinds.
+  LayerKind kind;
+  bool moe() const { return kind.mlp == MlpKind::MoE; }
+  // MoE layers (w_gu / w_down unused): router [E, H], stacked experts [E, 2I, H], [E, H, I].
+  Tensor w_router, w_egu, w_edown, g_router, g_egu, g_edown;
+};
+
+struct DecoderModel::Bf16Weights {
+  std::vector<Tensor> qkv, o, gu, down;  // per layer, BF16
+};
+
+}  // namespace titan

@@ -1,0 +1,46 @@
+// What a generating model keeps per decoder layer between calls, so each step computes only its
+// new columns (DecoderModel::forward_cached): one slot per layer, whose contents depend on the
+// layer's mixer kind (model/layer_kind.h) — the keys and values of an attention layer (growing
+// with the context), or the fixed-size convolution window and recurrent state of a linear-attention
+// layer. Rows are those of a left-padded batch (infer/batch.h): row b's first[b] leading columns
+// are padding, masked out of every attention, and its real tokens sit at positions column -
+// first[b]. Keys are stored after the q/k norm and RoPE, as attention reads them.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/layer_kind.h"
+
+namespace titan {
+
+struct LayerState {
+  // Attention kinds: [rows, capacity, kv_heads, head_dim] f32 (undefined until reserved).
+  Tensor k, v;
+  // Linear-attention kinds: the last kernel-1 inputs of the causal convolution and the recurrent
+  // state, of a size fixed by the layer (made by the layer on its first call).
+  Tensor conv, recurrent;
+};
+
+struct InferenceState {
+  int64_t rows = 0;
+  int64_t len = 0;             // columns written (the same for every row)
+  std::vector<int64_t> first;  // [rows] first real column of each row
+  std::vector<LayerState> layers;
+
+  // An empty state for `first.size()` rows (layers get memory on first use).
+  void reset(std::vector<int64_t> first_real_column) {
+    first = std::move(first_real_column);
+    rows = int64_t(first.size());
+    len = 0;
+    layers.clear();
+  }
+  // Columns the attention layers can hold without growing (0 before the first reserve).
+  int64_t capacity() const;
+  // Makes room for `cols` columns in every attention layer of `kinds` (keeping the written ones):
+  // capacity grows by doubling, so appending one column at a time copies O(total) in all. Other
+  // kinds' slots are left to their layer.
+  void reserve(const std::vector<LayerKind>& kinds, int64_t kv_heads, int64_t head_dim, int64_t cols);
+};
+
+}  // namespace titan

@@ -1,0 +1,126 @@
+// The attention mixer, forward and backward side by side (shapes in decoder.h; T = B * S tokens,
+// W = Q + 2K the fused q/k/v width).
+//
+// The layer reads and writes its fused buffers in place rather than copying parts out and back:
+//   - the q/k norm reads q and k as strided row views of the qkv projection output [T, W], and
+//     attention reads v from it the same way;
+//   - in the backward, attention writes dq, dk and dv straight into the fused gradient dqkv
+//     [T, W]; RoPE's and the q/k norm's backward then run in place on those views;
+//   - the residual adds are inside other ops: o_proj and down_proj are linears with a residual
+//     input (h = x + attn @ Wo^T in the GEMM's epilogue), and each RMSNorm backward adds its input
+//     gradient into the residual stream's gradient (dx +=).
+// With bf16 compute, the ops that produce a bf16 GEMM's input write it in bf16 directly (the
+// input norms, SwiGLU and its backward), so no separate rounding pass runs over them.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/threading.h"
+#include "model/decoder_layer.h"
+#include "model/positions.h"
+
+namespace titan {
+
+using namespace layer_util;
+
+namespace {
+
+// dst (contiguous, [T, n] as any shape) = columns [c0, c0 + n) of src [T, W].
+void copy_columns(const Tensor& src, int64_t c0, Tensor& dst) {
+  const int64_t T = src.dim(0), W = src.dim(1), n = dst.numel() / T;
+  const float* s = src.data<float>();
+  float* d = dst.data<float>();
+  parallel_for(T, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) std::memcpy(d + t * n, s + t * W + c0, size_t(n) * sizeof(float));
+  });
+}
+
+}  // namespace
+
+// The attention mixer block: a.h [T, H] = x + o_proj(attention(rope(norm(q)), rope(norm(k)), v))
+// of rmsnorm(x), with the saved activations in `a`; with a cache (generation), attention over it.
+void DecoderModel::attention_forward(size_t l, const Tensor& x, LayerActs& a, int64_t B, int64_t S, Positions pos,
+                                     InferenceState* cache) {
+  const Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
+  const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
+  const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
+  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
+  const float eps = float(cfg_.rms_norm_eps);
+  const DType gemm_in = compute_ == DType::BF16 ? DType::BF16 : DType::F32;  // dtype of inputs only a GEMM reads
+  a.xn1 = Tensor::empty({T, H}, gemm_in);
+  a.rstd1 = f32({T});
+  k.rmsnorm->forward(x, L.w_in, eps, a.xn1, a.rstd1);
+  a.qkv = f32({T, Q + 2 * K});
+  k.linear->forward(a.xn1, Wqkv, a.qkv, compute_);
+  if (L.b_qkv.defined()) k.bias->forward(a.qkv, L.b_qkv);
+  lora_forward_group(l, LoraGroup::Qkv, a.xn1, &a.qkv, a);
+  // Per-head norm of q and k read in place from qkv, written to their own buffers (the backward
+  // needs qkv as it was), then RoPE in place there. Without the q/k norm (llama, qwen2), q and k
+  // are copied out of qkv for RoPE.
+  a.q = f32({B, S, nh, D});
+  a.k = f32({B, S, nkv, D});
+  const RowView q = RowView::of(a.q, nh, D), kk = RowView::of(a.k, nkv, D);
+  if (cfg_.has_qk_norm()) {
+    a.rstd_q = f32({T * nh});
+    a.rstd_k = f32({T * nkv});
+    k.rmsnorm->forward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, eps, q, a.rstd_q);
+    k.rmsnorm->forward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, eps, kk, a.rstd_k);
+  } else {
+    copy_columns(a.qkv, 0, a.q);
+    copy_columns(a.qkv, Q, a.k);
+  }
+  a.attn = f32({B, S, nh, D});
+  if (cache) {
+    attend_cached(l, a, B, S, *cache);  // generation: per-row positions, attention over the KV cache
+  } else {
+    rope_rows(*k.rope, false, q, S, pos, rope_);
+    rope_rows(*k.rope, false, kk, S, pos, rope_);
+    a.lse = f32({B, nh, S});
+    k.attention->forward_rows_seg(q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, pos.doc_start,
+                                  float(1.0 / std::sqrt(double(D))), a.attn, a.lse);
+  }
+  a.attn = a.attn.view({T, Q});
+  a.h = f32({T, H});
+  k.linear->forward_residual(a.attn, Wo, &x, a.h, compute_);  // h = x + attn @ Wo^T
+  lora_forward_group(l, LoraGroup::O, a.attn, &a.h, a);
+}
+
+// dx: on entry d(a.h), on exit d(x) of the attention block (parameter grads accumulate).
+void DecoderModel::attention_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S,
+                                      Positions pos) {
+  Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
+  const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
+  const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
+  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
+  // Attention block: h = x + o(attention(rope(norm(q)), rope(norm(k)), v))
+  {
+    Tensor dattn = f32({T, Q});
+    k.linear->backward(a.attn, Wo, dx, &dattn, grad_or_null(L.g_o), compute_);
+    lora_backward_group(l, LoraGroup::O, a.attn, a, dx, dattn);
+    // dq, dk, dv land in their columns of the fused gradient; RoPE and the q/k norm go back in place.
+    Tensor dqkv = f32({T, Q + 2 * K});
+    const RowView dq = RowView::columns(dqkv, 0, nh, D), dk = RowView::columns(dqkv, Q, nkv, D);
+    k.attention->backward_rows_seg(RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
+                                   RowView::columns(a.qkv, Q + K, nkv, D), a.attn.view({B, S, nh, D}), a.lse,
+                                   dattn.view({B, S, nh, D}), S, pos.doc_start, float(1.0 / std::sqrt(double(D))),
+                                   dq, dk, RowView::columns(dqkv, Q + K, nkv, D));
+    dattn = Tensor();
+    rope_rows(*k.rope, true, dq, S, pos, rope_);
+    rope_rows(*k.rope, true, dk, S, pos, rope_);
+    if (cfg_.has_qk_norm()) {
+      k.rmsnorm->backward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, L.g_qn, false);
+      k.rmsnorm->backward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, L.g_kn, false);
+    }
+    if (L.gb_qkv.defined()) k.bias->backward(dqkv, L.gb_qkv);
+    Tensor dxn1 = f32({T, H});
+    k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
+    lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);
+    k.rmsnorm->backward_add(x, L.w_in, a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
+  }
+}
+
+}  // namespace titan

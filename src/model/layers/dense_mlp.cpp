@@ -1,0 +1,41 @@
+// The dense SwiGLU MLP block: *out = residual + down(swiglu(gate_up(xn2))), forward and backward,
+// with LoRA on its projections (model/decoder_lora.cpp).
+#include "model/decoder_layer.h"
+
+namespace titan {
+
+using namespace layer_util;
+
+// *out [T, H] = residual + mlp(a.xn2) (out null: only what the backward needs).
+void DecoderModel::dense_mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T) {
+  const Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  const int64_t I = cfg_.intermediate_size;
+  a.gu = f32({T, 2 * I});
+  k.linear->forward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, a.gu, compute_);
+  lora_forward_group(l, LoraGroup::GateUp, a.xn2, &a.gu, a);
+  a.act = Tensor::empty({T, I}, compute_ == DType::BF16 ? DType::BF16 : DType::F32);
+  k.swiglu->forward(a.gu, a.act);
+  if (out) k.linear->forward_residual(a.act, wbf_ ? wbf_->down[l] : L.w_down, &residual, *out, compute_);
+  lora_forward_group(l, LoraGroup::Down, a.act, out, a);
+}
+
+// dy [T, H] = d(mlp output) -> dxn2 [T, H] = d(xn2) (overwritten); parameter grads accumulate.
+void DecoderModel::dense_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T) {
+  Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  const int64_t I = cfg_.intermediate_size;
+  Tensor dact = f32({T, I});
+  k.linear->backward(a.act, wbf_ ? wbf_->down[l] : L.w_down, dy, &dact, grad_or_null(L.g_down), compute_);
+  lora_backward_group(l, LoraGroup::Down, a.act, a, dy, dact);
+  a.act = Tensor();
+  // d(gate/up): in bf16 straight from SwiGLU's backward for the bf16 GEMMs; in f32 in place of gu.
+  Tensor dgu = compute_ == DType::BF16 ? Tensor::empty({T, 2 * I}, DType::BF16) : a.gu;
+  k.swiglu->backward(a.gu, dact, dgu);
+  a.gu = Tensor();
+  dact = Tensor();
+  k.linear->backward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, dgu, &dxn2, grad_or_null(L.g_gu), compute_);
+  lora_backward_group(l, LoraGroup::GateUp, a.xn2, a, dgu, dxn2);
+}
+
+}  // namespace titan

@@ -1,0 +1,50 @@
+// The MoE MLP block (Qwen3-MoE): *out = residual + moe(xn2) through the MoE op (ops/moe/moe.h:
+// router, top-k, grouped experts), forward and backward, with LoRA on the router and the experts
+// merged per call (model/decoder_lora.cpp).
+#include "model/decoder_layer.h"
+
+namespace titan {
+
+using namespace layer_util;
+
+// The MoE op's inputs for sparse layer l (the same for forward and backward).
+MoEArgs DecoderModel::moe_args(size_t l, const LayerActs& a) const {
+  const Layer& L = layers_[l];
+  MoEArgs m;
+  m.x = &a.xn2, m.router = &L.w_router;
+  m.gate_up = wbf_ ? &wbf_->gu[l] : &L.w_egu, m.down = wbf_ ? &wbf_->down[l] : &L.w_edown;
+  m.bias = bias_.empty() ? nullptr : &bias_[l];
+  m.top_k = cfg_.num_experts_per_tok, m.norm_topk_prob = cfg_.norm_topk_prob, m.compute = compute_;
+  return m;
+}
+
+// *out [T, H] = residual + moe(a.xn2) (out null: only what the backward needs).
+void DecoderModel::moe_mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T) {
+  const KernelSet& k = kernels_[l];
+  MoEArgs m = moe_args(l, a);
+  LoraMoeWeights merged;  // with adapters on its MoE parameters: the merged weights, this call only
+  lora_merge_moe(l, m, merged);
+  Tensor y = out ? *out : f32({T, cfg_.hidden_size});
+  k.moe->forward(m, y, a.moe);
+  if (out) k.residual->forward(y, residual, y);
+}
+
+// dy [T, H] = d(moe output) -> dxn2 [T, H]; dlogits_extra: the auxiliary loss's gradient on the
+// router logits (or null). Parameter grads accumulate.
+void DecoderModel::moe_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T,
+                                    const Tensor* dlogits_extra) {
+  Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  MoEArgs m = moe_args(l, a);
+  MoEGrads g;
+  g.dx = &dxn2, g.drouter = grad_or_null(L.g_router), g.dgate_up = grad_or_null(L.g_egu),
+  g.ddown = grad_or_null(L.g_edown), g.dlogits_extra = dlogits_extra;
+  LoraMoeWeights merged, dmerged;  // merged again (not kept from the forward: their memory)
+  if (lora_merge_moe(l, m, merged)) lora_moe_grads(merged, g, dmerged);
+  k.moe->backward(m, a.moe, dy, g);
+  a.moe = MoESaved();
+  merged = LoraMoeWeights();
+  if (dmerged.w[0].defined() || dmerged.w[1].defined() || dmerged.w[2].defined()) lora_moe_backward(l, dmerged);
+}
+
+}  // namespace titan

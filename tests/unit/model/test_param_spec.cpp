@@ -1,0 +1,90 @@
+// ParamSpec (model/param_spec.h): every parameter's unit, role, init and placement declared in one
+// place, and the decoder built on them (its params in spec order, stored in the spec's dtype).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/test_util.h"
+#include "model/config.h"
+#include "model/decoder.h"
+
+using namespace titan;
+
+namespace {
+
+std::map<std::string, ParamSpec> by_name(const ModelConfig& c) {
+  std::map<std::string, ParamSpec> m;
+  for (const ParamSpec& s : model_param_specs(c)) m[s.name] = s;
+  return m;
+}
+
+}  // namespace
+
+TEST(ParamSpec, RolesInitsAndPlacementsOfADenseLayer) {
+  ModelConfig c = flavor_config("debug-tiny");
+  c.tie_word_embeddings = false;
+  const auto m = by_name(c);
+  const ParamSpec& q = m.at("model.layers.1.self_attn.q_proj.weight");
+  EXPECT_EQ(q.unit, 2);
+  EXPECT_EQ(q.layer, 1);
+  EXPECT_EQ(q.role, ParamRole::Matmul);
+  EXPECT_EQ(q.init, InitKind::InputSide);
+  EXPECT_EQ(q.placement.tp_dim, 0);  // column parallel
+  const ParamSpec& o = m.at("model.layers.1.self_attn.o_proj.weight");
+  EXPECT_EQ(o.init, InitKind::OutputSide);
+  EXPECT_EQ(o.placement.tp_dim, 1);  // row parallel
+  EXPECT_EQ(m.at("model.layers.0.mlp.up_proj.weight").init, InitKind::OutputSide);
+  EXPECT_EQ(m.at("model.layers.0.mlp.down_proj.weight").placement.tp_dim, 1);
+  EXPECT_TRUE(m.at("model.layers.0.input_layernorm.weight").placement.replicated());
+  EXPECT_EQ(m.at("model.layers.0.self_attn.q_norm.weight").role, ParamRole::Norm);
+  EXPECT_EQ(m.at("model.embed_tokens.weight").init, InitKind::Embedding);
+  EXPECT_EQ(m.at("lm_head.weight").init, InitKind::Output);
+  EXPECT_EQ(m.at("lm_head.weight").unit, c.num_hidden_layers + 1);
+  EXPECT_EQ(m.at("lm_head.weight").dtype(DType::BF16), DType::BF16);
+  EXPECT_EQ(m.at("model.norm.weight").dtype(DType::BF16), DType::F32);
+  // Tied: the embedding is the output layer (torchtitan writes its init last).
+  c.tie_word_embeddings = true;
+  EXPECT_EQ(by_name(c).at("model.embed_tokens.weight").init, InitKind::Output);
+  EXPECT_EQ(by_name(c).count("lm_head.weight"), 0u);
+}
+
+TEST(ParamSpec, MoeRouterAndExpertsAndQwen2Biases) {
+  const ModelConfig moe = flavor_config("debug-moe");
+  int64_t sparse = -1;
+  for (int64_t l = 0; l < moe.num_hidden_layers && sparse < 0; ++l)
+    if (moe.layer_kind(l).mlp == MlpKind::MoE) sparse = l;
+  ASSERT_GE(sparse, 0);
+  const auto m = by_name(moe);
+  const std::string p = "model.layers." + std::to_string(sparse) + ".mlp.";
+  EXPECT_EQ(m.at(p + "gate.weight").role, ParamRole::Router);
+  EXPECT_EQ(m.at(p + "gate.weight").dtype(DType::BF16), DType::F32);
+  EXPECT_TRUE(m.at(p + "experts.0.gate_proj.weight").placement.by_expert);
+  EXPECT_EQ(m.at(p + "experts.0.up_proj.weight").init, InitKind::OutputSide);
+  ModelConfig q2 = flavor_config("debug-tiny");
+  q2.model_type = "qwen2";
+  const auto b = by_name(q2);
+  EXPECT_EQ(b.at("model.layers.0.self_attn.k_proj.bias").role, ParamRole::Bias);
+  EXPECT_EQ(b.at("model.layers.0.self_attn.k_proj.bias").init, InitKind::Zeros);
+}
+
+TEST(ParamSpec, LocalShapesSplitTheirTensorParallelDim) {
+  const auto m = by_name(flavor_config("0.6B"));
+  const ParamSpec& q = m.at("model.layers.0.self_attn.q_proj.weight");  // [2048, 1024]
+  EXPECT_EQ(q.local_shape(4), (std::vector<int64_t>{512, 1024}));
+  const ParamSpec& down = m.at("model.layers.0.mlp.down_proj.weight");  // [1024, 3072]
+  EXPECT_EQ(down.local_shape(4), (std::vector<int64_t>{1024, 768}));
+  EXPECT_EQ(m.at("model.norm.weight").local_shape(4), (std::vector<int64_t>{1024}));
+  EXPECT_ERROR_HAS(down.local_shape(5), "model.layers.0.mlp.down_proj.weight: dim 1 of [1024, 3072] does not split "
+                                        "over 5 tensor-parallel ranks");
+}
+
+TEST(ParamSpec, TheDecoderIsBuiltInSpecOrderAndUnits) {
+  ModelConfig c = flavor_config("debug-moe");
+  DecoderModel model(c);
+  const auto& specs = model.param_specs();
+  ASSERT_EQ(specs.size(), model.params().all().size());
+  for (int64_t u = 0; u < model.num_units(); ++u) {
+    const auto [first, last] = model.unit_params(u);
+    for (size_t i = first; i < last; ++i) EXPECT_EQ(specs[i].unit, u) << specs[i].name;
+  }
+}
