@@ -1,8 +1,6 @@
 #include "util/strings.h"
 #include "data/chat_data.h"
 
-#include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -79,10 +77,7 @@ std::vector<ChatMessage> chat_messages_from_json(const nlohmann::json& j, const 
     for (const auto& m : j["messages"]) {
       TITAN_CHECK(m.is_object() && m.contains("role") && m.contains("content"), origin,
                   ": every message needs \"role\" and \"content\"");
-      ChatMessage msg{str(m["role"], "role"), str(m["content"], "content"), std::nullopt};
-      TITAN_CHECK(msg.role == "system" || msg.role == "user" || msg.role == "assistant", origin, ": role \"",
-                  msg.role, "\" is not system, user or assistant");
-      out.push_back(std::move(msg));
+      out.push_back(ChatMessage{str(m["role"], "role"), str(m["content"], "content"), std::nullopt});
     }
   } else if (j.contains("instruction")) {
     TITAN_CHECK(j.contains("output"), origin, ": the instruction form needs \"output\"");
@@ -96,10 +91,18 @@ std::vector<ChatMessage> chat_messages_from_json(const nlohmann::json& j, const 
   } else {
     TITAN_CHECK(false, origin, ": a conversation needs \"messages\" or \"instruction\"/\"output\"");
   }
-  bool any = false;
-  for (const auto& m : out) any |= m.role == "assistant";
-  TITAN_CHECK(any, origin, ": the conversation has no assistant message");
+  check_conversation(out, origin);
   return out;
+}
+
+void check_conversation(const std::vector<ChatMessage>& messages, const std::string& origin) {
+  bool any = false;
+  for (const auto& m : messages) {
+    TITAN_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant", origin, ": role \"", m.role,
+                "\" is not system, user or assistant");
+    any |= m.role == "assistant";
+  }
+  TITAN_CHECK(any, origin, ": the conversation has no assistant message");
 }
 
 ChatRows ChatRows::pack(const std::vector<ChatTokens>& conversations, int64_t seq_len, uint32_t separator) {
@@ -137,23 +140,22 @@ ChatRows ChatRows::pack(const std::vector<ChatTokens>& conversations, int64_t se
 }
 
 ChatRows ChatRows::load(const std::vector<std::string>& files, const ChatEncoder& enc, int64_t seq_len,
-                        bool train_on_prompt) {
+                        bool train_on_prompt, DocOptions opt) {
+  opt.chat = true;
   std::vector<ChatTokens> convs;
+  uint64_t skipped = 0;
   for (const auto& f : files) {
-    check_regular_file(f);
-    std::ifstream in(f);
-    TITAN_CHECK(in, f, ": cannot open");
-    std::string line;
-    for (int64_t n = 1; std::getline(in, line); ++n) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      const std::string origin = f + ":" + std::to_string(n);
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      TITAN_CHECK(!j.is_discarded(), origin, ": not valid JSON");
-      convs.push_back(enc.encode(chat_messages_from_json(j, origin), train_on_prompt, origin));
-    }
+    auto reader = open_doc_reader(f, opt);
+    Document doc;
+    while (reader->next(&doc))
+      convs.push_back(enc.encode(doc.messages, train_on_prompt, f + ":" + std::to_string(doc.row)));
+    skipped += reader->skipped();
   }
-  TITAN_CHECK(!convs.empty(), "chat data: no conversations in ", files.empty() ? std::string("(no files)") : files[0]);
-  return pack(convs, seq_len, enc.tokenizer().eot_id());
+  TITAN_CHECK(!convs.empty(), "chat data: no conversations in ", files.empty() ? std::string("(no files)") : files[0],
+              skipped ? " (all " + std::to_string(skipped) + " rows were bad and skipped)" : std::string());
+  ChatRows r = pack(convs, seq_len, enc.tokenizer().eot_id());
+  r.skipped = skipped;
+  return r;
 }
 
 void ChatRows::fill(uint64_t i, int64_t* inputs, int64_t* labels) const {
@@ -168,7 +170,8 @@ std::string ChatRows::describe() const {
   return std::to_string(conversations) + " conversations in " + std::to_string(rows_) + " rows of " +
          std::to_string(width_) + " tokens (" + std::to_string(target_tokens) + " target tokens, " +
          std::to_string(pad_tokens) + " padding); " + std::to_string(dropped) +
-         " dropped (longer than seq_len + 1 tokens)";
+         " dropped (longer than seq_len + 1 tokens)" +
+         (skipped ? "; " + std::to_string(skipped) + " bad rows skipped" : std::string());
 }
 
 }  // namespace titan::data

@@ -29,6 +29,7 @@
 
 #include "data/chat_template.h"
 #include "data/dataset.h"
+#include "data/doc_reader.h"
 #include "data/tokenizer.h"
 
 namespace titan::data {
@@ -56,14 +57,17 @@ class ChatEncoder {
 
 // The messages of one JSON line in either form; errors name `origin` and the reason.
 std::vector<ChatMessage> chat_messages_from_json(const nlohmann::json& line, const std::string& origin);
+// Errors unless every role is system, user or assistant and one message is the assistant's.
+void check_conversation(const std::vector<ChatMessage>& messages, const std::string& origin);
 
 // Conversations packed into rows (see the top).
 class ChatRows {
  public:
   static ChatRows pack(const std::vector<ChatTokens>& conversations, int64_t seq_len, uint32_t separator);
-  // Every line of the files (data/dataset.h's resolve_dataset_files), encoded and packed.
+  // Every conversation of the files (data/dataset.h's resolve_dataset_files, read by
+  // data/doc_reader.h with opt.chat set), encoded and packed.
   static ChatRows load(const std::vector<std::string>& files, const ChatEncoder& enc, int64_t seq_len,
-                       bool train_on_prompt);
+                       bool train_on_prompt, DocOptions opt = {});
 
   uint64_t rows() const { return rows_; }
   int64_t seq_len() const { return width_ - 1; }
@@ -73,6 +77,7 @@ class ChatRows {
   uint64_t dropped = 0;        // longer than a row
   uint64_t target_tokens = 0;  // labels counted, over all rows
   uint64_t pad_tokens = 0;
+  uint64_t skipped = 0;        // bad rows skipped (skip_bad_rows)
   std::string describe() const;  // one log line
 
  private:

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/threading.h"
+#include "data/hf_folder.h"
 #include "data/progress.h"
 #include "data/token_cache.h"
 #include "util/strings.h"
@@ -53,14 +54,6 @@ std::string default_cache_dir() {
   return (fs::temp_directory_path() / "titan-cache").string();
 }
 
-SourceKind source_kind(const std::string& path) {
-  std::string ext = fs::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  if (ext == ".jsonl" || ext == ".json") return SourceKind::Jsonl;
-  if (ext == ".bin") return SourceKind::Tokens;
-  return SourceKind::Text;
-}
-
 std::vector<std::string> resolve_dataset_files(const std::string& name_or_path) {
   TITAN_CHECK(!trim(name_or_path).empty(), "dataset: empty name or path");
   for (auto& d : dataset_registry()) {
@@ -76,20 +69,53 @@ std::vector<std::string> resolve_dataset_files(const std::string& name_or_path) 
   for (const std::string& raw : split(name_or_path, ',')) {
     std::string p = trim(raw);
     if (p.empty()) continue;
-    std::error_code ec;
-    if (fs::is_directory(p, ec)) {
-      std::vector<std::string> inside;
-      for (auto& e : fs::directory_iterator(p)) {
-        std::string ext = e.path().extension().string();
-        if (e.is_regular_file() && (ext == ".jsonl" || ext == ".json" || ext == ".txt" || ext == ".bin"))
-          inside.push_back(e.path().string());
+    if (is_glob(p)) {
+      for (const std::string& m : expand_glob(p)) {
+        std::error_code ec;
+        if (fs::is_directory(m, ec)) {
+          auto inside = resolve_dataset_files(m);
+          files.insert(files.end(), inside.begin(), inside.end());
+        } else {
+          (void)file_type(m);
+          files.push_back(m);
+        }
       }
-      std::sort(inside.begin(), inside.end());
-      TITAN_CHECK(!inside.empty(), p, ": folder holds no .jsonl, .json, .txt or .bin files");
-      files.insert(files.end(), inside.begin(), inside.end());
-    } else if (fs::exists(p, ec)) {
-      files.push_back(p);
-    } else {
+      continue;
+    }
+    // As given, then under $TITAN_DATASETS_DIR.
+    std::vector<std::string> candidates = {p};
+    if (const std::string root = datasets_root(); !root.empty() && fs::path(p).is_relative())
+      candidates.push_back((fs::path(root) / p).string());
+    bool found = false;
+    for (const std::string& c : candidates) {
+      std::error_code ec;
+      const std::string parent = fs::path(c).parent_path().string();
+      if (fs::is_directory(c, ec)) {
+        if (!hf_shards(c).empty()) {
+          auto shards = hf_split_files(c, "train");
+          files.insert(files.end(), shards.begin(), shards.end());
+        } else {
+          std::vector<std::string> inside;
+          for (auto& e : fs::directory_iterator(c))
+            if (e.is_regular_file() && is_dataset_file(e.path().string())) inside.push_back(e.path().string());
+          std::sort(inside.begin(), inside.end());
+          TITAN_CHECK(!inside.empty(), c, ": folder holds no dataset files (", known_dataset_extensions(),
+                      ") and no Hugging Face data/<split>-NNNNN-of-NNNNN shards");
+          files.insert(files.end(), inside.begin(), inside.end());
+        }
+      } else if (fs::exists(c, ec)) {
+        (void)file_type(c);  // an unknown format is an error here, before any work
+        files.push_back(c);
+      } else if (!parent.empty() && fs::is_directory(parent, ec) && !hf_shards(parent).empty()) {
+        auto shards = hf_split_files(parent, fs::path(c).filename().string());  // folder/<split>
+        files.insert(files.end(), shards.begin(), shards.end());
+      } else {
+        continue;
+      }
+      found = true;
+      break;
+    }
+    if (!found) {
       std::vector<std::string> names;
       for (auto& d : dataset_registry()) names.push_back(d.name);
       std::string hint = closest_match(p, names);
@@ -97,7 +123,8 @@ std::vector<std::string> resolve_dataset_files(const std::string& name_or_path) 
         std::string s;
         for (auto& n : names) s += (s.empty() ? "" : ", ") + n;
         return s;
-      }(), ") nor an existing path", hint.empty() ? "" : " (did you mean " + hint + "?)");
+      }(), ") nor an existing path", datasets_root().empty() ? "" : " (nor one under $TITAN_DATASETS_DIR)",
+           hint.empty() ? "" : " (did you mean " + hint + "?)");
     }
   }
   TITAN_CHECK(!files.empty(), "dataset '", name_or_path, "': no files");
@@ -140,55 +167,55 @@ TokenizeStats tokenize_files(const std::vector<std::string>& files, const Tokeni
   int threads = spec.threads > 0 ? spec.threads : num_threads();
   constexpr size_t kBatchDocs = 1024, kBatchBytes = 8 << 20;
   for (const std::string& f : files) {
-    SourceKind kind = source_kind(f);
-    TITAN_CHECK(kind != SourceKind::Tokens, f, ": already a token file; use it directly instead of tokenizing it");
+    const FileType type = file_type(f);
+    TITAN_CHECK(type.format != FileFormat::Tokens, f,
+                ": already a token file; use it directly instead of tokenizing it");
     uint64_t docs_before = st.documents;
-    if (kind == SourceKind::Jsonl) {
-      JsonlOptions jo;
-      jo.field = spec.text_field;
-      jo.skip_bad_lines = spec.skip_bad_lines;
-      jo.bad_line_hint = spec.bad_line_hint;
-      JsonlStats js;
-      std::vector<std::string> batch;
-      size_t batch_bytes = 0;
-      uint64_t bytes_before = st.bytes;
-      auto flush = [&] {
-        for (auto& ids : tok.encode_batch(batch, threads)) {
-          out(ids);
-          st.tokens += ids.size();
-          ++st.documents;
-        }
-        batch.clear();
-        batch_bytes = 0;
-        progress.update(bytes_before + js.bytes, human_count(double(st.tokens)) + " tokens");
-      };
-      read_jsonl_file(
-          f, jo,
-          [&](std::string&& text) {
-            batch_bytes += text.size();
-            batch.push_back(std::move(text));
-            if (batch.size() >= kBatchDocs || batch_bytes >= kBatchBytes) flush();
-          },
-          &js);
-      flush();
-      st.bytes = bytes_before + js.bytes;
-      st.skipped += js.skipped;
-      TITAN_CHECK(st.documents > docs_before, f, ": no documents",
-                  js.skipped ? " (all " + std::to_string(js.skipped) + " lines were bad and skipped)" : std::string());
-    } else {
-      std::string text = read_regular_file(f);
-      TITAN_CHECK(!text.empty(), f, ": empty file, no documents");
-      auto ids = encode_long_text(tok, text, threads);
+    DocOptions o;
+    o.field = spec.text_field;
+    o.skip_bad_rows = spec.skip_bad_lines;
+    o.bad_row_hint = spec.bad_line_hint;
+    auto reader = open_doc_reader(f, o);
+    uint64_t bytes_before = st.bytes;
+    if (type.format == FileFormat::Text) {
+      Document doc;
+      TITAN_CHECK(reader->next(&doc), f, ": empty file, no documents");
+      auto ids = encode_long_text(tok, doc.text, threads);
       out(ids);
       st.tokens += ids.size();
       ++st.documents;
-      st.bytes += text.size();
+      st.bytes = bytes_before + reader->bytes_read();
       progress.update(st.bytes, human_count(double(st.tokens)) + " tokens");
+      continue;
     }
+    std::vector<std::string> batch;
+    size_t batch_bytes = 0;
+    auto flush = [&] {
+      for (auto& ids : tok.encode_batch(batch, threads)) {
+        out(ids);
+        st.tokens += ids.size();
+        ++st.documents;
+      }
+      batch.clear();
+      batch_bytes = 0;
+      progress.update(bytes_before + reader->bytes_read(), human_count(double(st.tokens)) + " tokens");
+    };
+    Document doc;
+    while (reader->next(&doc)) {
+      batch_bytes += doc.text.size();
+      batch.push_back(std::move(doc.text));
+      if (batch.size() >= kBatchDocs || batch_bytes >= kBatchBytes) flush();
+    }
+    flush();
+    st.bytes = bytes_before + reader->bytes_read();
+    st.skipped += reader->skipped();
+    TITAN_CHECK(st.documents > docs_before, f, ": no documents",
+                reader->skipped() ? " (all " + std::to_string(reader->skipped()) + " rows were bad and skipped)"
+                                  : std::string());
   }
   progress.finish(std::to_string(st.documents) + " documents, " + human_bytes(double(st.bytes)) + ", " +
                   std::to_string(st.tokens) + " tokens" +
-                  (st.skipped ? ", " + std::to_string(st.skipped) + " bad lines skipped" : std::string()));
+                  (st.skipped ? ", " + std::to_string(st.skipped) + " bad rows skipped" : std::string()));
   return st;
 }
 
@@ -265,7 +292,7 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetSpec& spec, 
   uint64_t max_cache_bytes = 0;  // read (from TITAN_CACHE_MAX_BYTES by default) when the cache is first used
   std::vector<std::string> cache_used;  // this dataset's cache files: never evicted for each other
   for (const std::string& f : files) {
-    if (source_kind(f) == SourceKind::Tokens) {
+    if (file_type(f).format == FileFormat::Tokens) {
       auto tf = TokenFile::open(f);
       const TokenFileHeader& h = tf->header();
       TITAN_CHECK(h.vocab_size <= tok.vocab_size(), f, ": vocab size ", h.vocab_size, " exceeds the tokenizer's ",
@@ -313,7 +340,7 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetSpec& spec, 
       TokenizeStats st = tokenize_files({f}, tok, spec, [&](const std::vector<uint32_t>& ids) { w.add_document(ids); },
                                         "data: tokenizing " + fs::path(f).filename().string());
       w.close();
-      if (st.skipped) log("data: " + f + ": skipped " + std::to_string(st.skipped) + " bad lines");
+      if (st.skipped) log("data: " + f + ": skipped " + std::to_string(st.skipped) + " bad rows");
       auto tf = TokenFile::open(cached);  // mapped first: another process's eviction cannot take it now
       evict_over_bound(cache_dir, max_cache_bytes, cache_used, log);
       d->documents_ += tf->header().document_count;
@@ -329,7 +356,7 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetSpec& spec, 
                                           ++docs;
                                         },
                                         "data: tokenizing " + fs::path(f).filename().string());
-      if (st.skipped) log("data: " + f + ": skipped " + std::to_string(st.skipped) + " bad lines");
+      if (st.skipped) log("data: " + f + ": skipped " + std::to_string(st.skipped) + " bad rows");
       d->documents_ += docs;
       d->owned_.push_back(std::move(toks));
       d->add_segment(d->owned_.back().data(), d->owned_.back().size());

@@ -1,8 +1,9 @@
 // Datasets for training: a registry name or files, tokenized into one token stream in which every
-// document is followed by <|endoftext|>. Sources by extension:
-//   .jsonl / .json   JSON lines with a text field (the c4 format), one document per line
-//   .bin             token files written by `titan tokenize` (memory-mapped, no tokenization)
-//   anything else    plain UTF-8 text, the whole file one document
+// document is followed by <|endoftext|>. Sources by extension (data/doc_reader.h; any other
+// extension is an error):
+//   .jsonl / .json (+ .gz / .zst)  JSON lines with a text field (the c4 format), one document per line
+//   .txt (+ .gz / .zst)            plain UTF-8 text, the whole file one document
+//   .bin                           token files written by `titan tokenize` (memory-mapped, no tokenization)
 // Text sources are tokenized once and cached as a token file keyed by the files' path, size and
 // mtime, the tokenizer and the options, so later runs only map the cache (data/token_cache.h: the
 // cache's bound, and the removal of what killed tokenizations left).
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "data/doc_reader.h"
 #include "data/jsonl.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
@@ -23,12 +25,14 @@ using LogFn = std::function<void(const std::string&)>;
 void log_to_stderr(const std::string& line);
 
 struct DatasetSpec {
-  // A registry name ("c4_test", "c4_demo"), or paths: files and folders separated by commas. A
-  // folder contributes its *.jsonl, *.json, *.txt and *.bin files in name order.
+  // A registry name ("c4_test", "c4_demo"), or paths: files, folders and globs separated by
+  // commas. A Hugging Face dataset folder (data/hf_folder.h) contributes its train split's shards
+  // in shard order (F/<split>: that split), another folder its dataset files (data/doc_reader.h's
+  // extensions) in name order, a glob its matches in name order.
   std::string name_or_path = "c4_test";
   std::string text_field = "text";
-  bool skip_bad_lines = false;  // skip and count malformed JSON lines instead of failing
-  std::string bad_line_hint;    // the remedy a bad-line error suggests ("": JsonlOptions' default)
+  bool skip_bad_lines = false;  // skip and count bad rows (malformed JSON, invalid UTF-8...) instead of failing
+  std::string bad_line_hint;    // the remedy a bad-row error suggests ("": JsonlOptions' default)
   std::string cache_dir;        // "": default_cache_dir(); "none": tokenize in memory every time
   int threads = 0;              // tokenization threads, 0: all
   bool progress = true;         // progress bar for long tokenization jobs
@@ -52,13 +56,10 @@ std::string default_cache_dir();
 // The files a name or path list stands for; errors on an unknown name or a missing path.
 std::vector<std::string> resolve_dataset_files(const std::string& name_or_path);
 
-enum class SourceKind { Jsonl, Text, Tokens };
-SourceKind source_kind(const std::string& path);
-
 struct TokenizeStats {
   uint64_t documents = 0, tokens = 0, bytes = 0, skipped = 0;
 };
-// Tokenizes text sources (JSON lines or plain text) into `out`, one document at a time, batches
+// Tokenizes text sources (any format but token files) into `out`, one document at a time, batches
 // spread over spec.threads threads, with a progress bar labelled `label`; out() receives each
 // document's ids in order. Errors on a file with no documents.
 using DocumentSink = std::function<void(const std::vector<uint32_t>& ids)>;

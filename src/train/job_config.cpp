@@ -30,6 +30,7 @@ const char* kind_name(Kind k) {
     case Kind::String: return "a string";
     case Kind::StringList: return "an array of strings";
     case Kind::Enum: return "a string";
+    case Kind::Mix: return "an array of {path, weight} tables";
   }
   return "?";
 }
@@ -139,6 +140,31 @@ void set_from_toml(const Field& f, const toml::node& n, const std::string& where
       *static_cast<std::vector<std::string>*>(f.ptr) = out;
       break;
     }
+    case Kind::Mix: {
+      if (!n.is_array()) bad();
+      std::vector<DatasetMixEntry> out;
+      for (auto& e : *n.as_array()) {
+        const auto* t = e.as_table();
+        if (!t) fail(where, ": [", f.section, "] ", f.key, " must be an array of {path, weight} tables, got an element of type ", toml_type_name(e));
+        DatasetMixEntry m;
+        bool has_path = false;
+        for (auto& [k, v] : *t) {
+          const std::string key(k.str());
+          if (key == "path" && v.is_string()) {
+            m.path = v.as_string()->get(), has_path = true;
+          } else if (key == "weight" && (v.is_floating_point() || v.is_integer())) {
+            m.weight = v.is_integer() ? double(v.as_integer()->get()) : v.as_floating_point()->get();
+          } else {
+            fail(where, ": [", f.section, "] ", f.key, ": an entry's keys are path (a string) and weight (a number), got ",
+                 key, " of type ", toml_type_name(v));
+          }
+        }
+        if (!has_path) fail(where, ": [", f.section, "] ", f.key, ": an entry without a path");
+        out.push_back(std::move(m));
+      }
+      *static_cast<std::vector<DatasetMixEntry>*>(f.ptr) = out;
+      break;
+    }
   }
 }
 
@@ -205,6 +231,34 @@ void set_from_text(const Field& f, const std::string& v, const std::string& opt)
       *static_cast<std::vector<std::string>*>(f.ptr) = out;
       break;
     }
+    case Kind::Mix: {
+      // path=weight entries, comma-separated (a.jsonl=0.7,b.parquet=0.3), or a TOML array as in
+      // a job file ([{path = "a.jsonl", weight = 0.7}]); an empty value clears.
+      if (!trim(v).empty() && trim(v).front() == '[') {
+        toml::table t;
+        try {
+          t = toml::parse("v = " + trim(v));
+        } catch (const toml::parse_error&) {
+          bad();
+        }
+        set_from_toml(f, *t.get("v"), "option --" + opt);
+        break;
+      }
+      std::vector<DatasetMixEntry> out;
+      if (!trim(v).empty())
+        for (auto& part : split(v, ',')) {
+          const std::string e = trim(part);
+          const size_t eq = e.rfind('=');
+          if (eq == std::string::npos || eq == 0) bad();
+          char* end = nullptr;
+          const std::string w = e.substr(eq + 1);
+          const double x = std::strtod(w.c_str(), &end);
+          if (w.empty() || end != w.c_str() + w.size()) bad();
+          out.push_back({trim(e.substr(0, eq)), x});
+        }
+      *static_cast<std::vector<DatasetMixEntry>*>(f.ptr) = out;
+      break;
+    }
   }
 }
 
@@ -254,6 +308,13 @@ std::string value_text(const Field& f) {
       std::string o = "[";
       auto& v = *static_cast<std::vector<std::string>*>(f.ptr);
       for (size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + quote(v[i]);
+      return o + "]";
+    }
+    case Kind::Mix: {
+      std::string o = "[";
+      auto& v = *static_cast<std::vector<DatasetMixEntry>*>(f.ptr);
+      for (size_t i = 0; i < v.size(); ++i)
+        o += std::string(i ? ", " : "") + "{path = " + quote(v[i].path) + ", weight = " + float_text(v[i].weight) + "}";
       return o + "]";
     }
   }
@@ -403,6 +464,19 @@ void JobConfig::validate(const std::string& o) const {
 
   // Checks across keys.
   using namespace job_limits;
+  for (const DatasetMixEntry& m : training.dataset_mix) {
+    require(!trim(m.path).empty(), o, "training", "dataset_mix", "has an entry with an empty path");
+    require(m.weight > 0 && std::isfinite(m.weight), o, "training", "dataset_mix",
+            "entry " + m.path + ": weight " + float_text(m.weight) + " must be a positive number");
+  }
+  require(training.dataset_mix.empty() || training.dataset_path.empty(), o, "training", "dataset_mix",
+          "and [training] dataset_path are both set; a mixture names all its datasets");
+  require(training.dataset_mix.empty() || training.dataset_format == DatasetFormat::Text, o, "training",
+          "dataset_mix", "mixes text datasets only (dataset_format = \"text\")");
+  require(training.dataset_mix.empty() || training.dataset_streaming != DatasetStreaming::Off, o, "training",
+          "dataset_streaming", "= \"off\" cannot serve a dataset_mix (mixtures are streamed)");
+  require(training.dataset_streaming != DatasetStreaming::On || training.dataset_format == DatasetFormat::Text, o,
+          "training", "dataset_streaming", "= \"on\" streams text datasets only (chat data is packed whole)");
   require(!model.flavor.empty() || !model.hf_assets_path.empty(), o, "model", "flavor",
           "is empty and no [model] hf_assets_path is given");
   // Both factors are bounded above, so these products cannot overflow.
@@ -494,7 +568,7 @@ std::map<std::string, std::string> trajectory_config(const JobConfig& cfg, int64
       "lr_scheduler.warmup_steps", "lr_scheduler.decay_ratio", "lr_scheduler.decay_type",
       "lr_scheduler.min_lr_factor", "training.seq_len",  "training.max_norm",      "training.dataset",
       "training.mixed_precision_param", "kernels.replace", "model.attn_mask_type", "training.dataset_format",
-      "training.train_on_prompt", "lora.enable", "lora.rank", "lora.alpha", "lora.dropout", "lora.target_modules",
+      "training.train_on_prompt", "training.skip_bad_rows", "training.dataset_column", "training.dataset_mix", "lora.enable", "lora.rank", "lora.alpha", "lora.dropout", "lora.target_modules",
       "lora.target_parameters",
       "lora.use_rslora", "lora.init", "lora.base_dtype"};
   JobConfig copy = cfg;  // fields_of binds mutable pointers; nothing is written through them
@@ -533,6 +607,7 @@ std::vector<JobConfigKeyInfo> job_config_key_info() {
       case Kind::String: k.type = "string"; break;
       case Kind::StringList: k.type = "array of strings"; break;
       case Kind::Enum: k.type = "string"; break;
+      case Kind::Mix: k.type = "array of {path, weight} tables"; break;
     }
     const bool unset = f.kind == Kind::OptDouble && !static_cast<std::optional<double>*>(f.ptr)->has_value();
     k.default_value = unset ? "unset" : value_text(f);

@@ -34,6 +34,14 @@ enum class ReshardAfterForward { Default, Always, Never };
 enum class ActivationCheckpointMode { None, Selective, Full };
 enum class AttnMaskType { Causal, BlockCausal };
 enum class DatasetFormat { Text, Chat };
+// [training] dataset_streaming: auto streams mixtures and datasets above 1 GiB on disk.
+enum class DatasetStreaming { Auto, On, Off };
+// One entry of [training] dataset_mix.
+struct DatasetMixEntry {
+  std::string path;  // as dataset_path: files, folders, globs
+  double weight = 1;
+  bool operator==(const DatasetMixEntry&) const = default;
+};
 
 template <class E>
 struct OptionNames;  // static constexpr std::pair<E, const char*> values[]: every value, in order
@@ -75,6 +83,11 @@ template <>
 struct OptionNames<DatasetFormat> {
   static constexpr std::pair<DatasetFormat, const char*> values[] = {{DatasetFormat::Text, "text"},
                                                                      {DatasetFormat::Chat, "chat"}};
+};
+template <>
+struct OptionNames<DatasetStreaming> {
+  static constexpr std::pair<DatasetStreaming, const char*> values[] = {
+      {DatasetStreaming::Auto, "auto"}, {DatasetStreaming::On, "on"}, {DatasetStreaming::Off, "off"}};
 };
 // Floating dtypes by torch's names; a key may allow a subset (its field's allowed values).
 template <>
@@ -147,6 +160,11 @@ struct TrainingSection {
   // "chat": JSON lines of conversations (data/chat_data.h), the loss on the assistant's tokens.
   DatasetFormat dataset_format = DatasetFormat::Text;
   bool train_on_prompt = false;  // chat: the loss on every token, not only the assistant's
+  bool skip_bad_rows = false;    // skip and count bad dataset rows instead of failing on the first
+  std::string dataset_column;    // JSON field / Parquet column; "": "text", chat: "messages"
+  std::vector<DatasetMixEntry> dataset_mix;  // several datasets sampled by weight (streamed)
+  DatasetStreaming dataset_streaming = DatasetStreaming::Auto;
+  int64_t dataset_threads = 2;   // tokenization threads of a streamed dataset
   int64_t seed = 0;  // torchtitan: unset (random); a fixed default keeps runs reproducible
   bool deterministic = false;
   // torchtitan: bfloat16. Here f32 stays the default until bf16 mixed precision measures better.

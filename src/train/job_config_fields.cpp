@@ -36,6 +36,9 @@ Field field(const char* s, const char* k, std::string* p, const char* doc, std::
 Field field(const char* s, const char* k, std::vector<std::string>* p, const char* doc) {
   return make(s, k, Kind::StringList, p, doc, {});
 }
+Field field(const char* s, const char* k, std::vector<DatasetMixEntry>* p, const char* doc) {
+  return make(s, k, Kind::Mix, p, doc, {});
+}
 // An enum key: every value OptionNames<E> spells, or only `allowed` when given.
 template <class E>
   requires std::is_enum_v<E>
@@ -147,11 +150,21 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("training", "dataset", &c.training.dataset, "a bundled dataset's name (used when dataset_path is \"\")",
             {{[](const std::string& v) { return !v.empty(); }, "must not be empty"}}, &dataset_names),
       field("training", "dataset_path", &c.training.dataset_path,
-            "dataset files or folders, comma-separated (.jsonl, .json, .txt, .bin); \"\": dataset"),
+            "dataset files, folders (HF data/<split>-N-of-M too) or globs, comma-separated; \"\": dataset"),
       field("training", "dataset_format", &c.training.dataset_format,
             "text: documents packed as a stream; chat: conversations via the chat template, whole per row"),
       field("training", "train_on_prompt", &c.training.train_on_prompt,
             "chat: the loss on every token, not only on the assistant's turns"),
+      field("training", "dataset_column", &c.training.dataset_column,
+            "the JSON field or Parquet column of the documents (\"\": text; chat: messages)"),
+      field("training", "dataset_mix", &c.training.dataset_mix,
+            "[{path = ..., weight = ...}, ...]: datasets whose documents are drawn by weight (seeded)"),
+      field("training", "dataset_streaming", &c.training.dataset_streaming,
+            "tokenize while training (on), all first into the cache (off); auto: mixtures and data > 1 GiB"),
+      field("training", "dataset_threads", &c.training.dataset_threads,
+            "tokenization threads of a streamed dataset", {at_least_1, {[](int64_t v) { return v <= 256; }, "must be <= 256"}}),
+      field("training", "skip_bad_rows", &c.training.skip_bad_rows,
+            "skip and count bad dataset rows (malformed JSON, a missing field, invalid UTF-8) instead of failing"),
       field("training", "seed", &c.training.seed, "seed of the weight initialization (a resume loads the weights)"),
       field("training", "deterministic", &c.training.deterministic,
             "torchtitan's flag: accepted, no effect in this build"),

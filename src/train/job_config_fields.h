@@ -12,7 +12,7 @@
 
 namespace titan::job_fields {
 
-enum class Kind { Int, Double, OptDouble, Bool, String, StringList, Enum };
+enum class Kind { Int, Double, OptDouble, Bool, String, StringList, Enum, Mix };
 
 // A check of one key's value on its own; cross-key checks stay in JobConfig::validate. The error
 // reads "<origin>: [section] key <what>", or "<origin>: [section] key = <value> <what>" when

@@ -214,6 +214,11 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
       j["memory_peak_max_rank_gib"] = l.memory_peak_max_rank_gib;
       if (l.gather_bytes > 0) j["gather_bytes"] = l.gather_bytes;
     }
+    if (!r.dataset_tokens.empty()) {
+      nlohmann::json d = nlohmann::json::object();
+      for (const auto& [name, n] : r.dataset_tokens) d[name] = n;
+      j["dataset_tokens"] = d;
+    }
     write_jsonl(j.dump() + "\n");
   }
   if (tb_) {

@@ -46,6 +46,9 @@ struct StepRecord {
   double comm_wait_seconds = 0;  // of which the computing thread waited (not overlapped)
   double max_rank_peak_bytes = 0;  // largest allocator peak over all ranks (world > 1)
   int64_t gather_bytes = 0;   // parameter all-gathers of this step on this rank (sharded; 0 otherwise)
+  // Tokens trained on so far from each dataset of a [training] dataset_mix, all ranks together
+  // (metrics.jsonl's "dataset_tokens"); empty for one dataset.
+  std::vector<std::pair<std::string, uint64_t>> dataset_tokens;
 };
 
 enum class ColorMode { Auto, Never, Always };  // Auto: colors only when the console is a TTY

@@ -4,9 +4,46 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+
 #include "model/positions.h"
 
 namespace titan {
+
+namespace {
+
+constexpr const char* kBadRowHint =
+    "fix or remove the row, or set [training] skip_bad_rows = true to skip and count bad rows";
+
+data::DatasetSpec text_spec(const JobConfig& cfg, const std::string& source) {
+  data::DatasetSpec spec;
+  spec.name_or_path = source;
+  spec.skip_bad_lines = cfg.training.skip_bad_rows;
+  spec.bad_line_hint = kBadRowHint;
+  if (!cfg.training.dataset_column.empty()) spec.text_field = cfg.training.dataset_column;
+  return spec;
+}
+
+// [training] dataset_streaming = "auto" streams datasets above this size on disk.
+constexpr uint64_t kStreamAboveBytes = uint64_t(1) << 30;
+
+bool should_stream(const JobConfig& cfg, const std::vector<std::string>& files) {
+  if (!cfg.training.dataset_mix.empty()) return true;
+  switch (cfg.training.dataset_streaming) {
+    case DatasetStreaming::On: return true;
+    case DatasetStreaming::Off: return false;
+    case DatasetStreaming::Auto: break;
+  }
+  uint64_t bytes = 0;
+  for (const std::string& f : files) {
+    if (data::file_type(f).format == data::FileFormat::Tokens) return false;  // mapped, never tokenized
+    struct stat st {};
+    if (::stat(f.c_str(), &st) == 0) bytes += uint64_t(st.st_size);
+  }
+  return bytes > kStreamAboveBytes;
+}
+
+}  // namespace
 
 void add_document_positions(Batch& b, uint32_t separator) {
   b.positions = positions_after_separator(b.inputs, int64_t(separator));
@@ -21,12 +58,14 @@ DataRows::DataRows(const JobConfig& cfg, const data::Tokenizer& tok, const std::
     const std::string dir = cfg.model.hf_assets_path;
     const std::string tdir = !dir.empty() && data::ChatTemplate::available(dir) ? dir : data::Tokenizer::default_dir();
     data::ChatEncoder enc(data::ChatTemplate::load(tdir), tok);
+    data::DocOptions opt;
+    opt.skip_bad_rows = cfg.training.skip_bad_rows;
+    opt.bad_row_hint = kBadRowHint;
+    opt.field = cfg.training.dataset_column;
     chat_ = std::make_shared<const data::ChatRows>(data::ChatRows::load(
-        data::resolve_dataset_files(files_or_name), enc, seq_len, cfg.training.train_on_prompt));
+        data::resolve_dataset_files(files_or_name), enc, seq_len, cfg.training.train_on_prompt, opt));
   } else {
-    data::DatasetSpec spec;
-    spec.name_or_path = files_or_name;
-    text_ = data::TokenDataset::load(spec, tok);
+    text_ = data::TokenDataset::load(text_spec(cfg, files_or_name), tok);
   }
 }
 
@@ -77,11 +116,41 @@ TrainData::TrainData(const JobConfig& cfg, const ModelConfig& model)
   const std::string source = cfg.training.dataset_path.empty() ? cfg.training.dataset : cfg.training.dataset_path;
   if (cfg.training.dataset_format == DatasetFormat::Chat) {
     chat_ = std::make_unique<DataRows>(cfg, *tok_, source, seq_len_);
-  } else {
-    data::DatasetSpec spec;
-    spec.name_or_path = source;
-    loader_ = std::make_unique<data::PackedLoader>(data::TokenDataset::load(spec, *tok_));
+    return;
   }
+  std::vector<data::StreamSource> sources;
+  if (!cfg.training.dataset_mix.empty()) {
+    for (const DatasetMixEntry& m : cfg.training.dataset_mix)
+      sources.push_back({m.path, data::resolve_dataset_files(m.path), m.weight});
+  } else {
+    sources.push_back({source, data::resolve_dataset_files(source), 1.0});
+  }
+  if (!should_stream(cfg, sources[0].files)) {
+    loader_ = std::make_unique<data::PackedLoader>(data::TokenDataset::load(text_spec(cfg, source), *tok_));
+    return;
+  }
+  const data::DatasetSpec spec = text_spec(cfg, source);
+  data::StreamOptions so;
+  so.doc.field = spec.text_field;
+  so.doc.skip_bad_rows = spec.skip_bad_lines;
+  so.doc.bad_row_hint = kBadRowHint;
+  so.seed = uint64_t(cfg.training.seed);
+  so.threads = int(cfg.training.dataset_threads);
+  stream_ = std::make_unique<data::TokenStream>(std::move(sources), *tok_, so);
+}
+
+std::string TrainData::describe() const {
+  if (chat_) return "chat data: " + chat_->describe();
+  if (stream_) return "data: " + stream_->describe();
+  return "";
+}
+
+std::vector<std::pair<std::string, uint64_t>> TrainData::dataset_tokens() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  if (!stream_ || stream_->sources() < 2) return out;
+  const auto t = stream_->source_tokens();
+  for (size_t i = 0; i < t.size(); ++i) out.emplace_back(stream_->source_name(i), t[i]);
+  return out;
 }
 
 // Chat rows are sharded as text windows are (data/packed_loader.h): global micro-batch g is rows
@@ -93,18 +162,32 @@ Batch TrainData::next(int64_t rank, int64_t world) {
     b.epoch = chat_position_ / chat_->size();
     return b;
   }
-  Batch b = loader_->next_batch(local_batch_, seq_len_, int(rank), int(world));
+  Batch b = stream_ ? stream_->next_batch(local_batch_, seq_len_, int(rank), int(world))
+                   : loader_->next_batch(local_batch_, seq_len_, int(rank), int(world));
   if (block_causal_) add_document_positions(b, tok_->eot_id());
   return b;
 }
 
 std::string TrainData::state() const {
   if (chat_) return nlohmann::json{{"chat_rows_consumed", chat_position_}, {"chat_rows", chat_->size()}}.dump();
+  if (stream_) return stream_->state().to_json();
   return loader_->state().to_json();
 }
 
 void TrainData::restore(const std::string& s) {
-  if (!chat_) return loader_->restore(data::LoaderState::from_json(s, "checkpoint data state"));
+  const std::string origin = "checkpoint data state";
+  data::StreamState st;
+  const bool is_stream = data::StreamState::from_json(s, origin, &st);
+  if (stream_) {
+    TITAN_CHECK(is_stream, origin, ": not a stream position (the run tokenized its dataset first; keep [training] "
+                "dataset_streaming and dataset_mix as they were)");
+    return stream_->restore(st);
+  }
+  if (!chat_) {
+    TITAN_CHECK(!is_stream, origin, ": a stream position, but this run tokenizes its dataset first (set [training] "
+                "dataset_streaming = \"on\" as the run that saved it had, or its dataset_mix)");
+    return loader_->restore(data::LoaderState::from_json(s, origin));
+  }
   const nlohmann::json j = nlohmann::json::parse(s, nullptr, false);
   TITAN_CHECK(!j.is_discarded() && j.is_object() && j.contains("chat_rows_consumed") && j.contains("chat_rows") &&
                   j["chat_rows_consumed"].is_number_unsigned() && j["chat_rows"].is_number_unsigned(),

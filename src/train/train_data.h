@@ -9,6 +9,7 @@
 
 #include "data/chat_data.h"
 #include "data/packed_loader.h"
+#include "data/token_stream.h"
 #include "data/tokenizer.h"
 #include "model/config.h"
 #include "train/job_config.h"
@@ -45,14 +46,17 @@ class TrainData {
   void restore(const std::string& state);   // error names the checkpoint's data state
   const std::string& tokenizer_dir() const { return tokenizer_dir_; }
   const data::Tokenizer& tokenizer() const { return *tok_; }
-  std::string describe() const { return chat_ ? "chat data: " + chat_->describe() : ""; }
+  std::string describe() const;
+  // Tokens consumed per dataset of a mixture, all ranks together (empty for one dataset).
+  std::vector<std::pair<std::string, uint64_t>> dataset_tokens() const;
 
  private:
   std::string tokenizer_dir_;
   std::unique_ptr<data::Tokenizer> tok_;
   int64_t local_batch_, seq_len_;
   bool block_causal_;
-  std::unique_ptr<data::PackedLoader> loader_;  // text
+  std::unique_ptr<data::PackedLoader> loader_;  // text, tokenized first (the token cache)
+  std::unique_ptr<data::TokenStream> stream_;   // text, streamed (data/token_stream.h)
   std::unique_ptr<DataRows> chat_;              // chat: rows consumed so far in chat_position_
   uint64_t chat_position_ = 0;
 };

@@ -302,6 +302,7 @@ StepRecord Trainer::train_step() {
   if (world_ > 1) rec.max_rank_peak_bytes = comm_.all_reduce_max(double(cpu_allocator().stats().peak_bytes));
   rec.step_seconds = t1 - t0;
   rec.data_seconds = t_data;
+  rec.dataset_tokens = data_->dataset_tokens();
   return rec;
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "data/jsonl.h"
+#include "data/parquet.h"
 #include "data/tokenizer.h"
 #include "data/utf8.h"
 #include "io/token_lines.h"
@@ -90,6 +91,34 @@ inline void token_lines(std::string_view input) {
     for (int64_t b = 0; b < ids.dim(0); ++b)
       for (int64_t t = 0; t < S; ++t)
         check(l[b * S + t] == (t + 1 < S ? p[b * S + t + 1] : -100), "labels are the next ids");
+  } catch (const Error&) {
+  }
+}
+
+// Parquet files from arbitrary bytes: every top-level column read as text and the "messages"
+// column as chat, every row group, every row; a titan::Error or rows, never a crash.
+inline void parquet(std::string_view input) {
+  data::parquet::set_max_chunk_bytes(uint64_t(64) << 20);
+  try {
+    auto f = std::make_shared<data::parquet::File>(data::parquet::memory_source(std::string(input), "fuzz.parquet"));
+    std::vector<std::pair<std::string, bool>> columns = {{"messages", true}};
+    for (const auto& l : f->leaves()) columns.emplace_back(l.path[0], false);
+    for (const auto& [name, chat] : columns) {
+      try {
+        data::parquet::ColumnRows rows(f, name, chat);
+        for (size_t g = 0; g < rows.row_groups(); ++g) {
+          rows.load(g);
+          std::string t, why;
+          std::vector<data::ChatMessage> m;
+          for (int64_t i = 0; i < rows.rows_in(g); ++i) {
+            const bool ok = chat ? rows.messages(i, &m, &why) : rows.text(i, &t, &why);
+            check(ok || !why.empty(), "a bad row says why");
+            if (ok && !chat) check(data::is_valid_utf8(t), "text rows are valid UTF-8");
+          }
+        }
+      } catch (const Error&) {
+      }
+    }
   } catch (const Error&) {
   }
 }

@@ -31,6 +31,7 @@ int replay(const std::string& target, void (*body)(std::string_view)) {
 TEST(FuzzRegression, Tokenizer) { EXPECT_GE(replay("fuzz_tokenizer", fuzz::tokenizer_round_trip), 2); }
 TEST(FuzzRegression, TokenizerJson) { EXPECT_GE(replay("fuzz_tokenizer_json", fuzz::tokenizer_json), 1); }
 TEST(FuzzRegression, Jsonl) { EXPECT_GE(replay("fuzz_jsonl", fuzz::jsonl), 1); }
+TEST(FuzzRegression, Parquet) { EXPECT_GE(replay("fuzz_parquet", fuzz::parquet), 3); }
 TEST(FuzzRegression, TokenLines) { EXPECT_GE(replay("fuzz_token_lines", fuzz::token_lines), 2); }
 
 }  // namespace

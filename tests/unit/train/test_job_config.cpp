@@ -212,8 +212,9 @@ TEST(JobConfig, RenderRoundTrips) {
   apply_toml(f, et, "rendered");
   EXPECT_FALSE(f.lr_scheduler.decay_ratio.has_value());
   // 52 + [model] load_balance_coeff + 2 [comm] timeouts + [model] attn_mask_type + [training]
-  // dataset_format, train_on_prompt + 9 [validation] keys + 10 [lora] keys
-  EXPECT_EQ(job_config_keys().size(), 79u);
+  // dataset_format, train_on_prompt, skip_bad_rows, dataset_column, dataset_mix, dataset_streaming,
+  // dataset_threads + 9 [validation] keys + 10 [lora] keys
+  EXPECT_EQ(job_config_keys().size(), 84u);
 }
 
 TEST(JobConfig, HashCoversTheTrajectoryOnly) {
@@ -348,3 +349,45 @@ TEST(JobConfig, TrajectoryConfigLeavesOutWhatAResumeMayChange) {
   EXPECT_EQ(rb.at("lr_scheduler.decay_ratio"), "0.5");
   EXPECT_EQ(rb.at("kernels.replace"), "[\"model.layers.*.self_attn.rope=rope.transposed\"]");
 }
+
+namespace {
+
+TEST(JobConfig, DatasetMixFromTomlAndTheCommandLine) {
+  JobConfig c;
+  apply_toml(c, "[training]\ndataset_mix = [{path = \"a/*.json.gz\", weight = 3}, {path = \"b\", weight = 0.5}]\n", "m.toml");
+  ASSERT_EQ(c.training.dataset_mix.size(), 2u);
+  EXPECT_EQ(c.training.dataset_mix[0], (DatasetMixEntry{"a/*.json.gz", 3.0}));
+  EXPECT_EQ(c.training.dataset_mix[1], (DatasetMixEntry{"b", 0.5}));
+  EXPECT_NO_THROW(c.validate("m.toml"));
+  // Rendered as it was written, and read back the same.
+  JobConfig d;
+  apply_toml(d, render_toml(c), "rendered");
+  EXPECT_EQ(d.training.dataset_mix, c.training.dataset_mix);
+  JobConfig e;
+  apply_override(e, "training.dataset_mix", "a/*.json.gz=3, b=0.5");
+  EXPECT_EQ(e.training.dataset_mix, c.training.dataset_mix);
+  JobConfig f;
+  apply_override(f, "training.dataset_mix", "[{path = \"a/*.json.gz\", weight = 3}, {path = \"b\", weight = 0.5}]");
+  EXPECT_EQ(f.training.dataset_mix, c.training.dataset_mix);
+  // Bad entries and combinations.
+  JobConfig g;
+  EXPECT_NE(error_of([&] { apply_toml(g, "[training]\ndataset_mix = [{path = \"a\", wieght = 1}]\n", "g.toml"); })
+                .find("an entry's keys are path (a string) and weight (a number), got wieght"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_toml(g, "[training]\ndataset_mix = [\"a\"]\n", "g.toml"); })
+                .find("must be an array of {path, weight} tables"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_override(g, "training.dataset_mix", "a"); }).find("--training.dataset_mix"),
+            std::string::npos);
+  c.training.dataset_mix[1].weight = 0;
+  EXPECT_NE(error_of([&] { c.validate("m.toml"); }).find("entry b: weight 0.0 must be a positive number"),
+            std::string::npos);
+  c.training.dataset_mix[1].weight = 1;
+  c.training.dataset_path = "x.jsonl";
+  EXPECT_NE(error_of([&] { c.validate("m.toml"); }).find("are both set"), std::string::npos);
+  c.training.dataset_path.clear();
+  c.training.dataset_streaming = DatasetStreaming::Off;
+  EXPECT_NE(error_of([&] { c.validate("m.toml"); }).find("cannot serve a dataset_mix"), std::string::npos);
+}
+
+}  // namespace
