@@ -8,6 +8,7 @@
 #include "ops/bias/bias.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/embedding/embedding.h"
+#include "ops/gated_delta/gated_delta.h"
 #include "ops/matmul/matmul.h"
 #include "ops/moe/moe.h"
 #include "ops/registry.h"
@@ -40,6 +41,7 @@ const std::map<std::string, OpEntry>& table() {
       {"swiglu", entry<SwiGLUKernel>()},             {"residual", entry<ResidualKernel>()},
       {"cross_entropy", entry<CrossEntropyKernel>()}, {"adamw", entry<AdamWKernel>()},
       {"moe", entry<MoEKernel>()},                   {"bias", entry<BiasKernel>()},
+      {"gated_delta", entry<GatedDeltaKernel>()},
   };
   return t;
 }
@@ -48,7 +50,7 @@ const std::map<std::string, OpEntry>& table() {
 
 const std::vector<std::string>& op_names() {
   static const std::vector<std::string> n = {"embedding", "gemm",   "linear",   "rmsnorm",       "rope", "attention",
-                                             "swiglu",    "residual", "cross_entropy", "adamw", "moe", "bias"};
+                                             "swiglu",    "residual", "cross_entropy", "adamw", "moe", "bias", "gated_delta"};
   return n;
 }
 
