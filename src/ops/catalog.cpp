@@ -7,8 +7,10 @@
 #include "ops/attention/attention.h"
 #include "ops/bias/bias.h"
 #include "ops/cross_entropy/cross_entropy.h"
+#include "ops/causal_conv1d/causal_conv1d.h"
 #include "ops/embedding/embedding.h"
 #include "ops/gated_delta/gated_delta.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/matmul/matmul.h"
 #include "ops/moe/moe.h"
 #include "ops/registry.h"
@@ -41,7 +43,8 @@ const std::map<std::string, OpEntry>& table() {
       {"swiglu", entry<SwiGLUKernel>()},             {"residual", entry<ResidualKernel>()},
       {"cross_entropy", entry<CrossEntropyKernel>()}, {"adamw", entry<AdamWKernel>()},
       {"moe", entry<MoEKernel>()},                   {"bias", entry<BiasKernel>()},
-      {"gated_delta", entry<GatedDeltaKernel>()},
+      {"gated_delta", entry<GatedDeltaKernel>()},     {"causal_conv1d", entry<CausalConv1dKernel>()},
+      {"gated_rmsnorm", entry<GatedRMSNormKernel>()},
   };
   return t;
 }
@@ -50,7 +53,7 @@ const std::map<std::string, OpEntry>& table() {
 
 const std::vector<std::string>& op_names() {
   static const std::vector<std::string> n = {"embedding", "gemm",   "linear",   "rmsnorm",       "rope", "attention",
-                                             "swiglu",    "residual", "cross_entropy", "adamw", "moe", "bias", "gated_delta"};
+                                             "swiglu",    "residual", "cross_entropy", "adamw", "moe", "bias", "gated_delta", "causal_conv1d", "gated_rmsnorm"};
   return n;
 }
 
