@@ -33,7 +33,7 @@ namespace titan {
 struct GatedDeltaOptions {
   bool l2norm = true;   // q, k L2-normalised in the kernel (Qwen3.5)
   float scale = 0.0f;   // q scale; <= 0: 1 / sqrt(dk)
-  int64_t chunk = 64;   // chunk length of the chunked form (cpu variant)
+  int64_t chunk = 16;   // chunk length of the chunked form (cpu variant; measured, bench/gated_delta/RESULTS.md)
 };
 
 // One token per row: q, k [B, Hk, dk], v [B, Hv, dv], g, beta [B, Hv], state [B, Hv, dk, dv] (read and
