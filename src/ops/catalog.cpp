@@ -7,7 +7,10 @@
 #include "ops/attention/attention.h"
 #include "ops/bias/bias.h"
 #include "ops/cross_entropy/cross_entropy.h"
+#include "ops/causal_conv1d/causal_conv1d.h"
 #include "ops/embedding/embedding.h"
+#include "ops/gated_delta/gated_delta.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/matmul/matmul.h"
 #include "ops/moe/moe.h"
 #include "ops/registry.h"
@@ -40,7 +43,9 @@ const std::vector<std::pair<std::string, OpEntry>>& ops() {
       {"rope", entry<RopeKernel>()},           {"attention", entry<AttentionKernel>()},
       {"swiglu", entry<SwiGLUKernel>()},       {"residual", entry<ResidualKernel>()},
       {"cross_entropy", entry<CrossEntropyKernel>()}, {"adamw", entry<AdamWKernel>()},
-      {"moe", entry<MoEKernel>()},             {"bias", entry<BiasKernel>()},
+      {"moe", entry<MoEKernel>()},                   {"bias", entry<BiasKernel>()},
+      {"gated_delta", entry<GatedDeltaKernel>()},     {"causal_conv1d", entry<CausalConv1dKernel>()},
+      {"gated_rmsnorm", entry<GatedRMSNormKernel>()},
   };
   return v;
 }

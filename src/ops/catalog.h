@@ -10,7 +10,7 @@
 namespace titan {
 
 // Every op family with a kernel registry, in a fixed order:
-// embedding, gemm, linear, rmsnorm, rope, attention, swiglu, residual, cross_entropy, adamw, moe.
+// embedding, gemm, linear, rmsnorm, rope, attention, swiglu, residual, cross_entropy, adamw, moe, bias, gated_delta, causal_conv1d, gated_rmsnorm.
 const std::vector<std::string>& op_names();
 bool op_exists(const std::string& op);
 std::vector<std::string> op_variants(const std::string& op);  // registered CPU variants, sorted

@@ -63,7 +63,8 @@ const std::vector<KernelCase>& kernel_cases() {
         {"embedding", cases_embedding}, {"gemm", cases_gemm},         {"linear", cases_linear},
         {"rmsnorm", cases_rmsnorm},     {"rope", cases_rope},         {"attention", cases_attention},
         {"swiglu", cases_swiglu},       {"residual", cases_residual}, {"cross_entropy", cases_cross_entropy},
-        {"adamw", cases_adamw},         {"moe", cases_moe},           {"bias", cases_bias},
+        {"adamw", cases_adamw},         {"moe", cases_moe},           {"bias", cases_bias},           {"gated_delta", cases_gated_delta},
+        {"causal_conv1d", cases_causal_conv1d}, {"gated_rmsnorm", cases_gated_rmsnorm},
     };
     std::vector<KernelCase> t;
     for (const auto& n : op_names()) {

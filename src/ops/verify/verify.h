@@ -160,6 +160,9 @@ void cases_cross_entropy(std::vector<KernelCase>& t);
 void cases_adamw(std::vector<KernelCase>& t);
 void cases_moe(std::vector<KernelCase>& t);
 void cases_bias(std::vector<KernelCase>& t);
+void cases_gated_delta(std::vector<KernelCase>& t);
+void cases_causal_conv1d(std::vector<KernelCase>& t);
+void cases_gated_rmsnorm(std::vector<KernelCase>& t);
 
 }  // namespace verify_detail
 }  // namespace titan

@@ -79,8 +79,9 @@ TEST(VerifyKernels, TransposedRopeRowsAreExactAndEveryOpWithVariantsHasRows) {
   EXPECT_EQ(rope_exact, ((4 * 2 + 2) * 2 + 5 + 5 * 2) * 2);
   EXPECT_EQ(moe, 4 * 2 * 2);
   // embedding 3, linear 8 (4 of them decode-GEMV shapes), rmsnorm 4, rope 8, attention 5
-  // (block-causal too), swiglu 3, cross_entropy 4, moe 4, bias 4
-  EXPECT_EQ(gradient, 43);
+  // (block-causal too), swiglu 3, cross_entropy 4, moe 4, bias 4, gated_delta 8 (block-causal
+  // too), causal_conv1d 7 (block-causal too), gated_rmsnorm 4
+  EXPECT_EQ(gradient, 62);
   EXPECT_THROW(verify_kernels("nosuch"), Error);
 }
 
