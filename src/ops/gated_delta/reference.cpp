@@ -50,6 +50,20 @@ void unnormalise(const Normed& nx, const std::vector<double>& dy, const Dims& d,
   }
 }
 
+// One token of the recurrence on state st [DK, DV]: st *= a; delta = bt (v - st^T k) [DV];
+// st += k delta^T. Shared by the forward and the backward's re-run of it.
+void advance_state(double* st, const double* kt, const float* v, double a, double bt, double* delta, int64_t DK,
+                   int64_t DV) {
+  for (int64_t i = 0; i < DK * DV; ++i) st[i] *= a;
+  for (int64_t j = 0; j < DV; ++j) {
+    double s = 0;
+    for (int64_t i = 0; i < DK; ++i) s += st[i * DV + j] * kt[i];
+    delta[j] = bt * (double(v[j]) - s);
+  }
+  for (int64_t i = 0; i < DK; ++i)
+    for (int64_t j = 0; j < DV; ++j) st[i * DV + j] += kt[i] * delta[j];
+}
+
 bool starts_document(const int64_t* seg, const Dims& d, int64_t b, int64_t t) {
   return t == 0 || (seg && seg[b * d.S + t] == t);
 }
@@ -74,14 +88,7 @@ void forward(const ExecContext&, const Tensor& q, const Tensor& k, const Tensor&
         const double* qt = qn.y.data() + tk * DK;
         const double* kt = kn.y.data() + tk * DK;
         const double a = std::exp(double(gp[tv])), bt = bp[tv];
-        for (auto& s : st) s *= a;
-        for (int64_t j = 0; j < DV; ++j) {
-          double s = 0;
-          for (int64_t i = 0; i < DK; ++i) s += st[size_t(i * DV + j)] * kt[i];
-          kv[size_t(j)] = bt * (double(vp[tv * DV + j]) - s);  // delta
-        }
-        for (int64_t i = 0; i < DK; ++i)
-          for (int64_t j = 0; j < DV; ++j) st[size_t(i * DV + j)] += kt[i] * kv[size_t(j)];
+        advance_state(st.data(), kt, vp + tv * DV, a, bt, kv.data(), DK, DV);
         for (int64_t j = 0; j < DV; ++j) {
           double s = 0;
           for (int64_t i = 0; i < DK; ++i) s += st[size_t(i * DV + j)] * qt[i];
@@ -117,14 +124,7 @@ void backward(const ExecContext&, const Tensor& q, const Tensor& k, const Tensor
         const int64_t tk = (b * d.S + t) * d.Hk + hk, tv = (b * d.S + t) * d.Hv + h;
         const double* kt = kn.y.data() + tk * DK;
         const double a = std::exp(double(gp[tv])), bt = bp[tv];
-        for (auto& s : st) s *= a;
-        for (int64_t j = 0; j < DV; ++j) {
-          double s = 0;
-          for (int64_t i = 0; i < DK; ++i) s += st[size_t(i * DV + j)] * kt[i];
-          delta[size_t(j)] = bt * (double(vp[tv * DV + j]) - s);
-        }
-        for (int64_t i = 0; i < DK; ++i)
-          for (int64_t j = 0; j < DV; ++j) st[size_t(i * DV + j)] += kt[i] * delta[size_t(j)];
+        advance_state(st.data(), kt, vp + tv * DV, a, bt, delta.data(), DK, DV);
       }
       for (int64_t i = 0; i < SS; ++i) ds[size_t(i)] = dfin.defined() ? double(dfin.data<float>()[(b * d.Hv + h) * SS + i]) : 0.0;
       for (int64_t t = d.S - 1; t >= 0; --t) {
