@@ -402,6 +402,22 @@ void Fsdp::end_pass() {
   }
 }
 
+void Fsdp::set_tensor_parallel(Comm* tp, std::vector<bool> split) {
+  TITAN_ASSERT(split.size() == ps_.all().size(), "Fsdp::set_tensor_parallel: one flag per parameter");
+  tp_ = tp && tp->size() > 1 ? tp : nullptr;
+  tp_split_ = std::move(split);
+}
+
+// This rank's part of the squared norm over the tp group: its split parameters' spans, and the
+// replicated ones' on tp rank 0 only.
+double Fsdp::tp_sum_of_squares() const {
+  std::vector<GradRange> r;
+  float* g = g_.data<float>();
+  for (const Span& s : spans_)
+    if (tp_split_[s.param] || tp_->rank() == 0) r.push_back({g + s.local, s.count});
+  return sum_of_squares(r);
+}
+
 void Fsdp::zero_grad() {
   worker_->drain();
   g_.zero_();
@@ -419,7 +435,9 @@ double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& 
   // squares is the ranks' sums added in rank order.
   const double norm = clip_grad_norm({{g_.data<float>(), shard_}}, max_norm, [this](double ss) {
     const double t0 = now_seconds();
-    const double total = comm_.all_reduce_sum(ss);
+    if (tp_) ss = tp_sum_of_squares();
+    double total = comm_.all_reduce_sum(ss);
+    if (tp_) total = tp_->all_reduce_sum(total);
     comm_seconds_ += now_seconds() - t0;
     return total;
   });

@@ -119,6 +119,11 @@ class Fsdp final : public UnitHooks {
   void prefetch(int64_t unit) override;
   void end_pass() override;
 
+  // Tensor parallelism (model/tensor_parallel.h): this Fsdp shards one tp rank's local tensors;
+  // `split[i]` says whether parameter i is split over `tp` (else replicated, with the same
+  // gradient on every tp rank). step()'s global norm then adds the split parameters' squares over
+  // tp and counts the replicated ones once.
+  void set_tensor_parallel(Comm* tp, std::vector<bool> split);
   void zero_grad();  // the sharded gradient accumulator
   // Global norm + clip (max_norm > 0) + AdamW on the shard. Returns the norm before clipping; a
   // non-finite norm leaves parameters and moments untouched (every rank sees the same norm).
@@ -159,6 +164,9 @@ class Fsdp final : public UnitHooks {
  private:
   struct Unit;
   class Worker;
+  Comm* tp_ = nullptr;          // set_tensor_parallel
+  std::vector<bool> tp_split_;
+  double tp_sum_of_squares() const;
   void gather(Unit& u);         // collective: full values of u from the ranks' chunks
   void reduce_grads(Unit& u);   // collective: sum u's full grads over ranks into g_
   void wait_values(Unit& u);

@@ -90,9 +90,30 @@ InitScheme parse_init_scheme(const std::string& s) {
 }
 
 DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred, bool frozen,
-                       DType weight_dtype)
-    : cfg_(cfg), deferred_(deferred), base_frozen_(frozen) {
+                           DType weight_dtype, const TensorParallel& tp)
+    : cfg_(cfg), tp_(tp), deferred_(deferred), base_frozen_(frozen) {
   cfg_.validate(cfg.flavor.empty() ? "model config" : "flavor " + cfg.flavor);
+  // This rank's widths: whole KV groups (and the query heads that read them), a slice of the
+  // MLP and of the vocabulary.
+  const int64_t n = tp_.size(), r = tp_.rank();
+  if (tp_.on()) {
+    const std::string why = " does not divide by [parallelism] tensor_parallel_degree = " + std::to_string(n);
+    TITAN_CHECK(cfg_.num_key_value_heads % n == 0, "tensor parallelism: num_key_value_heads = ",
+                cfg_.num_key_value_heads, why, " (each rank holds whole KV groups)");
+    TITAN_CHECK(cfg_.intermediate_size % n == 0, "tensor parallelism: intermediate_size = ", cfg_.intermediate_size, why);
+    TITAN_CHECK(cfg_.vocab_size % n == 0, "tensor parallelism: vocab_size = ", cfg_.vocab_size, why);
+    TITAN_CHECK(cfg_.num_sparse_layers() == 0, "tensor parallelism: MoE layers are not split over tensor-parallel ranks "
+                "in this build; use [parallelism] tensor_parallel_degree = 1 for ", cfg_.model_type, " models");
+    for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
+      TITAN_CHECK(cfg_.layer_kind(l).mixer == MixerKind::Attention,
+                  "tensor parallelism: only attention layers are split over tensor-parallel ranks in this build");
+    TITAN_CHECK(weight_dtype == DType::F32 && !frozen,
+                "tensor parallelism: trains the whole model in f32 master weights (no frozen or bf16 base, no LoRA) in this build");
+  }
+  loc_.heads = cfg_.num_attention_heads / n, loc_.kv_heads = cfg_.num_key_value_heads / n;
+  loc_.q = loc_.heads * cfg_.head_dim, loc_.kv = loc_.kv_heads * cfg_.head_dim;
+  loc_.inter = cfg_.intermediate_size / n;
+  loc_.vocab = cfg_.vocab_size / n, loc_.vocab0 = r * loc_.vocab;
   TITAN_CHECK(weight_dtype == DType::F32 || (weight_dtype == DType::BF16 && frozen),
               "model: weights can be stored in f32, or in bf16 for a frozen (inference) model; got ",
               dtype_name(weight_dtype), frozen ? "" : " on a trainable model");
@@ -118,9 +139,9 @@ RopeCache DecoderModel::rope_cache(int64_t max_pos) const {
 DecoderModel::~DecoderModel() = default;
 
 void DecoderModel::build_params() {
-  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-  (void)I;
-  const int64_t Q = cfg_.q_dim(), K = cfg_.kv_dim();
+  // Local widths (the whole model's without tensor parallelism).
+  const int64_t H = cfg_.hidden_size, V = loc_.vocab, I = loc_.inter, D = cfg_.head_dim;
+  const int64_t Q = loc_.q, K = loc_.kv;
   // dt: the value's dtype (the matmul weights: weight_dtype_); gradients are f32.
   auto pair = [&](const Shape& s, DType dt = DType::F32) {
     if (deferred_)
@@ -200,7 +221,8 @@ void DecoderModel::build_params() {
   const auto& specs = specs_;
   TITAN_ASSERT(specs.size() == params_.all().size(), "param spec count");
   for (size_t i = 0; i < specs.size(); ++i)
-    TITAN_ASSERT(specs[i].name == params_.all()[i].name && specs[i].shape == params_.all()[i].value.shape() &&
+    TITAN_ASSERT(specs[i].name == params_.all()[i].name &&
+                     specs[i].local_shape(tp_.size()) == params_.all()[i].value.shape() &&
                      specs[i].dtype(weight_dtype_) == params_.all()[i].value.dtype(),
                  "param spec mismatch at ", specs[i].name);
   // Unit boundaries: the first parameter of each unit (ParamSpec::unit), then the end.
@@ -284,7 +306,11 @@ void DecoderModel::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) 
   };
   for (size_t i = first; i < last; ++i) {
     Param& p = params_.all()[i];
-    if (p.value.dtype() == DType::F32) {
+    if (tp_.on() && specs_[i].placement.tp_dim >= 0) {  // this rank's block of the whole tensor's init
+      Tensor w = Tensor::empty(specs_[i].shape, DType::F32);
+      init(w, specs_[i]);
+      tp_take_shard(w, specs_[i].placement.tp_dim, tp_.rank(), tp_.size(), p.value);
+    } else if (p.value.dtype() == DType::F32) {
       init(p.value, specs_[i]);
     } else {
       Tensor w = Tensor::empty(p.value.shape(), DType::F32);
@@ -295,6 +321,7 @@ void DecoderModel::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) 
 }
 
 using layer_util::f32;
+using layer_util::grad_or_null;
 
 namespace {
 
@@ -357,7 +384,14 @@ DecoderModel::Hidden DecoderModel::forward_layers(const Tensor& ids, Positions p
   Hidden out;
   Tensor x = f32({T, H});  // the residual stream: the embedding, then each layer's output
   steps.at(0, Phase::Forward);
-  kernels_.back().embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, x);
+  if (tp_.on()) {  // vocabulary-parallel: each rank's rows, summed (sequence parallel: its tokens' sums)
+    TITAN_CHECK(!cache, "generation: not with tensor parallelism in this build");
+    tp_embedding_forward(ids.view({T}), x);
+    x = tp_reduce_rows(x);
+  } else {
+    kernels_.back().embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, x);
+  }
+  const int64_t Tr = x.dim(0);  // the residual stream's rows on this rank
   if (store) {
     store->x.assign(n + 1, Tensor());
     store->layers.assign(n, LayerActs());
@@ -365,7 +399,7 @@ DecoderModel::Hidden DecoderModel::forward_layers(const Tensor& ids, Positions p
   for (size_t l = 0; l < n; ++l) {
     LayerActs dropped;  // pure inference: the layer's activations end with it
     LayerActs& a = store ? store->layers[l] : dropped;
-    Tensor y = f32({T, H});
+    Tensor y = f32({Tr, H});
     steps.at(unit_of_layer(int64_t(l)), Phase::Forward);
     layer_forward(l, x, &y, a, B, S, pos, cache);
     if (layers_[l].moe()) {
@@ -418,14 +452,23 @@ double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* lo
   Hidden hid = forward_layers(ids, Positions{0, doc_start.empty() ? nullptr : doc_start.data()}, nullptr, steps);
   steps.at(num_units() - 1, Phase::Forward);
   const KernelSet& hk = kernels_.back();
-  Tensor xf = f32({T, H}), rstd = f32({T});
+  const int64_t Tr = hid.x.dim(0);
+  Tensor xf = f32({Tr, H}), rstd = f32({Tr});
   hk.rmsnorm->forward(hid.x, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
+  xf = tp_gather_rows(xf);  // sequence parallel: the head reads every token
   const std::vector<int64_t> rows = logits_out ? std::vector<int64_t>() : sparse_label_rows(labels);
   // A head stored in bf16 (an untied lm_head of a bf16 model) is read as it is (compute is bf16).
   const Tensor& head = lm_head_weight();
-  double loss = rows.empty() ? hk.cross_entropy->forward(xf, head, labels.view({T}), logits_out, compute_)
-                             : hk.cross_entropy->forward(gather_rows(xf, rows), head,
-                                                         gather_labels(labels, rows), nullptr, compute_);
+  double loss = 0;
+  if (tp_.on()) {
+    TITAN_CHECK(!logits_out, "scoring: logits are not dumped with tensor parallelism in this build");
+    loss = rows.empty() ? tp_cross_entropy(xf, labels.view({T}), 0.0f, nullptr, nullptr)
+                        : tp_cross_entropy(gather_rows(xf, rows), gather_labels(labels, rows), 0.0f, nullptr, nullptr);
+  } else {
+    loss = rows.empty() ? hk.cross_entropy->forward(xf, head, labels.view({T}), logits_out, compute_)
+                        : hk.cross_entropy->forward(gather_rows(xf, rows), head, gather_labels(labels, rows), nullptr,
+                                                    compute_);
+  }
   steps.finish();
   if (!hold_wbf_) wbf_.reset();
   last_aux_ = 0;
@@ -451,6 +494,7 @@ void DecoderModel::hold_compute_weights(bool on) {
 }
 
 void DecoderModel::forward_cached(const Tensor& ids, InferenceState& cache, Tensor& logits) {
+  TITAN_CHECK(!tp_.on(), "generation: not with tensor parallelism in this build");
   TITAN_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64 && ids.dim(0) == cache.rows && ids.dim(1) > 0,
               "generation: token ids must be i64 [", cache.rows, ", columns], got ", ids.str());
   const int64_t B = ids.dim(0), S = ids.dim(1), H = cfg_.hidden_size, V = cfg_.vocab_size;
@@ -524,9 +568,32 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
   steps.at(num_units() - 1, Phase::Backward);
   const KernelSet& hk = kernels_.back();
   const Param& norm = params_.at("model.norm.weight");
-  Tensor dx = f32({T, H});  // d(residual stream), from the head down to the embedding
+  const int64_t Tr = store.x[n].dim(0);  // the residual stream's rows on this rank
+  Tensor dx = f32({Tr, H});  // d(residual stream), from the head down to the embedding
   double loss;
-  {
+  if (tp_.on()) {  // the final norm on this rank's rows; the head over the vocabulary shards
+    Tensor xn = f32({Tr, H}), rstd = f32({Tr}), dxf = f32({T, H});
+    hk.rmsnorm->forward(store.x[n], norm.value, float(cfg_.rms_norm_eps), xn, rstd);
+    const Tensor xf = tp_gather_rows(xn);
+    const std::vector<int64_t> rows = sparse_label_rows(labels);
+    Tensor& gw = lm_head_grad();
+    if (rows.empty()) {
+      loss = tp_cross_entropy(xf, labels.view({T}), grad_scale, &dxf, grad_or_null(gw));
+    } else {
+      Tensor dxc = f32({int64_t(rows.size()), H});
+      loss = tp_cross_entropy(gather_rows(xf, rows), gather_labels(labels, rows), grad_scale, &dxc, grad_or_null(gw));
+      scatter_rows(dxc, rows, dxf);
+    }
+    Tensor dxn = tp_reduce_rows(dxf);
+    Tensor& gn = params_.at("model.norm.weight").grad;
+    if (tp_norm_grads_partial()) {
+      Tensor part = Tensor::zeros({H}, DType::F32);
+      hk.rmsnorm->backward(store.x[n], norm.value, rstd, dxn, dx, part);
+      tp_grad_sum(part, gn);
+    } else {
+      hk.rmsnorm->backward(store.x[n], norm.value, rstd, dxn, dx, gn);
+    }
+  } else {
     Tensor xf = f32({T, H}), rstd = f32({T}), dxf = f32({T, H});
     hk.rmsnorm->forward(store.x[n], norm.value, float(cfg_.rms_norm_eps), xf, rstd);
     const std::vector<int64_t> rows = sparse_label_rows(labels);
@@ -544,7 +611,8 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
   backward_layers(store, dx, dlogits, B, S, pos, steps);
   steps.at(0, Phase::Backward);
   Tensor& gemb = params_.at("model.embed_tokens.weight").grad;
-  if (gemb.defined()) hk.embedding->backward(ids.view({T}), dx, gemb);
+  if (gemb.defined() && tp_.on()) tp_embedding_backward(ids.view({T}), tp_gather_rows(dx), gemb);
+  else if (gemb.defined()) hk.embedding->backward(ids.view({T}), dx, gemb);
   steps.finish();
   if (!hold_wbf_) wbf_.reset();
   return loss + aux_term;

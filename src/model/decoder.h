@@ -28,6 +28,7 @@
 #include "model/kernels.h"
 #include "model/lora.h"
 #include "model/params.h"
+#include "model/tensor_parallel.h"
 #include "model/unit_hooks.h"
 #include "model/unit_schedule.h"
 
@@ -60,11 +61,14 @@ class DecoderModel {
   // expert projections, an untied lm_head) are stored in bf16 and the model computes in bf16:
   // a loader reads them straight into bf16 (half the memory; no f32 copy is ever held). Norms,
   // biases, the router and the embedding stay f32.
+  // tp: tensor parallelism (model/tensor_parallel.h): the parameters get their local shapes and
+  // the layers run the tp group's collectives; training and scoring only (no LoRA, no generation).
   DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false,
-             bool frozen = false, DType weight_dtype = DType::F32);
+               bool frozen = false, DType weight_dtype = DType::F32, const TensorParallel& tp = {});
   ~DecoderModel();
 
   const ModelConfig& config() const { return cfg_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
   // What each parameter is (unit, role, init, placement), in params() order.
   const std::vector<ParamSpec>& param_specs() const { return specs_; }
   // Each layer's mixer and MLP kind (model/layer_kind.h).
@@ -229,6 +233,30 @@ class DecoderModel {
   void round_layer(size_t l);
   const Tensor& lm_head_weight();
   Tensor& lm_head_grad();
+  // Tensor parallelism (model/layers/tensor_parallel_ops.cpp; identities without it).
+  // tp_rows(T): the residual stream's rows on this rank (T / tp under sequence parallelism, else T).
+  // tp_gather_rows: the whole [T, ...] from every rank's rows (sequence parallel; else `local`).
+  // tp_reduce_rows: y [T, ...] is this rank's partial sum (a row-parallel GEMM's output, or the
+  // gradient of a column-parallel one's input); returns the sum over tp: this rank's rows of it
+  // under sequence parallelism (a reduce-scatter), else all of it (an all-reduce, in place in y).
+  // tp_grad_sum: dw += the sum over tp of `part`, a replicated weight's partial gradient (the q/k
+  // norms: each rank's heads; the other norms under sequence parallelism: each rank's tokens).
+  int64_t tp_rows(int64_t T) const;
+  Tensor tp_gather_rows(const Tensor& local) const;
+  Tensor tp_reduce_rows(Tensor& y) const;
+  void tp_grad_sum(Tensor& part, Tensor& dw) const;
+  // Whether layer norm grads (input/post/final) are partial sums over tp (sequence parallelism).
+  bool tp_norm_grads_partial() const { return tp_.sp(); }
+  // The vocabulary-parallel embedding: x [T, H] = this rank's partial (rows of its vocabulary
+  // shard, zeros for other tokens; reduce with tp_reduce_rows), and its backward (gemb += into
+  // this rank's rows from dx [T, H]).
+  void tp_embedding_forward(const Tensor& ids, Tensor& x) const;
+  void tp_embedding_backward(const Tensor& ids, const Tensor& dx, Tensor& gemb) const;
+  // The fused lm_head + cross-entropy over vocabulary shards: returns the loss sum of rows `xf`
+  // [n, H] (the same on every tp rank) with labels [n]; with dxf: the gradient of grad_scale x that
+  // sum as this rank's partial (reduce with tp_reduce_rows), overwritten, and dw accumulated (null:
+  // a frozen head).
+  double tp_cross_entropy(const Tensor& xf, const Tensor& labels, float grad_scale, Tensor* dxf, Tensor* dw);
   // With bf16 compute, each linear weight is rounded to bf16 once per forward(_backward) call
   // (not once per GEMM); the copies live for that call only, so updated weights are never stale.
   // With unit hooks a layer's copies are made when its values arrive and dropped when they go.
@@ -239,6 +267,12 @@ class DecoderModel {
   Tensor head_bf16_;       // with it and bf16 compute, the lm_head weight in bf16 (forward_cached)
 
   ModelConfig cfg_;
+  TensorParallel tp_;
+  // This rank's share of the model's widths (the whole model without tensor parallelism): heads,
+  // KV heads, their widths Q and K, the dense MLP's I, the vocabulary rows [vocab0_, vocab0_ + vocab_).
+  struct LocalDims {
+    int64_t heads = 0, kv_heads = 0, q = 0, kv = 0, inter = 0, vocab = 0, vocab0 = 0;
+  } loc_;
   bool deferred_ = false;
   ParamStore params_;
   std::vector<size_t> unit_begin_;  // first param index of each unit, then params_.size()

@@ -14,7 +14,7 @@ using namespace layer_util;
 void DecoderModel::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerActs& a, int64_t B, int64_t S,
                                  Positions pos, InferenceState* cache) {
   const Layer& L = layers_[l];
-  const int64_t T = B * S, H = cfg_.hidden_size;
+  const int64_t T = B * S, Tr = x.dim(0), H = cfg_.hidden_size;  // Tr: this rank's rows (model/tensor_parallel.h)
   if (!a.have_attn) {
     switch (L.kind.mixer) {
       case MixerKind::Attention: attention_forward(l, x, a, B, S, pos, cache); break;
@@ -23,9 +23,10 @@ void DecoderModel::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerAc
     a.have_attn = true;
   }
   // A MoE layer's xn2 also feeds the router (f32), so only a dense one is kept in bf16.
-  a.xn2 = Tensor::empty({T, H}, L.moe() ? DType::F32 : gemm_input_dtype(compute_));
-  a.rstd2 = f32({T});
+  a.xn2 = Tensor::empty({Tr, H}, L.moe() ? DType::F32 : gemm_input_dtype(compute_));
+  a.rstd2 = f32({Tr});
   kernels_[l].rmsnorm->forward(a.h, L.w_post, float(cfg_.rms_norm_eps), a.xn2, a.rstd2);
+  a.xn2 = tp_gather_rows(a.xn2);  // sequence parallel: the MLP reads every token
   if (L.moe())
     moe_mlp_forward(l, a, a.h, out, T);
   else
@@ -40,14 +41,23 @@ void DecoderModel::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tenso
   Layer& L = layers_[l];
   const int64_t T = B * S, H = cfg_.hidden_size;
   TITAN_ASSERT(a.have_attn && a.have_mlp, "layer ", l, ": backward without its forward's activations");
-  // MLP block: out = h + mlp(rmsnorm(h)); d(h) = d(out) + rmsnorm'(d(xn2)), added into dx.
+  // MLP block: out = h + mlp(rmsnorm(h)); d(h) = d(out) + rmsnorm'(d(xn2)), added into dx. With
+  // tensor parallelism d(xn2) is a partial sum until reduced over tp (model/tensor_parallel.h).
   {
     Tensor dxn2 = f32({T, H});
+    const Tensor dy = tp_gather_rows(dx);
     if (L.moe())
-      moe_mlp_backward(l, a, dx, dxn2, T, dlogits_extra);
+      moe_mlp_backward(l, a, dy, dxn2, T, dlogits_extra);
     else
-      dense_mlp_backward(l, a, dx, dxn2, T);
-    kernels_[l].rmsnorm->backward_add(a.h, L.w_post, a.rstd2, dxn2, dx, L.g_post);  // dx is now d(h)
+      dense_mlp_backward(l, a, dy, dxn2, T);
+    Tensor d = tp_reduce_rows(dxn2);
+    if (tp_norm_grads_partial()) {
+      Tensor part = Tensor::zeros({H}, DType::F32);
+      kernels_[l].rmsnorm->backward_add(a.h, L.w_post, a.rstd2, d, dx, part);
+      tp_grad_sum(part, L.g_post);
+    } else {
+      kernels_[l].rmsnorm->backward_add(a.h, L.w_post, a.rstd2, d, dx, L.g_post);  // dx is now d(h)
+    }
   }
   switch (L.kind.mixer) {
     case MixerKind::Attention: attention_backward(l, x, a, dx, B, S, pos); break;

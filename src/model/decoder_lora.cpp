@@ -17,6 +17,7 @@ const GemmKernel& lora_gemm(const LinearKernel& lin) {
 
 void DecoderModel::enable_lora(const LoraConfig& c, uint64_t seed) {
   TITAN_CHECK(lora_.empty(), "LoRA is already enabled on this model");
+  TITAN_CHECK(!tp_.on(), "LoRA: not with tensor parallelism in this build ([parallelism] tensor_parallel_degree = 1)");
   c.validate("lora");
   lora_cfg_ = c;
   lora_seed_ = seed;

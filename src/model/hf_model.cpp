@@ -68,6 +68,17 @@ void load_weights(DecoderModel& model, const HfCheckpoint& ckpt, int64_t unit) {
     if (!done.empty() && p.name.find(".mlp.experts.") != std::string::npos &&
         done.count(p.name.substr(0, p.name.find("mlp.experts."))))
       continue;
+    const ParamSpec& spec = model.param_specs()[i];
+    const TensorParallel& tp = model.tensor_parallel();
+    if (tp.on() && spec.placement.tp_dim >= 0) {  // this rank's block of the whole tensor
+      TITAN_ASSERT(p.value.storage()->resident(), "load_weights: a tensor-parallel shard needs its memory");
+      const Tensor full = ckpt.get(p.name, p.value.dtype());
+      TITAN_CHECK(full.shape() == Shape(spec.shape), ckpt.dir(), ": tensor ", quote(p.name), " has shape ",
+                  shape_str(full.shape()), ", expected ", shape_str(spec.shape));
+      tp_take_shard(full, spec.placement.tp_dim, tp.rank(), tp.size(), p.value);
+      ckpt.drop_pages(p.name);
+      continue;
+    }
     take(p.name, p.value);
   }
 }

@@ -174,7 +174,10 @@ struct TrainingSection {
 struct ParallelismSection {
   int64_t data_parallel_shard_degree = -1;  // -1: all remaining ranks
   int64_t data_parallel_replicate_degree = 1;
-  int64_t tensor_parallel_degree = 1;
+  int64_t tensor_parallel_degree = 1;  // model/tensor_parallel.h
+  // With tensor parallelism: the residual stream and norms split by tokens between the
+  // tensor-parallel blocks (torchtitan's default, true).
+  bool enable_sequence_parallel = true;
   int64_t pipeline_parallel_degree = 1;
   int64_t context_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;

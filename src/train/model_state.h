@@ -85,7 +85,8 @@ struct JobModel {
   std::unique_ptr<HfCheckpoint> hf;  // the initial HF checkpoint, when the job loads one
   void fill(int64_t unit, uint64_t seed);
 };
-JobModel build_job_model(const JobConfig& cfg, bool deferred);
+// tp: the model's tensor-parallel group (model/tensor_parallel.h; none by default).
+JobModel build_job_model(const JobConfig& cfg, bool deferred, const TensorParallel& tp = {});
 
 // [lora] as the model's LoraConfig; and what a LoRA checkpoint records of its adapters and base
 // (state.json extra "lora": base, rank, alpha, use_rslora, target_modules as exact module names).

@@ -13,6 +13,7 @@
 #include "model/peft_adapter.h"
 #include "ops/registry.h"
 #include "train/model_state.h"
+#include "train/tensor_region.h"
 
 namespace titan {
 
@@ -60,12 +61,26 @@ class ShardedState final : public ModelState {
     replicas_ = int(mesh.dims().dp_replicate);
     replica_ = int(mesh.coord(comm::MeshAxis::DpReplicate));
     if (replicas_ > 1) replicate_comm_ = &mesh.dp_replicate();
-    JobModel jm = build_job_model(cfg, /*deferred=*/true);
+    // Tensor parallelism: the model holds this tp rank's local tensors (model/tensor_parallel.h),
+    // which the fsdp group shards; checkpoints place them in the whole tensors.
+    TensorParallel tp;
+    if (mesh.dims().tp > 1) {
+      tp_comm_ = &mesh.tp();
+      tp.comm = tp_comm_, tp.sequence_parallel = cfg.parallelism.enable_sequence_parallel;
+      // The ranks of the first replica write a checkpoint: each fsdp group of its tp ranks.
+      writers_ = comm_.split(replica_, comm_.rank());
+    }
+    JobModel jm = build_job_model(cfg, /*deferred=*/true, tp);
     loaded_ = jm.hf != nullptr;
     const uint64_t seed = uint64_t(cfg.training.seed);
     fsdp_ = std::make_unique<distributed::Fsdp>(*jm.model, shard_comm(), fsdp_options(cfg),
                                          [&](int64_t unit) { jm.fill(unit, seed); }, replicate_comm_);
     model_ = std::move(jm.model);
+    if (tp_comm_) {
+      std::vector<bool> split;
+      for (const ParamSpec& sp : model_->param_specs()) split.push_back(sp.placement.tp_dim >= 0);
+      fsdp_->set_tensor_parallel(tp_comm_, std::move(split));
+    }
     if (cfg.lora.enable) {  // the model was built frozen; the adapters as one process makes them
       model_->enable_lora(job_lora_config(cfg), seed);
       if (cfg.checkpoint.initial_load_in_hf) {
@@ -101,13 +116,14 @@ class ShardedState final : public ModelState {
     if (lora_) s0.extra["lora"] = lora_checkpoint_record(*model_, lora_base_, lora_fp_);
     if (replica_ == 0) {
       std::vector<TensorPiece> model, opt;
-      pieces(&model, &opt);
+      pieces(&model, &opt, /*for_save=*/true);
       // The MoE balancing state is replicated: rank 0 writes it whole.
       if (comm_.rank() == 0)
         for (auto& b : model_->expert_bias_state()) opt.push_back({b.name, b.tensor.shape(), 0, b.tensor});
+      comm::Comm& w = writers_ ? *writers_ : shard_comm();
       ShardedSave s;
-      s.rank = shard_comm().rank(), s.world = shard_comm().size();
-      s.barrier = [this] { shard_comm().barrier(); };
+      s.rank = w.rank(), s.world = w.size();
+      s.barrier = [&w] { w.barrier(); };
       dir = ckm.save_sharded(s0, s, model, opt);
     }
     if (replicas_ > 1) comm_.barrier();
@@ -116,7 +132,7 @@ class ShardedState final : public ModelState {
 
   TrainState load(const CheckpointManager& ckm, int64_t step) override {
     std::vector<TensorPiece> model, opt;
-    pieces(&model, &opt);
+    pieces(&model, &opt, /*for_save=*/false);
     for (auto& b : model_->expert_bias_state()) opt.push_back({b.name, b.tensor.shape(), 0, b.tensor});
     std::vector<std::string> model_names, opt_names;
     for (auto& p : trained().all()) {
@@ -143,9 +159,19 @@ class ShardedState final : public ModelState {
     ParamStore& ps = model_->params();
     if (replica_ == 0)
       fsdp_->for_each_unit_gathered([&](int64_t unit) {
-        if (!w) return;
+        if (!w && !tp_comm_) return;
         auto [p0, p1] = model_->unit_params(unit);
-        for (size_t i = p0; i < p1; ++i) w->add(ps.all()[i].name, ps.all()[i].value);
+        for (size_t i = p0; i < p1; ++i) {
+          const Param& p = ps.all()[i];
+          const ParamSpec& sp = model_->param_specs()[i];
+          if (tp_comm_ && sp.placement.tp_dim >= 0) {  // the tp ranks' shards joined (collective over tp)
+            Tensor full = Tensor::empty(Shape(sp.shape), p.value.dtype());
+            tp_gather_shards(*tp_comm_, p.value, sp.placement.tp_dim, full);
+            if (w) w->add(p.name, full);
+          } else if (w) {
+            w->add(p.name, p.value);
+          }
+        }
       });
     if (w) w->finish();
     comm_.barrier();
@@ -206,8 +232,10 @@ class ShardedState final : public ModelState {
     return bad;
   }
 
-  // This rank's pieces of the parameters and of both moments (views of the shard tensors).
-  void pieces(std::vector<TensorPiece>* model, std::vector<TensorPiece>* opt) {
+  // This rank's pieces of the parameters and of both moments (views of the shard tensors). With
+  // tensor parallelism each span is a range of a local tensor, which is a box of the whole one:
+  // its boxes there (a replicated parameter is written by tp rank 0 alone, read by every rank).
+  void pieces(std::vector<TensorPiece>* model, std::vector<TensorPiece>* opt, bool for_save) {
     if (lora_) {  // the adapters' chunk (the base is named in state.json, not stored)
       ParamStore& ps = model_->lora_params();
       lora_->for_each_piece(ps, [&](size_t i, int64_t po, int64_t local, int64_t c) {
@@ -222,6 +250,25 @@ class ShardedState final : public ModelState {
     ParamStore& ps = model_->params();
     for (const distributed::Fsdp::Span& s : fsdp_->spans()) {
       const Param& p = ps.all()[s.param];
+      if (tp_comm_) {
+        const ParamSpec& sp = model_->param_specs()[s.param];
+        const int d = sp.placement.tp_dim;
+        if (d < 0 && for_save && tp_comm_->rank() != 0) continue;
+        Shape shift(p.value.shape().size(), 0);
+        if (d >= 0) shift[size_t(d)] = tp_comm_->rank() * p.value.shape()[size_t(d)];
+        int64_t at = s.local;
+        for (TensorRegion& b : range_boxes(p.value.shape(), s.offset, s.count)) {
+          for (size_t k = 0; k < shift.size(); ++k) b.box_offset[k] += shift[k];
+          const int64_t n = b.numel();
+          auto view = [&](Tensor& t) { return t.slice0(at, at + n); };
+          const Shape full(sp.shape);
+          model->push_back({p.name, full, 0, view(fsdp_->shard_values()), b.box_offset, b.box_shape});
+          opt->push_back({p.name + ".exp_avg", full, 0, view(fsdp_->exp_avg()), b.box_offset, b.box_shape});
+          opt->push_back({p.name + ".exp_avg_sq", full, 0, view(fsdp_->exp_avg_sq()), b.box_offset, b.box_shape});
+          at += n;
+        }
+        continue;
+      }
       auto view = [&](Tensor& t) { return t.slice0(s.local, s.local + s.count); };
       model->push_back({p.name, p.value.shape(), s.offset, view(fsdp_->shard_values())});
       opt->push_back({p.name + ".exp_avg", p.value.shape(), s.offset, view(fsdp_->exp_avg())});
@@ -233,6 +280,8 @@ class ShardedState final : public ModelState {
   comm::Comm& shard_comm_;
   int replicas_ = 1, replica_ = 0;
   comm::Comm* replicate_comm_ = nullptr;  // hybrid only
+  comm::Comm* tp_comm_ = nullptr;         // tensor parallel only (the mesh's tp group)
+  std::unique_ptr<comm::Comm> writers_;   // tensor parallel: the first replica's ranks, which save
   const AdamWKernel& adamw_;
   std::unique_ptr<distributed::Fsdp> fsdp_;
   std::unique_ptr<ShardedAdapters> lora_;  // LoRA: the adapters' sharded optimizer

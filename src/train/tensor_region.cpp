@@ -64,6 +64,55 @@ std::vector<TensorRun> region_runs(const TensorRegion& r, const Shape& full) {
   return runs;
 }
 
+namespace {
+
+// Boxes of [b, e) within the sub-tensor of dims d.. at index prefix `at` (dims < d fixed at at[..]).
+void range_boxes_at(const Shape& shape, size_t d, Shape& at, int64_t b, int64_t e, std::vector<TensorRegion>& out) {
+  if (b >= e) return;
+  const size_t nd = shape.size();
+  int64_t stride = 1;  // elements per index of dim d
+  for (size_t k = d + 1; k < nd; ++k) stride *= shape[k];
+  auto box = [&](int64_t i0, int64_t n) {  // indices [i0, i0 + n) of dim d, every later dim whole
+    TensorRegion r;
+    r.box_offset = at, r.box_shape.assign(d, 1);
+    r.box_offset.push_back(i0), r.box_shape.push_back(n);
+    for (size_t k = d + 1; k < nd; ++k) r.box_offset.push_back(0), r.box_shape.push_back(shape[k]);
+    out.push_back(r);
+  };
+  const int64_t i0 = b / stride, i1 = (e - 1) / stride;  // first and last index of dim d touched
+  auto inner = [&](int64_t i, int64_t lo, int64_t hi) {
+    at.push_back(i);
+    range_boxes_at(shape, d + 1, at, lo, hi, out);
+    at.pop_back();
+  };
+  if (i0 == i1) {
+    if (b % stride == 0 && e - b == stride) return box(i0, 1);
+    return inner(i0, b - i0 * stride, e - i0 * stride);
+  }
+  int64_t first = i0, last = i1;  // the whole indices [first, last]
+  if (b % stride != 0) inner(i0, b - i0 * stride, stride), first = i0 + 1;
+  const bool tail = e % stride != 0;
+  if (tail) last = i1 - 1;
+  if (first <= last) box(first, last - first + 1);
+  if (tail) inner(i1, 0, e - i1 * stride);
+}
+
+}  // namespace
+
+std::vector<TensorRegion> range_boxes(const Shape& shape, int64_t offset, int64_t count) {
+  std::vector<TensorRegion> out;
+  if (count <= 0) return out;
+  if (shape.empty()) {
+    TensorRegion r;
+    r.offset = 0, r.count = 1;
+    out.push_back(r);
+    return out;
+  }
+  Shape at;
+  range_boxes_at(shape, 0, at, offset, offset + count, out);
+  return out;
+}
+
 std::pair<int64_t, int64_t> region_bounds(const TensorRegion& r, const Shape& full) {
   const std::vector<TensorRun> runs = region_runs(r, full);
   if (runs.empty()) return {0, 0};

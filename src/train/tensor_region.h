@@ -37,6 +37,12 @@ std::string region_outside(const TensorRegion& r, const Shape& full);
 // [first flat element, one past the last) of a non-empty region.
 std::pair<int64_t, int64_t> region_bounds(const TensorRegion& r, const Shape& full);
 
+// The elements [offset, offset + count) of a tensor of `shape`'s row-major order as boxes (in
+// that order, each contiguous in it): at most two partial boxes per dim around whole ones. A
+// range of a tensor that is itself a box of a larger one (an FSDP chunk of a tensor-parallel
+// shard) becomes boxes of the larger one by adding the shard's box offset to each.
+std::vector<TensorRegion> range_boxes(const Shape& shape, int64_t offset, int64_t count);
+
 // Copies the overlap of source runs (elements at src, in the source piece's local order) with the
 // destination runs into dst; esize bytes per element. `src_local0`: the local index of src[0]
 // (a chunk of a streamed source), `src_count` elements available from there.

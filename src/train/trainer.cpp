@@ -122,6 +122,11 @@ void Trainer::build_model() {
   if (m.lora_enabled()) flops_per_token_ += -2.0 * double(size.matmul_params) + 6.0 * double(m.lora_params().numel());
   // The lm_head [V, H]: forward, input gradient and (unless frozen) weight gradient.
   head_flops_per_row_ = (m.lora_enabled() ? 4.0 : 6.0) * double(m.config().vocab_size) * double(m.config().hidden_size);
+  // Tensor parallelism: each rank of a tp group computes its 1/tp of every token's matmuls (the
+  // norms and elementwise work it repeats or splits are not counted in either case).
+  const double tp = double(m.tensor_parallel().size());
+  flops_per_token_ /= tp;
+  head_flops_per_row_ /= tp;
 }
 
 void Trainer::log_model() const {

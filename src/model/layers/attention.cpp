@@ -45,13 +45,15 @@ void DecoderModel::attention_forward(size_t l, const Tensor& x, LayerActs& a, in
   const KernelSet& k = kernels_[l];
   const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
   const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
-  const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
-  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
+  // Local heads and widths (model/tensor_parallel.h); Tr: the residual stream's rows on this rank.
+  const int64_t T = B * S, Tr = x.dim(0), H = cfg_.hidden_size, Q = loc_.q, K = loc_.kv, D = cfg_.head_dim;
+  const int64_t nh = loc_.heads, nkv = loc_.kv_heads;
   const float eps = float(cfg_.rms_norm_eps);
   const DType gemm_in = compute_ == DType::BF16 ? DType::BF16 : DType::F32;  // dtype of inputs only a GEMM reads
-  a.xn1 = Tensor::empty({T, H}, gemm_in);
-  a.rstd1 = f32({T});
+  a.xn1 = Tensor::empty({Tr, H}, gemm_in);
+  a.rstd1 = f32({Tr});
   k.rmsnorm->forward(x, L.w_in, eps, a.xn1, a.rstd1);
+  a.xn1 = tp_gather_rows(a.xn1);  // sequence parallel: the projections read every token
   a.qkv = f32({T, Q + 2 * K});
   k.linear->forward(a.xn1, Wqkv, a.qkv, compute_);
   if (L.b_qkv.defined()) k.bias->forward(a.qkv, L.b_qkv);
@@ -82,8 +84,15 @@ void DecoderModel::attention_forward(size_t l, const Tensor& x, LayerActs& a, in
                                   float(1.0 / std::sqrt(double(D))), a.attn, a.lse);
   }
   a.attn = a.attn.view({T, Q});
-  a.h = f32({T, H});
-  k.linear->forward_residual(a.attn, Wo, &x, a.h, compute_);  // h = x + attn @ Wo^T
+  if (tp_.on()) {  // row-parallel: the partial sums reduced over tp, then the residual
+    Tensor part = f32({T, H});
+    k.linear->forward(a.attn, Wo, part, compute_);
+    a.h = tp_reduce_rows(part);
+    k.residual->forward(a.h, x, a.h);
+  } else {
+    a.h = f32({T, H});
+    k.linear->forward_residual(a.attn, Wo, &x, a.h, compute_);  // h = x + attn @ Wo^T
+  }
   lora_forward_group(l, LoraGroup::O, a.attn, &a.h, a);
 }
 
@@ -94,13 +103,14 @@ void DecoderModel::attention_backward(size_t l, const Tensor& x, LayerActs& a, T
   const KernelSet& k = kernels_[l];
   const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
   const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
-  const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
-  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
+  const int64_t T = B * S, H = cfg_.hidden_size, Q = loc_.q, K = loc_.kv, D = cfg_.head_dim;
+  const int64_t nh = loc_.heads, nkv = loc_.kv_heads;
   // Attention block: h = x + o(attention(rope(norm(q)), rope(norm(k)), v))
   {
     Tensor dattn = f32({T, Q});
-    k.linear->backward(a.attn, Wo, dx, &dattn, grad_or_null(L.g_o), compute_);
-    lora_backward_group(l, LoraGroup::O, a.attn, a, dx, dattn);
+    const Tensor dh = tp_gather_rows(dx);  // sequence parallel: d(h) of every token
+    k.linear->backward(a.attn, Wo, dh, &dattn, grad_or_null(L.g_o), compute_);
+    lora_backward_group(l, LoraGroup::O, a.attn, a, dh, dattn);
     // dq, dk, dv land in their columns of the fused gradient; RoPE and the q/k norm go back in place.
     Tensor dqkv = f32({T, Q + 2 * K});
     const RowView dq = RowView::columns(dqkv, 0, nh, D), dk = RowView::columns(dqkv, Q, nkv, D);
@@ -111,7 +121,13 @@ void DecoderModel::attention_backward(size_t l, const Tensor& x, LayerActs& a, T
     dattn = Tensor();
     rope_rows(*k.rope, true, dq, S, pos, rope_);
     rope_rows(*k.rope, true, dk, S, pos, rope_);
-    if (cfg_.has_qk_norm()) {
+    if (cfg_.has_qk_norm() && tp_.on()) {  // each rank's heads: partial gradients of the norm weights
+      Tensor pq = Tensor::zeros({D}, DType::F32), pk = Tensor::zeros({D}, DType::F32);
+      k.rmsnorm->backward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, pq, false);
+      k.rmsnorm->backward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, pk, false);
+      tp_grad_sum(pq, L.g_qn);
+      tp_grad_sum(pk, L.g_kn);
+    } else if (cfg_.has_qk_norm()) {
       k.rmsnorm->backward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, L.g_qn, false);
       k.rmsnorm->backward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, L.g_kn, false);
     }
@@ -119,7 +135,14 @@ void DecoderModel::attention_backward(size_t l, const Tensor& x, LayerActs& a, T
     Tensor dxn1 = f32({T, H});
     k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
     lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);
-    k.rmsnorm->backward_add(x, L.w_in, a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
+    Tensor d = tp_reduce_rows(dxn1);  // column-parallel: the input gradient summed over tp
+    if (tp_norm_grads_partial()) {
+      Tensor part = Tensor::zeros({H}, DType::F32);
+      k.rmsnorm->backward_add(x, L.w_in, a.rstd1, d, dx, part);
+      tp_grad_sum(part, L.g_in);
+    } else {
+      k.rmsnorm->backward_add(x, L.w_in, a.rstd1, d, dx, L.g_in);  // dx is now d(x)
+    }
   }
 }
 

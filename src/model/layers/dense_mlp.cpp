@@ -10,13 +10,20 @@ using namespace layer_util;
 void DecoderModel::dense_mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T) {
   const Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
-  const int64_t I = cfg_.intermediate_size;
+  const int64_t I = loc_.inter;  // this rank's share (model/tensor_parallel.h)
   a.gu = f32({T, 2 * I});
   k.linear->forward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, a.gu, compute_);
   lora_forward_group(l, LoraGroup::GateUp, a.xn2, &a.gu, a);
   a.act = Tensor::empty({T, I}, compute_ == DType::BF16 ? DType::BF16 : DType::F32);
   k.swiglu->forward(a.gu, a.act);
-  if (out) k.linear->forward_residual(a.act, wbf_ ? wbf_->down[l] : L.w_down, &residual, *out, compute_);
+  if (out && tp_.on()) {  // row-parallel down_proj: partial sums reduced over tp, then the residual
+    Tensor part = f32({T, cfg_.hidden_size});
+    k.linear->forward(a.act, wbf_ ? wbf_->down[l] : L.w_down, part, compute_);
+    Tensor y = tp_reduce_rows(part);
+    k.residual->forward(y, residual, *out);
+  } else if (out) {
+    k.linear->forward_residual(a.act, wbf_ ? wbf_->down[l] : L.w_down, &residual, *out, compute_);
+  }
   lora_forward_group(l, LoraGroup::Down, a.act, out, a);
 }
 
@@ -24,7 +31,7 @@ void DecoderModel::dense_mlp_forward(size_t l, LayerActs& a, const Tensor& resid
 void DecoderModel::dense_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T) {
   Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
-  const int64_t I = cfg_.intermediate_size;
+  const int64_t I = loc_.inter;  // this rank's share (model/tensor_parallel.h)
   Tensor dact = f32({T, I});
   k.linear->backward(a.act, wbf_ ? wbf_->down[l] : L.w_down, dy, &dact, grad_or_null(L.g_down), compute_);
   lora_backward_group(l, LoraGroup::Down, a.act, a, dy, dact);

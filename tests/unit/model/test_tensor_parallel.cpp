@@ -1,0 +1,146 @@
+// Tensor parallelism in the decoder (model/tensor_parallel.h): a model built from tp ranks' local
+// shapes gives one process's loss, and its gradients gathered from the shards equal one
+// process's, for each family's layout (qwen3: q/k norms, tied head; llama: untied; qwen2:
+// biases), with and without sequence parallelism, under activation checkpointing, with packed
+// documents and with bf16 matmuls.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "comm/thread_comm.h"
+#include "common/test_util.h"
+#include "model/decoder.h"
+#include "model/positions.h"
+#include "model/tensor_parallel.h"
+
+using namespace titan;
+
+namespace {
+
+struct Batch {
+  Tensor ids, labels, positions;
+};
+
+Batch make_batch(const ModelConfig& c, int64_t B, int64_t S, bool packed) {
+  Batch b{Tensor::empty({B, S}, DType::I64), Tensor::empty({B, S}, DType::I64), Tensor::empty({B, S}, DType::I64)};
+  for (int64_t i = 0; i < B * S; ++i) {
+    b.ids.data<int64_t>()[i] = (i * 7919 + 13) % c.vocab_size;
+    b.labels.data<int64_t>()[i] = i % 5 == 3 ? -100 : (i * 104729 + 5) % c.vocab_size;
+    // packed: two documents per row (the second from column S/3 on)
+    const int64_t col = i % S;
+    b.positions.data<int64_t>()[i] = packed && col >= S / 3 ? col - S / 3 : col;
+  }
+  return b;
+}
+
+double rel_diff(const Tensor& a, const Tensor& b) { return test::rel_err(a, b); }
+
+struct Case {
+  std::string model_type = "qwen3";
+  bool tied = true, sp = true, packed = false;
+  Checkpointing ckpt = Checkpointing::None;
+  DType compute = DType::F32;
+  int tp = 2;
+};
+
+void check_case(const Case& k) {
+  ModelConfig c = flavor_config("debug-tiny");  // 4 heads, 2 KV heads, vocab 512, MLP 160
+  c.model_type = k.model_type;
+  c.tie_word_embeddings = k.tied;
+  if (k.tp == 4) c.num_key_value_heads = 4;
+  const int64_t B = 2, S = 24;
+  const Batch b = make_batch(c, B, S, k.packed);
+  const Tensor* pos = k.packed ? &b.positions : nullptr;
+  const float scale = 1.0f / float(count_labels(b.labels));
+  DecoderModel ref(c);
+  ref.init_weights(InitScheme::Torchtitan, 5);
+  ref.set_compute_dtype(k.compute);
+  ref.set_checkpointing(k.ckpt);
+  const double ref_loss = ref.forward_backward(b.ids, b.labels, scale, pos);
+  const double ref_score = ref.forward(b.ids, b.labels, nullptr, pos);
+  const double tol = k.compute == DType::BF16 ? 2e-2 : 1e-5;
+  std::mutex mu;
+  comm::run_threaded_ranks(k.tp, [&](comm::Comm& tp) {
+    TensorParallel t{&tp, k.sp};
+    DecoderModel m(c, "cpu", false, false, DType::F32, t);
+    m.init_weights(InitScheme::Torchtitan, 5);
+    m.set_compute_dtype(k.compute);
+    m.set_checkpointing(k.ckpt);
+    const double loss = m.forward_backward(b.ids, b.labels, scale, pos);
+    const double score = m.forward(b.ids, b.labels, nullptr, pos);
+    std::vector<std::pair<std::string, double>> diffs;
+    for (size_t i = 0; i < m.params().all().size(); ++i) {
+      const Param& p = m.params().all()[i];
+      const Param& r = ref.params().all()[i];
+      const ParamSpec& s = m.param_specs()[i];
+      Tensor v = p.value, g = p.grad;
+      if (s.placement.tp_dim >= 0) {
+        v = Tensor::empty(Shape(s.shape), DType::F32), g = Tensor::empty(Shape(s.shape), DType::F32);
+        tp_gather_shards(tp, p.value, s.placement.tp_dim, v);
+        tp_gather_shards(tp, p.grad, s.placement.tp_dim, g);
+      }
+      diffs.push_back({p.name + " value", rel_diff(v, r.value)});
+      diffs.push_back({p.name + " grad", rel_diff(g, r.grad)});
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_NEAR(loss, ref_loss, std::fabs(ref_loss) * tol) << "rank " << tp.rank();
+    EXPECT_NEAR(score, ref_score, std::fabs(ref_score) * tol) << "rank " << tp.rank();
+    for (auto& [name, d] : diffs) EXPECT_LE(d, name.find("value") != std::string::npos ? 0.0 : tol) << name << " rank " << tp.rank();
+  });
+}
+
+}  // namespace
+
+TEST(TensorParallel, Qwen3SequenceParallelEqualsOneProcess) { check_case({}); }
+TEST(TensorParallel, Qwen3WithoutSequenceParallel) {
+  Case k;
+  k.sp = false;
+  check_case(k);
+}
+TEST(TensorParallel, FourRanks) {
+  Case k;
+  k.tp = 4;
+  check_case(k);
+}
+TEST(TensorParallel, LlamaUntiedHead) {
+  Case k;
+  k.model_type = "llama", k.tied = false;
+  check_case(k);
+}
+TEST(TensorParallel, Qwen2Biases) {
+  Case k;
+  k.model_type = "qwen2";
+  check_case(k);
+}
+TEST(TensorParallel, ActivationCheckpointingFullAndSelective) {
+  Case k;
+  k.ckpt = Checkpointing::Full;
+  check_case(k);
+  k.ckpt = Checkpointing::Selective, k.sp = false;
+  check_case(k);
+}
+TEST(TensorParallel, PackedDocuments) {
+  Case k;
+  k.packed = true;
+  check_case(k);
+}
+TEST(TensorParallel, Bf16Matmuls) {
+  Case k;
+  k.compute = DType::BF16;
+  check_case(k);
+}
+
+TEST(TensorParallel, Refusals) {
+  ModelConfig c = flavor_config("debug-tiny");  // 2 KV heads
+  comm::run_threaded_ranks(4, [&](comm::Comm& tp) {
+    EXPECT_ERROR_HAS(DecoderModel m(c, "cpu", false, false, DType::F32, TensorParallel{&tp, true}),
+                     "num_key_value_heads = 2 does not divide by [parallelism] tensor_parallel_degree = 4");
+  });
+  comm::run_threaded_ranks(2, [&](comm::Comm& tp) {
+    DecoderModel m(c, "cpu", false, false, DType::F32, TensorParallel{&tp, true});
+    m.init_weights(InitScheme::Torchtitan, 1);
+    const Batch b = make_batch(c, 1, 5, false);  // 5 tokens over 2 ranks
+    EXPECT_ERROR_HAS(m.forward_backward(b.ids, b.labels, 1.0f), "does not divide by [parallelism] tensor_parallel_degree = 2");
+  });
+}
