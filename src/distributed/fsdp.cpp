@@ -30,11 +30,11 @@ int64_t chunk_words(int64_t bytes, int64_t world) { return std::max<int64_t>(1, 
 
 }  // namespace
 
-FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen, DType base) {
+FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen, DType base, int64_t tp) {
   TITAN_CHECK(base == DType::F32 || frozen, "sharded data parallelism: bf16 weights need a frozen base");
   std::vector<int64_t> sizes(size_t(c.num_hidden_layers) + 2, 0);
   for (const ParamSpec& s : model_param_specs(c))
-    sizes[size_t(s.unit)] += shape_numel(s.shape) * int64_t(dtype_size(s.dtype(base)));
+    sizes[size_t(s.unit)] += shape_numel(s.local_shape(tp)) * int64_t(dtype_size(s.dtype(base)));
   FsdpPlan p;
   p.unit_bytes = sizes;
   p.tied = c.tie_word_embeddings;
@@ -254,7 +254,7 @@ Fsdp::Fsdp(DecoderModel& model, Comm& comm, Options opt, const std::function<voi
   int64_t max_chunk = 0;
   for (auto& u : units_) max_chunk = std::max(max_chunk, u->chunk);
   bucket_ = bucket_for(max_chunk, n);
-  plan_ = fsdp_plan(model.config(), n, frozen_, model.weight_dtype());
+  plan_ = fsdp_plan(model.config(), n, frozen_, model.weight_dtype(), model.tensor_parallel().size());
   TITAN_ASSERT(plan_.shard_bytes == 4 * shard_ && plan_.unit_bytes.size() == units_.size(),
                "FSDP plan disagrees with the model");
   stage_ = Tensor::zeros({bucket_ * n}, DType::F32);

@@ -98,7 +98,8 @@ struct FsdpPlan {
   int64_t transient_bytes(bool reshard_after_forward, bool prefetch) const;
 };
 // base: the dtype of a frozen base's matmul weights (DecoderModel's weight_dtype).
-FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen = false, DType base = DType::F32);
+// tp: the tensor-parallel degree (each rank's units are its local shards, ParamSpec::local_shape).
+FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen = false, DType base = DType::F32, int64_t tp = 1);
 
 class Fsdp final : public UnitHooks {
  public:

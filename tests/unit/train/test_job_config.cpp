@@ -167,8 +167,10 @@ TEST(JobConfig, ValidationRefusesUnimplementedParallelismAndBadRanges) {
   EXPECT_NE(e.find("data_parallel_shard_degree"), std::string::npos) << e;
   EXPECT_NE(e.find("must be -1 (all remaining ranks) or >= 1"), std::string::npos) << e;
   c = JobConfig();
-  c.parallelism.tensor_parallel_degree = 2;
-  EXPECT_NE(error_of([&] { c.validate("x"); }).find("tensor_parallel_degree = 2 is not implemented yet"),
+  c.parallelism.tensor_parallel_degree = 2;  // built (model/tensor_parallel.h)
+  EXPECT_NO_THROW(c.validate("x"));
+  c.parallelism.context_parallel_degree = 2;
+  EXPECT_NE(error_of([&] { c.validate("x"); }).find("context_parallel_degree = 2 is not implemented yet"),
             std::string::npos);
   c = JobConfig();
   c.parallelism.expert_parallel_degree = -1;
@@ -213,8 +215,8 @@ TEST(JobConfig, RenderRoundTrips) {
   EXPECT_FALSE(f.lr_scheduler.decay_ratio.has_value());
   // 52 + [model] load_balance_coeff + 2 [comm] timeouts + [model] attn_mask_type + [training]
   // dataset_format, train_on_prompt, skip_bad_rows, dataset_column, dataset_mix, dataset_streaming,
-  // dataset_threads + 9 [validation] keys + 10 [lora] keys
-  EXPECT_EQ(job_config_keys().size(), 84u);
+  // dataset_threads + 9 [validation] keys + 10 [lora] keys + [parallelism] enable_sequence_parallel
+  EXPECT_EQ(job_config_keys().size(), 85u);
 }
 
 TEST(JobConfig, HashCoversTheTrajectoryOnly) {

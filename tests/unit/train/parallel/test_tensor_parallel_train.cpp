@@ -1,0 +1,172 @@
+// Training with tensor parallelism on the mesh (threaded ranks): the loss curve of tp2, tp4,
+// tp2 x dp_shard 2, tp2 with HSDP and tp2 without sequence parallelism equals one process's;
+// checkpoints saved at one mesh resume at another with the same next losses; the HF export of a
+// tp run equals one process's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/thread_comm.h"
+#include "common/test_util.h"
+#include "model/hf_checkpoint.h"
+#include "train/tensor_region.h"
+#include "train/trainer.h"
+
+using namespace titan;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Mesh {
+  int64_t dp_replicate = 1, dp_shard = 1, tp = 1;
+  bool sp = true;
+  int64_t world() const { return dp_replicate * dp_shard * tp; }
+};
+
+JobConfig tp_job(const std::string& dump, int64_t steps, const Mesh& m) {
+  JobConfig c;
+  c.job.dump_folder = dump;
+  c.model.flavor = "debugmodel";  // 8 heads, 4 KV heads, the real vocabulary
+  c.model.n_layers = 2;
+  c.optimizer.lr = 3e-3;
+  c.lr_scheduler.warmup_steps = 2;
+  c.training.global_batch_size = 4;
+  c.training.local_batch_size = 4 / (m.dp_replicate * m.dp_shard);
+  c.training.seq_len = 32;
+  c.training.steps = steps;
+  c.training.seed = 7;
+  c.parallelism.data_parallel_replicate_degree = m.dp_replicate;
+  c.parallelism.data_parallel_shard_degree = m.dp_shard;
+  c.parallelism.tensor_parallel_degree = m.tp;
+  c.parallelism.enable_sequence_parallel = m.sp;
+  c.checkpoint.enable = true;
+  c.checkpoint.interval = 4;
+  c.checkpoint.keep_latest_k = 0;
+  c.metrics.log_freq = 1;
+  c.metrics.enable_tensorboard = false;
+  c.validate("test");
+  return c;
+}
+
+void run(const JobConfig& c, const Mesh& m) {
+  if (m.world() == 1) {
+    run_training(c);
+    return;
+  }
+  comm::run_threaded_ranks(int(m.world()), [&](comm::Comm& world) { run_training(c, world); }, 600);
+}
+
+std::vector<double> losses(const std::string& dump) {
+  std::vector<double> v;
+  std::ifstream f(dump + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) v.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  return v;
+}
+
+void expect_same_curve(const std::vector<double>& got, const std::vector<double>& want, const std::string& what,
+                       size_t from = 0) {
+  ASSERT_EQ(got.size() + from, want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i + from], 1e-5 * std::fabs(want[i + from])) << what << " step " << i + from + 1;
+}
+
+// The one-process run every layout is compared with (8 steps; checkpoints at 4 and 8, HF export).
+const std::vector<double>& baseline(std::string* dump_out = nullptr) {
+  static const std::string dump = test::temp_dir("tp_train_baseline");
+  static const std::vector<double> curve = [] {
+    JobConfig c = tp_job(dump, 8, {});
+    c.checkpoint.last_save_in_hf = true;
+    run(c, {});
+    return losses(dump);
+  }();
+  if (dump_out) *dump_out = dump;
+  return curve;
+}
+
+}  // namespace
+
+static void expect_layouts_match(const std::vector<std::pair<const char*, Mesh>>& layouts) {
+  const std::vector<double>& want = baseline();
+  ASSERT_EQ(want.size(), 8u);
+  EXPECT_LT(want.back(), want.front());
+  for (const auto& [name, m] : layouts) {
+    const std::string dump = test::temp_dir(std::string("tp_train_") + name);
+    run(tp_job(dump, 8, m), m);
+    expect_same_curve(losses(dump), want, name);
+  }
+}
+
+// make test: the 2-D mesh (the long entry below runs every layout).
+TEST(TensorParallelTraining, LossCurveOfTp2ByDp2EqualsOneProcess) { expect_layouts_match({{"tp2 x dp2", {1, 2, 2, true}}}); }
+
+// ctest -L long (train_tensor_parallel_long): tp2, tp2 without sequence parallelism, tp4, and a
+// 3-D mesh (HSDP 2 x 2 x tp2, 8 threads on 2 cores).
+TEST(TensorParallelTrainingLong, LossCurvesOfEveryLayoutEqualOneProcess) {
+  expect_layouts_match({{"tp2", {1, 1, 2, true}},
+                        {"tp2 no sp", {1, 1, 2, false}},
+                        {"tp4", {1, 1, 4, true}},
+                        {"hsdp 2x2 x tp2", {2, 2, 2, true}}});
+}
+
+// Layout `a` trains the 8-step schedule; its step-8 checkpoint is removed, so layout `b` resumes
+// from step 4: its steps 5..8 must be the baseline's.
+static void resume_case(const Mesh& a, const Mesh& b, const std::string& name) {
+  const std::vector<double>& want = baseline();
+  const std::string dump = test::temp_dir("tp_resume_" + name);
+  run(tp_job(dump, 8, a), a);
+  fs::remove_all(dump + "/checkpoint/step-8");
+  run(tp_job(dump, 8, b), b);
+  std::vector<double> got = losses(dump);  // the resumed run keeps the metrics up to step 4
+  ASSERT_EQ(got.size(), 8u) << name;
+  expect_same_curve(std::vector<double>(got.begin(), got.begin() + 4), std::vector<double>(want.begin(), want.begin() + 4),
+                    name + " (before)");
+  got.erase(got.begin(), got.begin() + 4);
+  expect_same_curve(got, want, name, 4);
+}
+
+TEST(TensorParallelTrainingLong, CheckpointsResumeAcrossMeshes) {
+  resume_case({1, 2, 2, true}, {}, "tp2xdp2_to_1");
+  resume_case({}, {1, 2, 2, true}, "1_to_tp2xdp2");
+  resume_case({1, 1, 2, true}, {1, 1, 4, false}, "tp2_to_tp4");
+}
+
+// The export gathers each unit over fsdp and each shard over tp: with the weights as initialised
+// (lr 0) it must be bit for bit one process's, whatever the layout.
+TEST(TensorParallelTraining, HfExportEqualsOneProcess) {
+  auto exported = [](const Mesh& m, const std::string& name) {
+    const std::string dump = test::temp_dir("tp_export_" + name);
+    JobConfig c = tp_job(dump, 1, m);
+    c.optimizer.lr = 0;
+    c.checkpoint.last_save_in_hf = true;
+    run(c, m);
+    return load_hf_weights(dump + "/checkpoint/step-1-hf");
+  };
+  const TensorMap wa = exported({}, "one"), wb = exported({1, 2, 2, true}, "tp2xdp2");
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [name, t] : wa) {
+    ASSERT_TRUE(wb.count(name)) << name;
+    ASSERT_EQ(wb.at(name).shape(), t.shape()) << name;
+    EXPECT_EQ(std::memcmp(wb.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
+  }
+}
+
+TEST(TensorParallelTraining, RangeBoxesTileARange) {
+  // Every range of a [3, 4, 5] tensor, as boxes, covers exactly its elements in order.
+  const Shape s = {3, 4, 5};
+  for (int64_t b = 0; b < 60; b += 7)
+    for (int64_t e = b + 1; e <= 60; e += 5) {
+      std::vector<int64_t> seen;
+      for (const TensorRegion& r : range_boxes(s, b, e - b))
+        for (const TensorRun& run : region_runs(r, s))
+          for (int64_t i = 0; i < run.len; ++i) seen.push_back(run.flat + i);
+      ASSERT_EQ(int64_t(seen.size()), e - b) << b << " " << e;
+      for (int64_t i = 0; i < e - b; ++i) ASSERT_EQ(seen[size_t(i)], b + i) << b << " " << e;
+    }
+}
