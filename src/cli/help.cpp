@@ -155,7 +155,8 @@ const std::map<std::string, std::string>& texts() {
        "  --dp-replicate R           with --mesh: data_parallel_replicate_degree (default: 1)\n"
        "  --dp-shard S               with --mesh: data_parallel_shard_degree, -1: the rest (default: -1)\n"
        "  --cp C                     with --mesh: context_parallel_degree (default: 1)\n"
-       "  --tp T                     with --mesh: tensor_parallel_degree (default: 1)\n"
+       "  --tp T                     tensor_parallel_degree: per-rank memory of T tp ranks x --dp FSDP\n"
+       "                             ranks; with --mesh, the mesh's tp degree (default: 1)\n"
        "  --pp P                     with --mesh: pipeline_parallel_degree (default: 1)\n"
        "  --ep E                     with --mesh: expert_parallel_degree (default: 1)\n"
        "  --json                     machine-readable output\n"},

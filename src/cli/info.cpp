@@ -68,6 +68,47 @@ static int64_t lora_elems(const ModelConfig& cfg, const LoraConfig& c) {
   return n;
 }
 
+// Per rank of tp tensor-parallel x dp fully sharded ranks (tp > 1: the tp rank's local tensors
+// sharded over dp, the sharded path even at dp 1: model/tensor_parallel.h, train/sharded_state.cpp).
+static int print_tp_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t dp, int64_t tp, bool json) {
+  const std::pair<const char*, int64_t> widths[] = {{"num_key_value_heads", cfg.num_key_value_heads},
+                                                     {"intermediate_size", cfg.intermediate_size},
+                                                     {"moe_intermediate_size", cfg.is_moe() ? cfg.moe_intermediate_size : tp},
+                                                     {"vocab_size", cfg.vocab_size}};
+  for (const auto& [what, v] : widths)
+    TITAN_CHECK(v % tp == 0, "titan info --tp ", tp, ": ", what, " = ", v, " does not divide by ", tp);
+  const ModelSize s = model_size(cfg, seq);
+  const distributed::FsdpPlan plan = distributed::fsdp_plan(cfg, dp, false, DType::F32, tp);
+  const int64_t param = plan.shard_bytes, grad = plan.shard_bytes, opt = 2 * plan.shard_bytes;
+  const int64_t comm = plan.staging_bytes, gather = plan.transient_bytes(true, true);
+  const double mib = double(1 << 20);
+  if (json) {
+    std::printf("{\"model\": \"%s\", \"params\": %lld, \"flops_per_token\": %.6g, \"seq_len\": %lld, \"tp\": %lld, "
+                "\"dp\": %lld, \"rank_param_bytes\": %lld, \"rank_grad_bytes\": %lld, \"rank_optimizer_bytes\": %lld, "
+                "\"rank_comm_bytes\": %lld, \"rank_state_bytes\": %lld, \"rank_gather_bytes\": %lld, "
+                "\"rank_flops_per_token\": %.6g}\n",
+                m.c_str(), (long long)s.params, s.flops_per_token, (long long)seq, (long long)tp, (long long)dp,
+                (long long)param, (long long)grad, (long long)opt, (long long)comm,
+                (long long)(param + grad + opt + comm), (long long)gather, s.flops_per_token / double(tp));
+    return 0;
+  }
+  std::printf("model            %s (%s, %lld layers, hidden %lld, heads %lld/%lld, ffn %lld, vocab %lld)\n", m.c_str(),
+              cfg.model_type.c_str(), (long long)cfg.num_hidden_layers, (long long)cfg.hidden_size,
+              (long long)cfg.num_attention_heads, (long long)cfg.num_key_value_heads, (long long)cfg.intermediate_size,
+              (long long)cfg.vocab_size);
+  std::printf("parameters       %lld (%.3f B); per tp rank: %lld/%lld heads, %lld/%lld KV heads, ffn %lld, vocab %lld\n",
+              (long long)s.params, double(s.params) / 1e9, (long long)(cfg.num_attention_heads / tp),
+              (long long)cfg.num_attention_heads, (long long)(cfg.num_key_value_heads / tp),
+              (long long)cfg.num_key_value_heads, (long long)(cfg.intermediate_size / tp), (long long)(cfg.vocab_size / tp));
+  std::printf("flops/token      %.4g per rank of a tp group (1/%lld of %.4g, seq_len %lld)\n",
+              s.flops_per_token / double(tp), (long long)tp, s.flops_per_token, (long long)seq);
+  std::printf("per rank (tensor parallel %lld x FSDP over %lld rank(s)): params %.3f MiB, grads %.3f MiB, adamw %.3f MiB, "
+              "comm buffers %.3f MiB; a step gathers up to %.3f MiB more (units in flight, with prefetch)\n",
+              (long long)tp, (long long)dp, double(param) / mib, double(grad) / mib, double(opt) / mib,
+              double(comm) / mib, double(gather) / mib);
+  return 0;
+}
+
 static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t dp, bool json,
                       const StepMemory* step = nullptr, const LoraConfig* lora = nullptr, DType base = DType::F32) {
   ModelSize s = model_size(cfg, seq);
@@ -315,7 +356,7 @@ static int cmd_info(const std::vector<std::string>& argv) {
       return info_for_job(rest, ranks, json);
     }
   Args args(argv, {"json"});
-  args.check_known({"model", "seq-len", "json", "dp", "n-layers", "batch", "lora-rank", "lora-base-dtype"});
+  args.check_known({"model", "seq-len", "json", "dp", "tp", "n-layers", "batch", "lora-rank", "lora-base-dtype"});
   const std::string m = args.require("model");
   struct stat st {};
   ModelConfig cfg = (::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ? load_hf_config(m + "/config.json")
@@ -323,6 +364,8 @@ static int cmd_info(const std::vector<std::string>& argv) {
   const int64_t seq = args.get_int("seq-len", 2048, 1, kMaxSeqLen);
   const int64_t dp = args.get_int("dp", 1, 1, kMaxRanks);
   cfg.num_hidden_layers = args.get_int("n-layers", cfg.num_hidden_layers, 1, cfg.num_hidden_layers);
+  const int64_t tp = args.get_int("tp", 1, 1, kMaxRanks);
+  if (tp > 1) return print_tp_info(m, cfg, seq, dp, tp, args.has("json"));
   // One step's predicted peak: batch --batch (1), full fine-tuning or, with --lora-rank R, LoRA
   // rank R on the attention and MLP projections ([lora]'s default targets, alpha 2R).
   LoraConfig lc;

@@ -102,8 +102,9 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
                 cfg_.num_key_value_heads, why, " (each rank holds whole KV groups)");
     TITAN_CHECK(cfg_.intermediate_size % n == 0, "tensor parallelism: intermediate_size = ", cfg_.intermediate_size, why);
     TITAN_CHECK(cfg_.vocab_size % n == 0, "tensor parallelism: vocab_size = ", cfg_.vocab_size, why);
-    TITAN_CHECK(cfg_.num_sparse_layers() == 0, "tensor parallelism: MoE layers are not split over tensor-parallel ranks "
-                "in this build; use [parallelism] tensor_parallel_degree = 1 for ", cfg_.model_type, " models");
+    if (cfg_.num_sparse_layers() > 0)
+      TITAN_CHECK(cfg_.moe_intermediate_size % n == 0, "tensor parallelism: moe_intermediate_size = ",
+                  cfg_.moe_intermediate_size, why);
     for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
       TITAN_CHECK(cfg_.layer_kind(l).mixer == MixerKind::Attention,
                   "tensor parallelism: only attention layers are split over tensor-parallel ranks in this build");
@@ -112,7 +113,7 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
   }
   loc_.heads = cfg_.num_attention_heads / n, loc_.kv_heads = cfg_.num_key_value_heads / n;
   loc_.q = loc_.heads * cfg_.head_dim, loc_.kv = loc_.kv_heads * cfg_.head_dim;
-  loc_.inter = cfg_.intermediate_size / n;
+  loc_.inter = cfg_.intermediate_size / n, loc_.moe_inter = cfg_.moe_intermediate_size / n;
   loc_.vocab = cfg_.vocab_size / n, loc_.vocab0 = r * loc_.vocab;
   TITAN_CHECK(weight_dtype == DType::F32 || (weight_dtype == DType::BF16 && frozen),
               "model: weights can be stored in f32, or in bf16 for a frozen (inference) model; got ",
@@ -186,7 +187,7 @@ void DecoderModel::build_params() {
     }
     params_.add(p + "post_attention_layernorm.weight", L.w_post, L.g_post);
     if (L.moe()) {
-      const int64_t E = cfg_.num_experts, MI = cfg_.moe_intermediate_size;
+      const int64_t E = cfg_.num_experts, MI = loc_.moe_inter;  // this rank's share of each expert
       std::tie(L.w_router, L.g_router) = pair({E, H});
       std::tie(L.w_egu, L.g_egu) = pair({E, 2 * MI, H}, wdt);
       std::tie(L.w_edown, L.g_edown) = pair({E, H, MI}, wdt);

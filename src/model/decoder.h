@@ -271,7 +271,7 @@ class DecoderModel {
   // This rank's share of the model's widths (the whole model without tensor parallelism): heads,
   // KV heads, their widths Q and K, the dense MLP's I, the vocabulary rows [vocab0_, vocab0_ + vocab_).
   struct LocalDims {
-    int64_t heads = 0, kv_heads = 0, q = 0, kv = 0, inter = 0, vocab = 0, vocab0 = 0;
+    int64_t heads = 0, kv_heads = 0, q = 0, kv = 0, inter = 0, moe_inter = 0, vocab = 0, vocab0 = 0;
   } loc_;
   bool deferred_ = false;
   ParamStore params_;

@@ -59,8 +59,28 @@ void load_weights(DecoderModel& model, const HfCheckpoint& ckpt, int64_t unit) {
     if (unit >= 0 && model.unit_of_layer(l) != unit) continue;
     const HfCheckpoint::FusedExperts f = ckpt.fused_experts(l);
     if (f.gate_up.empty() || !model.expert_gate_up(l)) continue;
-    take(f.gate_up, *model.expert_gate_up(l));
-    take(f.down, *model.expert_down(l));
+    const TensorParallel& tp = model.tensor_parallel();
+    if (tp.on()) {  // this rank's rows of each expert's gate and up halves, and its columns of down
+      Tensor& gu = *model.expert_gate_up(l);  // [E, 2 I/tp, H]
+      const Tensor full = ckpt.get(f.gate_up, gu.dtype());
+      const int64_t E = gu.dim(0), Il = gu.dim(1) / 2, H = gu.dim(2);
+      TITAN_CHECK(full.shape() == Shape({E, 2 * Il * tp.size(), H}), ckpt.dir(), ": tensor ", quote(f.gate_up),
+                  " has shape ", shape_str(full.shape()), ", expected [", E, ", ", 2 * Il * tp.size(), ", ", H, "]");
+      for (int64_t e = 0; e < E; ++e)
+        for (int half = 0; half < 2; ++half) {
+          Tensor src = full.slice0(e, e + 1).view({2 * tp.size(), Il, H}).slice0(half * tp.size() + tp.rank(),
+                                                                                   half * tp.size() + tp.rank() + 1);
+          gu.slice0(e, e + 1).view({2, Il, H}).slice0(half, half + 1).copy_(src);
+        }
+      Tensor& dn = *model.expert_down(l);  // [E, H, I/tp]
+      const Tensor fd = ckpt.get(f.down, dn.dtype());
+      tp_take_shard(fd, 2, tp.rank(), tp.size(), dn);
+      ckpt.drop_pages(f.gate_up);
+      ckpt.drop_pages(f.down);
+    } else {
+      take(f.gate_up, *model.expert_gate_up(l));
+      take(f.down, *model.expert_down(l));
+    }
     done.insert("model.layers." + std::to_string(l) + ".");
   }
   for (size_t i = first; i < last; ++i) {

@@ -25,7 +25,9 @@ std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
                  InitKind init, Placement pl = {}) {
     specs.push_back({std::move(name), std::move(shape), unit, layer, role, init, pl});
   };
-  const Placement col{0, false}, row{1, false}, expert{-1, true};
+  // Experts: one of a stacked set (by expert, for expert parallelism), and with tensor
+  // parallelism split like a dense MLP's projections (gate/up by rows, down by columns).
+  const Placement col{0, false}, row{1, false}, expert_col{0, true}, expert_row{1, true};
   // The tied embedding is also the output layer, whose init torchtitan writes last (it wins).
   add("model.embed_tokens.weight", {V, H}, 0, -1, ParamRole::Embedding,
       c.tie_word_embeddings ? InitKind::Output : InitKind::Embedding, col);
@@ -51,9 +53,9 @@ std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
       add(p + "mlp.gate.weight", {E, H}, u, i, ParamRole::Router, InitKind::InputSide);
       for (int64_t e = 0; e < E; ++e) {
         const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-        add(x + "gate_proj.weight", {MI, H}, u, i, ParamRole::Matmul, InitKind::InputSide, expert);
-        add(x + "up_proj.weight", {MI, H}, u, i, ParamRole::Matmul, InitKind::OutputSide, expert);
-        add(x + "down_proj.weight", {H, MI}, u, i, ParamRole::Matmul, InitKind::OutputSide, expert);
+        add(x + "gate_proj.weight", {MI, H}, u, i, ParamRole::Matmul, InitKind::InputSide, expert_col);
+        add(x + "up_proj.weight", {MI, H}, u, i, ParamRole::Matmul, InitKind::OutputSide, expert_col);
+        add(x + "down_proj.weight", {H, MI}, u, i, ParamRole::Matmul, InitKind::OutputSide, expert_row);
       }
       continue;
     }

@@ -19,10 +19,12 @@ namespace titan {
 
 namespace {
 
-std::string dp_mode_text(int64_t replicate, int64_t world) {
-  if (replicate == 1) return "fully sharded (FSDP)";
-  return "hybrid (HSDP): sharded over " + std::to_string(world / replicate) + " ranks x " + std::to_string(replicate) +
-         " replicas";
+std::string dp_mode_text(const comm::ParallelDims& d, bool sp) {
+  std::string s = d.dp_replicate == 1 ? "fully sharded (FSDP) over " + std::to_string(d.fsdp()) + " rank(s)"
+                                      : "hybrid (HSDP): sharded over " + std::to_string(d.fsdp()) + " ranks x " +
+                                            std::to_string(d.dp_replicate) + " replicas";
+  if (d.tp > 1) s += "; tensor parallel " + std::to_string(d.tp) + (sp ? " (sequence parallel)" : "");
+  return s;
 }
 
 Checkpointing model_checkpointing(ActivationCheckpointMode m) {
@@ -196,7 +198,7 @@ void Trainer::log_memory() const {
                "[titan] data parallel: %lld rank(s), %s; per rank: params %.3f MiB, grads %.3f MiB, optimizer %.3f MiB, "
                "gathered units up to %.3f MiB, comm staging %.3f MiB\n",
                (long long)world_, world_ == 1 ? "one process" : !state_->sharded() ? "replicated"
-               : dp_mode_text(cfg_.parallelism.data_parallel_replicate_degree, world_).c_str(),
+               : dp_mode_text(mesh_->dims(), cfg_.parallelism.enable_sequence_parallel).c_str(),
                double(m.params) / mib, double(m.grads) / mib, double(m.optimizer) / mib, double(m.transient) / mib,
                double(m.staging) / mib);
 }

@@ -24,6 +24,14 @@ void DecoderModel::moe_mlp_forward(size_t l, LayerActs& a, const Tensor& residua
   MoEArgs m = moe_args(l, a);
   LoraMoeWeights merged;  // with adapters on its MoE parameters: the merged weights, this call only
   lora_merge_moe(l, m, merged);
+  if (tp_.on()) {  // each rank's slice of every expert: partial sums, reduced over tp, then the residual
+    Tensor part = f32({T, cfg_.hidden_size});
+    k.moe->forward(m, part, a.moe);
+    if (!out) return;
+    Tensor y = tp_reduce_rows(part);
+    k.residual->forward(y, residual, *out);
+    return;
+  }
   Tensor y = out ? *out : f32({T, cfg_.hidden_size});
   k.moe->forward(m, y, a.moe);
   if (out) k.residual->forward(y, residual, y);
@@ -41,7 +49,26 @@ void DecoderModel::moe_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Te
   g.ddown = grad_or_null(L.g_edown), g.dlogits_extra = dlogits_extra;
   LoraMoeWeights merged, dmerged;  // merged again (not kept from the forward: their memory)
   if (lora_merge_moe(l, m, merged)) lora_moe_grads(merged, g, dmerged);
+  // Tensor parallelism: the router's logit gradient from the experts is a partial sum (each rank's
+  // expert slices), the auxiliary loss's is whole on every rank: each rank adds 1/tp of it, and the
+  // router's partial gradient is summed over tp (dxn2 is reduced by the caller).
+  Tensor extra_part, drouter_part;
+  if (tp_.on()) {
+    if (dlogits_extra) {
+      extra_part = f32(dlogits_extra->shape());
+      const float s = 1.0f / float(tp_.size());
+      const float* e = dlogits_extra->data<float>();
+      float* d = extra_part.data<float>();
+      for (int64_t i = 0; i < extra_part.numel(); ++i) d[i] = e[i] * s;
+      g.dlogits_extra = &extra_part;
+    }
+    if (g.drouter) {
+      drouter_part = Tensor::zeros(L.w_router.shape(), DType::F32);
+      g.drouter = &drouter_part;
+    }
+  }
   k.moe->backward(m, a.moe, dy, g);
+  if (drouter_part.defined()) tp_grad_sum(drouter_part, L.g_router);
   a.moe = MoESaved();
   merged = LoraMoeWeights();
   if (dmerged.w[0].defined() || dmerged.w[1].defined() || dmerged.w[2].defined()) lora_moe_backward(l, dmerged);

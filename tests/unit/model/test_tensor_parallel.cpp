@@ -2,7 +2,8 @@
 // shapes gives one process's loss, and its gradients gathered from the shards equal one
 // process's, for each family's layout (qwen3: q/k norms, tied head; llama: untied; qwen2:
 // biases), with and without sequence parallelism, under activation checkpointing, with packed
-// documents and with bf16 matmuls.
+// documents, with bf16 matmuls, and for MoE layers (each expert split like a dense MLP, the
+// router's partial gradient and the auxiliary loss's share reduced over tp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,7 +39,7 @@ double rel_diff(const Tensor& a, const Tensor& b) { return test::rel_err(a, b); 
 
 struct Case {
   std::string model_type = "qwen3";
-  bool tied = true, sp = true, packed = false;
+  bool tied = true, sp = true, packed = false, moe = false;
   Checkpointing ckpt = Checkpointing::None;
   DType compute = DType::F32;
   int tp = 2;
@@ -49,6 +50,11 @@ void check_case(const Case& k) {
   c.model_type = k.model_type;
   c.tie_word_embeddings = k.tied;
   if (k.tp == 4) c.num_key_value_heads = 4;
+  if (k.moe) {  // every layer sparse: 4 experts of 32, top-2, with the auxiliary loss
+    c.model_type = "qwen3_moe";
+    c.num_experts = 4, c.num_experts_per_tok = 2, c.moe_intermediate_size = 32, c.norm_topk_prob = true;
+    c.output_router_logits = true, c.router_aux_loss_coef = 0.05;
+  }
   const int64_t B = 2, S = 24;
   const Batch b = make_batch(c, B, S, k.packed);
   const Tensor* pos = k.packed ? &b.positions : nullptr;
@@ -128,6 +134,14 @@ TEST(TensorParallel, PackedDocuments) {
 TEST(TensorParallel, Bf16Matmuls) {
   Case k;
   k.compute = DType::BF16;
+  check_case(k);
+}
+
+TEST(TensorParallel, MoEExpertsSplitByTheirIntermediateDim) {
+  Case k;
+  k.moe = true;
+  check_case(k);
+  k.sp = false, k.ckpt = Checkpointing::Full;
   check_case(k);
 }
 

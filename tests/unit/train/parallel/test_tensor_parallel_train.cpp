@@ -117,6 +117,25 @@ TEST(TensorParallelTrainingLong, LossCurvesOfEveryLayoutEqualOneProcess) {
 
 // Layout `a` trains the 8-step schedule; its step-8 checkpoint is removed, so layout `b` resumes
 // from step 4: its steps 5..8 must be the baseline's.
+// Qwen3-MoE (debug-moe: 8 experts of 128, top-2, every layer sparse): tp2 x dp2 splits each
+// expert like a dense MLP; its curve equals one process's.
+TEST(TensorParallelTrainingLong, MoELossCurveOfTp2ByDp2EqualsOneProcess) {
+  auto moe_job = [](const std::string& dump, const Mesh& m) {
+    JobConfig c = tp_job(dump, 8, m);
+    c.model.name = ModelName::Qwen3Moe;
+    c.model.flavor = "debug-moe";
+    c.checkpoint.enable = false;
+    c.validate("test");
+    return c;
+  };
+  const std::string a = test::temp_dir("tp_moe_one"), b = test::temp_dir("tp_moe_tp2dp2");
+  run(moe_job(a, {}), {});
+  run(moe_job(b, {1, 2, 2, true}), {1, 2, 2, true});
+  const std::vector<double> want = losses(a);
+  ASSERT_EQ(want.size(), 8u);
+  expect_same_curve(losses(b), want, "moe tp2 x dp2");
+}
+
 static void resume_case(const Mesh& a, const Mesh& b, const std::string& name) {
   const std::vector<double>& want = baseline();
   const std::string dump = test::temp_dir("tp_resume_" + name);
