@@ -21,7 +21,7 @@ LIVE = re.compile(r"memory after setup: ([\d.]+) GiB live")
 
 TITAN = [("one", "titan 1 process, 2 threads"), ("replicated", "titan replicated (DP)"),
          ("fsdp", "titan FSDP (prefetch)"), ("fsdp_no_prefetch", "titan FSDP, no prefetch"),
-         ("fsdp_no_reshard", "titan FSDP, reshard never")]
+         ("fsdp_no_reshard", "titan FSDP, reshard never"), ("tp2", "titan tensor parallel (SP)")]
 TORCH = [("ddp", "pytorch DDP (gloo)"), ("fsdp", "pytorch FSDP2 (gloo)")]
 
 
@@ -95,6 +95,11 @@ def main():
           "%d ranks / 1 process (same 2 cores): FSDP %.3f, replicated %.3f" % (
               t["fsdp_no_prefetch"]["tps"] / f["tps"], t["fsdp_no_reshard"]["tps"] / f["tps"], ranks,
               f["tps"] / one["tps"], rep["tps"] / one["tps"]))
+    tp = t["tp2"]
+    print("tensor parallel / FSDP (same ranks, same global batch): tokens/s %.3f, per-rank params %.3f, "
+          "live after setup %.3f, allocator peak %.3f, max RSS %.3f" % (
+              tp["tps"] / f["tps"], tp["setup"][0] / f["setup"][0], tp["live"] / f["live"], tp["peak"] / f["peak"],
+              tp["rss"] / f["rss"]))
     print("titan info --dp %d: state %.3f GiB per rank (measured live %.3f), + gathered %.3f GiB "
           "(state + gathered %.3f; measured peak %.3f incl. activations); replicated state %.3f GiB" % (
               ranks, info["rank_state_bytes"] / GIB, f["live"], info["rank_gather_bytes"] / GIB,

@@ -7,7 +7,8 @@
 # seq 128, local batch 1, global batch = ranks, f32.
 #   usage: bench/distributed/run.sh [TITAN_BIN=build/titan] ; STEPS=12 WARMUP=3 ROUNDS=3 SEQ=128 LAYERS=4
 # Each round runs every side once (titan: FSDP, replicated, FSDP without prefetch, FSDP without
-# resharding, 1 process; then PyTorch FSDP2 and DDP); throughput is the median over the
+# resharding, tensor parallel over the ranks (sequence parallel, the whole batch on each rank),
+# 1 process; then PyTorch FSDP2 and DDP); throughput is the median over the
 # steady-state steps of all rounds, memory the largest over rounds. Prints one table with ratios.
 # Python (baselines and parsing only): $TITAN_ORACLE_PYTHON, else .venv-oracle/bin/python.
 set -euo pipefail
@@ -61,6 +62,8 @@ for ((r = 1; r <= rounds; r++)); do
   titan_run "$r" fsdp_no_prefetch "$ranks" --parallelism.data_parallel_shard_degree -1 --parallelism.fsdp_prefetch false
   titan_run "$r" fsdp_no_reshard "$ranks" --parallelism.data_parallel_shard_degree -1 \
     --parallelism.fsdp_reshard_after_forward never
+  titan_run "$r" tp2 "$ranks" --parallelism.data_parallel_shard_degree 1 --parallelism.tensor_parallel_degree "$ranks" \
+    --training.local_batch_size "$ranks"
   titan_run "$r" one 1 --compute.threads 2 --parallelism.data_parallel_shard_degree 1
   torch_run "$r" fsdp
   torch_run "$r" ddp
