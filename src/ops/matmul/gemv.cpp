@@ -100,6 +100,11 @@ bool has_avx512() {
   return ok;
 }
 
+bool has_avx512_bf16() {
+  static const bool ok = has_avx512() && __builtin_cpu_supports("avx512bf16");
+  return ok;
+}
+
 // Weight bytes below which one thread does the whole product (a parallel region costs more than
 // reading this much from cache), and the least each chunk of a split gets.
 constexpr int64_t kInlineBytes = 256 << 10, kChunkBytes = 64 << 10;
@@ -150,8 +155,20 @@ void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tens
   }
   const Tensor wk = compute == DType::BF16 ? to_bf16(w) : w;  // bf16 compute on f32 W: rounded once
   const bool bf = wk.dtype() == DType::BF16;
-  const detail::GemvBlockFn fn =
-      allow_avx512 && has_avx512() ? detail::gemv_block_avx512 : detail::gemv_block_avx2;
+  const bool avx512 = allow_avx512 && has_avx512();
+  const detail::GemvBlockFn fn = avx512 ? detail::gemv_block_avx512 : detail::gemv_block_avx2;
+  // bf16 W on an AVX512_BF16 CPU: vdpbf16ps on W as loaded, x as bf16 (the same values as xp).
+  std::vector<uint16_t> xb16;
+  const uint16_t* xb = nullptr;
+  if (bf && avx512 && has_avx512_bf16()) {
+    if (x.dtype() == DType::BF16) {
+      xb = reinterpret_cast<const uint16_t*>(x.raw());
+    } else {
+      xb16.resize(size_t(M * K));
+      for (int64_t i = 0; i < M * K; ++i) xb16[size_t(i)] = f32_to_bf16(xp[i]);
+      xb = xb16.data();
+    }
+  }
   const int64_t row_bytes = K * (bf ? 2 : 4);
   const int64_t nt = num_threads();
   int64_t grain = N;  // W rows per chunk
@@ -164,7 +181,11 @@ void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tens
   for (int64_t m0 = 0; m0 < M; m0 += kGemvMaxRows) {
     const int64_t mb = std::min(kGemvMaxRows, M - m0);
     team_parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
-      fn(xp + m0 * K, mb, K, wk.raw(), bf, n0, n1, yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
+      if (xb)
+        detail::gemv_block_avx512_bf16dp(xb + m0 * K, mb, K, static_cast<const uint16_t*>(wk.raw()), n0, n1,
+                                         yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
+      else
+        fn(xp + m0 * K, mb, K, wk.raw(), bf, n0, n1, yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
     });
   }
 }
