@@ -112,7 +112,7 @@ constexpr int64_t kInlineBytes = 256 << 10, kChunkBytes = 64 << 10;
 }  // namespace
 
 void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute,
-                         bool allow_avx512) {
+                         bool allow_avx512, bool allow_dpbf16) {
   TITAN_CHECK(w.defined() && w.ndim() == 2, "linear.gemv: weight must be 2-D [out, in], got ",
               w.defined() ? w.str() : "none");
   TITAN_CHECK(compute == DType::F32 || compute == DType::BF16, "linear.gemv: compute dtype must be f32 or bf16, got ",
@@ -160,7 +160,7 @@ void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tens
   // bf16 W on an AVX512_BF16 CPU: vdpbf16ps on W as loaded, x as bf16 (the same values as xp).
   std::vector<uint16_t> xb16;
   const uint16_t* xb = nullptr;
-  if (bf && avx512 && has_avx512_bf16()) {
+  if (bf && avx512 && allow_dpbf16 && has_avx512_bf16()) {
     if (x.dtype() == DType::BF16) {
       xb = reinterpret_cast<const uint16_t*>(x.raw());
     } else {

@@ -21,9 +21,10 @@ namespace titan {
 constexpr int64_t kGemvMaxRows = 4;
 
 // The linear forward on the GEMV path, for any number of rows (blocks of kGemvMaxRows; only
-// small counts are fast). allow_avx512 = false forces the AVX2 path (tests).
+// small counts are fast). allow_avx512 = false forces the AVX2 path, allow_dpbf16 = false the
+// widening AVX-512 form for bf16 W on an AVX512_BF16 CPU (tests).
 void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute,
-                         bool allow_avx512 = true);
+                         bool allow_avx512 = true, bool allow_dpbf16 = true);
 
 namespace detail {
 // Rows [n0, n1) of y[m, N] (row stride ldy) = x[m, K] (f32, row stride k) . W[n, :] (+ add[m, N],
