@@ -1,6 +1,6 @@
 // AVX-512 body of the decode GEMV (ops/matmul/gemv.h; compiled with AVX-512 flags, called only
-// after a run-time check). Four W rows (eight at m <= 2) at a time against all m (<= 4)
-// x rows: up to 16 accumulators of 16 lanes, each W vector loaded once (bf16 widened by a shift)
+// after a run-time check). Eight W rows (six at m = 4) at a time against all m (<= 4)
+// x rows: up to 24 accumulators of 16 lanes, each W vector loaded once (bf16 widened by a shift)
 // and used by every x row. Every output is the same lane-wise sum whichever block it falls in (the N tail runs the
 // same loop one W row at a time), then one fixed-order horizontal add.
 #include <immintrin.h>
@@ -85,10 +85,11 @@ inline void block(const float* x, int64_t k, const void* w, int64_t n, float* y,
 
 template <int M, bool BF>
 void rows(const float* x, int64_t k, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy, const float* add) {
-  // One or two x rows: eight W rows at a time (eight prefetched streams; probe, one thread, m = 1:
-  // bf16 7.5 -> 8.6 GB/s; f32 13.0 -> 16.0 GB/s, m = 2 11.3 -> 13.3, measured side by side on a
-  // loaded Zen 4).
-  constexpr int NW = M <= 2 ? 8 : 4;
+  // Up to three x rows: eight W rows at a time (eight prefetched streams), four: six (24
+  // accumulators). Probe, one thread, side by side on a loaded Zen 4, f32: m = 1 13.0 -> 16.0
+  // GB/s, m = 2 11.3 -> 13.3, m = 3 8.9 -> 12.0, m = 4 9.1 -> 10.5 (from four W rows); bf16 m = 1
+  // 7.5 -> 8.6.
+  constexpr int NW = M <= 3 ? 8 : 6;
   int64_t n = n0;
   for (; n + NW <= n1; n += NW) block<M, NW, BF>(x, k, w, n, y, ldy, add);
   for (; n < n1; ++n) block<M, 1, BF>(x, k, w, n, y, ldy, add);
@@ -147,7 +148,7 @@ inline void block_dp(const uint16_t* x, int64_t k, const uint16_t* w, int64_t n,
 template <int M>
 void rows_dp(const uint16_t* x, int64_t k, const uint16_t* w, int64_t n0, int64_t n1, float* y, int64_t ldy,
              const float* add) {
-  constexpr int NW = M <= 2 ? 8 : 4;
+  constexpr int NW = M <= 3 ? 8 : 6;  // as rows() below
   int64_t n = n0;
   for (; n + NW <= n1; n += NW) block_dp<M, NW>(x, k, w, n, y, ldy, add);
   for (; n < n1; ++n) block_dp<M, 1>(x, k, w, n, y, ldy, add);

@@ -174,9 +174,9 @@ void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tens
   int64_t grain = N;  // W rows per chunk
   if (N * row_bytes > kInlineBytes && nt > 1) {
     // A few chunks per thread (dynamic: a descheduled thread's share is picked up by the others),
-    // each at least kChunkBytes, in multiples of 8 rows.
+    // each at least kChunkBytes, in multiples of 24 rows (whole blocks of 8 and of 6 W rows).
     grain = std::max((N + 4 * nt - 1) / (4 * nt), (kChunkBytes + row_bytes - 1) / row_bytes);
-    grain = (grain + 7) / 8 * 8;
+    grain = (grain + 23) / 24 * 24;
   }
   for (int64_t m0 = 0; m0 < M; m0 += kGemvMaxRows) {
     const int64_t mb = std::min(kGemvMaxRows, M - m0);

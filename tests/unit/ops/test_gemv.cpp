@@ -51,11 +51,11 @@ TEST(Gemv, MatchesReferenceLinear) {
 }
 
 TEST(Gemv, SameBitsForAnyThreadCount) {
-  // Large enough to split over the decode team (gemv.cpp: kInlineBytes); m = 1 and 2 take the
-  // eight-row bf16 blocks, m = 3 the four-row ones.
+  // Large enough to split over the decode team (gemv.cpp: kInlineBytes); m = 1..3 take the
+  // eight-row blocks, m = 4 the six-row ones (2000 rows: a tail of single rows).
   const int saved = num_threads();
   const Tensor w = test::randn({2000, 513}, 5);
-  for (int64_t m : {1, 2, 3})
+  for (int64_t m : {1, 2, 3, 4})
     for (bool bf : {false, true})
       for (int path : {1, 2}) {
         const Tensor x = test::randn({m, 513}, 4);
