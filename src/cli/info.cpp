@@ -256,9 +256,11 @@ static int print_peak(const std::vector<std::string>& argv) {
     auto source = [](const PeakFlops& p) { return p.source == PeakFlops::Source::Cached ? "cached" : "measured"; };
     std::printf("{\"cpu\": \"%s\", \"threads\": %d, \"f32_tflops\": %.6g, \"bf16_tflops\": %.6g, "
                 "\"f32_kernel\": \"%s\", \"bf16_kernel\": \"%s\", \"f32_source\": \"%s\", \"bf16_source\": \"%s\", "
-                "\"cache\": \"%s\"}\n",
+                "\"f32_probe_gflops\": %.6g, \"f32_gemm_gflops\": %.6g, \"bf16_probe_gflops\": %.6g, "
+                "\"bf16_gemm_gflops\": %.6g, \"cache\": \"%s\"}\n",
                 f32.cpu.c_str(), f32.threads, f32.tflops, bf16.tflops, f32.kernel.c_str(), bf16.kernel.c_str(),
-                source(f32), source(bf16), bf16.cache_path.c_str());
+                source(f32), source(bf16), f32.probe_gflops, f32.gemm_gflops, bf16.probe_gflops, bf16.gemm_gflops,
+                bf16.cache_path.c_str());
     return 0;
   }
   std::printf("%s\n%s\n", f32.describe().c_str(), bf16.describe().c_str());

@@ -1,43 +1,92 @@
-// AVX-512 probe kernels of peak_flops.cpp (called only after its CPU check): 16 independent zmm
-// accumulator chains (FMA latency 4-6 cycles x up to 2 pipes needs 8-12), inputs from the caller
-// so nothing is a compile-time constant, and the chains summed into the result, so the compiler
-// can neither fold nor drop the loop (and without -ffast-math it may not reassociate the FMAs).
+// AVX-512 probe kernels of peak_flops.cpp (called only after its CPU check). Each is a loop of
+// independent zmm accumulator chains, inputs from the caller so nothing is a compile-time
+// constant, and the chains summed into the result, so the compiler can neither fold nor drop the
+// loop (and without -ffast-math it may not reassociate the multiply-adds).
+//
+// Several forms of each, because no one form reaches the issue rate on every CPU: the chains
+// needed are latency x pipes (Zen 4 issues one 512-bit FMA or vdpbf16ps per cycle at latency 4-6,
+// Zen 5 and Intel two), and some cores issue a multiply-add whose third operand is a broadcast
+// from memory (the form oneDNN's brgemm kernels run: `vdpbf16ps zmm, zmm, m32bcst`) at a higher
+// rate than the all-register form. peak_flops.cpp times every form and keeps the fastest.
+//   register forms: 12, 16, 24 or 30 chains, both multiplicands in registers;
+//   broadcast forms: 16 or 24 chains, one multiplicand a 32-bit broadcast from an L1-resident line.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's _mm512_undefined_* (PR 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace titan::detail {
+namespace {
 
-constexpr int kChainsAvx512 = 16;
-
-// acc = acc * mul + add per chain and iteration: 16 chains x 16 lanes x 2 flops per iteration.
+// acc = acc * mul + add per chain and iteration: chains x 16 lanes x 2 flops per iteration.
 // With |mul| < 1 every chain converges to add / (1 - mul): no overflow, no subnormals.
-__attribute__((noinline)) float peak_fma_avx512(int64_t iters, float mul, float add) {
-  __m512 acc[kChainsAvx512];
-  for (int i = 0; i < kChainsAvx512; ++i) acc[i] = _mm512_set1_ps(add * float(i));
+template <int C, bool Mem>
+__attribute__((noinline)) float fma_chains(int64_t iters, float mul, float add) {
+  __m512 acc[C];
+  for (int i = 0; i < C; ++i) acc[i] = _mm512_set1_ps(add * float(i));
   const __m512 x = _mm512_set1_ps(mul), y = _mm512_set1_ps(add);
+  alignas(64) float line[16];
+  for (float& v : line) v = mul;
   for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < kChainsAvx512; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+    for (int i = 0; i < C; ++i) {
+      if constexpr (Mem)  // acc = acc * line[i % 16] (broadcast) + y
+        __asm__("vfmadd132ps %[m]%{1to16%}, %[y], %[acc]" : [acc] "+v"(acc[i]) : [y] "v"(y), [m] "m"(line[i % 16]));
+      else
+        acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+    }
   __m512 s = acc[0];
-  for (int i = 1; i < kChainsAvx512; ++i) s = _mm512_add_ps(s, acc[i]);
+  for (int i = 1; i < C; ++i) s = _mm512_add_ps(s, acc[i]);
   return _mm512_reduce_add_ps(s);
 }
 
-// vdpbf16ps: acc += a[2l] b[2l] + a[2l+1] b[2l+1] per f32 lane l: 16 chains x 16 lanes x 4 flops
-// per iteration. a_bits / b_bits are the bf16 bit patterns broadcast to every element (1.0 and
-// 2^-24 from the caller: each chain grows by 2^-23 per iteration, far from overflow).
-__attribute__((noinline)) float peak_dpbf16_avx512(int64_t iters, uint16_t a_bits, uint16_t b_bits) {
-  __m512 acc[kChainsAvx512];
-  for (int i = 0; i < kChainsAvx512; ++i) acc[i] = _mm512_set1_ps(float(i));
+// vdpbf16ps: acc += a[2l] b[2l] + a[2l+1] b[2l+1] per f32 lane l: chains x 16 lanes x 4 flops per
+// iteration. a_bits / b_bits are the bf16 bit patterns broadcast to every element (1.0 and 2^-24
+// from the caller: each chain grows by 2^-23 per iteration, far from overflow).
+template <int C, bool Mem>
+__attribute__((noinline)) float dpbf16_chains(int64_t iters, uint16_t a_bits, uint16_t b_bits) {
+  __m512 acc[C];
+  for (int i = 0; i < C; ++i) acc[i] = _mm512_set1_ps(float(i));
   const __m512bh a = (__m512bh)_mm512_set1_epi16(short(a_bits));
   const __m512bh b = (__m512bh)_mm512_set1_epi16(short(b_bits));
+  alignas(64) uint32_t line[16];  // bf16 pairs (b, b)
+  for (uint32_t& v : line) v = uint32_t(b_bits) | uint32_t(b_bits) << 16;
   for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < kChainsAvx512; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    for (int i = 0; i < C; ++i) {
+      if constexpr (Mem)  // acc += a . broadcast(line[i % 16])
+        __asm__("vdpbf16ps %[m]%{1to16%}, %[a], %[acc]" : [acc] "+v"(acc[i]) : [a] "v"(a), [m] "m"(line[i % 16]));
+      else
+        acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    }
   __m512 s = acc[0];
-  for (int i = 1; i < kChainsAvx512; ++i) s = _mm512_add_ps(s, acc[i]);
+  for (int i = 1; i < C; ++i) s = _mm512_add_ps(s, acc[i]);
   return _mm512_reduce_add_ps(s);
+}
+
+struct Form {
+  int chains;
+  bool mem;
+  float (*fma)(int64_t, float, float);
+  float (*dp)(int64_t, uint16_t, uint16_t);
+};
+constexpr Form kForms[] = {
+    {12, false, fma_chains<12, false>, dpbf16_chains<12, false>},
+    {16, false, fma_chains<16, false>, dpbf16_chains<16, false>},
+    {24, false, fma_chains<24, false>, dpbf16_chains<24, false>},
+    {30, false, fma_chains<30, false>, dpbf16_chains<30, false>},
+    {16, true, fma_chains<16, true>, dpbf16_chains<16, true>},
+    {24, true, fma_chains<24, true>, dpbf16_chains<24, true>},
+};
+
+}  // namespace
+
+int peak_forms_avx512() { return int(sizeof kForms / sizeof kForms[0]); }
+int peak_form_chains_avx512(int form) { return kForms[form].chains; }
+bool peak_form_broadcast_avx512(int form) { return kForms[form].mem; }
+float peak_fma_avx512(int form, int64_t iters, float mul, float add) { return kForms[form].fma(iters, mul, add); }
+float peak_dpbf16_avx512(int form, int64_t iters, uint16_t a_bits, uint16_t b_bits) {
+  return kForms[form].dp(iters, a_bits, b_bits);
 }
 
 }  // namespace titan::detail

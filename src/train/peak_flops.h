@@ -1,11 +1,14 @@
 // The peak FLOP/s that MFU divides by, measured on the machine the run is on.
 //
 // A probe runs a register-blocked multiply-add loop on every thread of the run at once (OpenMP,
-// the run's thread count): independent accumulator chains (16 zmm with AVX-512, 12 ymm with
-// AVX2 + FMA, more than FMA latency x FMA pipes), so the loop is bound by the issue rate of the
-// multiply-add units alone and touches no memory. FLOP/s = threads x chains x lanes x flops per
+// the run's thread count): independent accumulator chains (with AVX-512 the fastest here of
+// several forms: 12 to 30 zmm chains, all-register or with a broadcast operand from L1 as
+// oneDNN's kernels run it; 12 ymm with AVX2 + FMA; more than latency x pipes), so the loop is
+// bound by the issue rate of the multiply-add units alone. FLOP/s = threads x chains x lanes x flops per
 // lane x iterations / wall time of a repetition (~0.25 ms), best of the repetitions of ~0.1 s.
-// That is the achievable FMA throughput of the cores, the usual "peak" of MFU. The threads meet
+// That is the achievable FMA throughput of the cores, the usual "peak" of MFU. It is checked
+// against the best rate of the project's GEMM (measure_gemm_peak): the peak is the larger, so a
+// probe form a CPU issues slowly can never make MFU exceed 100%. The threads meet
 // at spinning barriers between repetitions, are pinned to distinct CPUs while measuring, and a
 // repetition counts only when all of them computed at once, so a busy machine (other processes,
 // threads stacked on one CPU) shows up as missing repetitions, not as a lower peak. With more
@@ -62,9 +65,17 @@ struct PeakMeasurement {
                        // sum of the threads' best own rates, one per CPU, and this the fewest
                        // own parts near a thread's best when threads > cpus, else 0)
   double seconds = 0;  // wall time of the whole measurement
+  std::string form = {};  // the kernel form that ran (the fastest here), e.g. "24 chains, broadcast operand"
   bool steady() const { return near_best >= 3; }
 };
 PeakMeasurement measure_peak(bool bf16, int threads, double budget_s = 0.1);
+
+// The check on the probe: the best rate (GFLOP/s, repetitions for about `budget_s`) of the
+// project's own GEMM (gemm "cpu", oneDNN) on `threads` threads, at bf16 or f32 inputs, on a
+// cache-friendly square shape (1024^3). A probe can only understate what the cores do (too few
+// chains, a form the core issues slowly), a real GEMM can never exceed it, so the MFU peak is the
+// larger of the two and MFU stays at or below 100% of what this machine can do.
+double measure_gemm_peak(bool bf16, int threads, double budget_s = 0.1);
 
 struct PeakOptions {
   double override_tflops = 0;  // [metrics] peak_tflops: > 0 wins and nothing is measured
@@ -75,6 +86,8 @@ struct PeakOptions {
   double budget_s = 0.1;       // probe time when measuring
   // The measurement (tests substitute their own to count calls and control the result).
   std::function<PeakMeasurement(bool bf16, int threads, double budget_s)> measure = measure_peak;
+  // The GEMM check (null: none).
+  std::function<double(bool bf16, int threads, double budget_s)> measure_gemm = measure_gemm_peak;
 };
 
 struct PeakFlops {
@@ -89,6 +102,9 @@ struct PeakFlops {
   std::string cache_note;      // why nothing was cached, or why the cache was not used ("" = fine)
   double probe_ms = 0;         // time spent measuring (0 when cached or overridden)
   bool amx = false;            // the process may use AMX tiles (oneDNN's bf16 matmuls beat this peak)
+  double probe_gflops = 0;     // the probe's rate, and the GEMM check's (0: not run), when measured
+  double gemm_gflops = 0;      // or cached; tflops is the larger
+  std::string form = {};       // the probe form that ran
   // The start-up log line, e.g. "[titan] MFU peak: 0.236 TFLOP/s f32 measured (...)".
   std::string describe() const;
 };

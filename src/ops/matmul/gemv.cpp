@@ -100,6 +100,11 @@ bool has_avx512() {
   return ok;
 }
 
+bool has_avx512_bf16() {
+  static const bool ok = has_avx512() && __builtin_cpu_supports("avx512bf16");
+  return ok;
+}
+
 // Weight bytes below which one thread does the whole product (a parallel region costs more than
 // reading this much from cache), and the least each chunk of a split gets.
 constexpr int64_t kInlineBytes = 256 << 10, kChunkBytes = 64 << 10;
@@ -107,7 +112,7 @@ constexpr int64_t kInlineBytes = 256 << 10, kChunkBytes = 64 << 10;
 }  // namespace
 
 void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute,
-                         bool allow_avx512) {
+                         bool allow_avx512, bool allow_dpbf16) {
   TITAN_CHECK(w.defined() && w.ndim() == 2, "linear.gemv: weight must be 2-D [out, in], got ",
               w.defined() ? w.str() : "none");
   TITAN_CHECK(compute == DType::F32 || compute == DType::BF16, "linear.gemv: compute dtype must be f32 or bf16, got ",
@@ -150,21 +155,37 @@ void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tens
   }
   const Tensor wk = compute == DType::BF16 ? to_bf16(w) : w;  // bf16 compute on f32 W: rounded once
   const bool bf = wk.dtype() == DType::BF16;
-  const detail::GemvBlockFn fn =
-      allow_avx512 && has_avx512() ? detail::gemv_block_avx512 : detail::gemv_block_avx2;
+  const bool avx512 = allow_avx512 && has_avx512();
+  const detail::GemvBlockFn fn = avx512 ? detail::gemv_block_avx512 : detail::gemv_block_avx2;
+  // bf16 W on an AVX512_BF16 CPU: vdpbf16ps on W as loaded, x as bf16 (the same values as xp).
+  std::vector<uint16_t> xb16;
+  const uint16_t* xb = nullptr;
+  if (bf && avx512 && allow_dpbf16 && has_avx512_bf16()) {
+    if (x.dtype() == DType::BF16) {
+      xb = reinterpret_cast<const uint16_t*>(x.raw());
+    } else {
+      xb16.resize(size_t(M * K));
+      for (int64_t i = 0; i < M * K; ++i) xb16[size_t(i)] = f32_to_bf16(xp[i]);
+      xb = xb16.data();
+    }
+  }
   const int64_t row_bytes = K * (bf ? 2 : 4);
   const int64_t nt = num_threads();
   int64_t grain = N;  // W rows per chunk
   if (N * row_bytes > kInlineBytes && nt > 1) {
     // A few chunks per thread (dynamic: a descheduled thread's share is picked up by the others),
-    // each at least kChunkBytes, in multiples of 8 rows.
+    // each at least kChunkBytes, in multiples of 24 rows (whole blocks of 8 and of 6 W rows).
     grain = std::max((N + 4 * nt - 1) / (4 * nt), (kChunkBytes + row_bytes - 1) / row_bytes);
-    grain = (grain + 7) / 8 * 8;
+    grain = (grain + 23) / 24 * 24;
   }
   for (int64_t m0 = 0; m0 < M; m0 += kGemvMaxRows) {
     const int64_t mb = std::min(kGemvMaxRows, M - m0);
     team_parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
-      fn(xp + m0 * K, mb, K, wk.raw(), bf, n0, n1, yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
+      if (xb)
+        detail::gemv_block_avx512_bf16dp(xb + m0 * K, mb, K, static_cast<const uint16_t*>(wk.raw()), n0, n1,
+                                         yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
+      else
+        fn(xp + m0 * K, mb, K, wk.raw(), bf, n0, n1, yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
     });
   }
 }

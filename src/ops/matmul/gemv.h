@@ -9,7 +9,8 @@
 // model holds its bf16 weights, so generation never takes that path).
 //
 // Code paths: AVX-512 (gemv.avx512.cpp) when the CPU has it (checked at run time), else AVX2+FMA
-// (the build's baseline).
+// (the build's baseline); bf16 W on a CPU with AVX512_BF16 runs vdpbf16ps on W as loaded (x as
+// bf16), 1.15-1.4x the bytes/s of widening W to f32 (bench/generate/gemv_probe.cpp, one thread).
 #pragma once
 #include <cstdint>
 
@@ -20,9 +21,10 @@ namespace titan {
 constexpr int64_t kGemvMaxRows = 4;
 
 // The linear forward on the GEMV path, for any number of rows (blocks of kGemvMaxRows; only
-// small counts are fast). allow_avx512 = false forces the AVX2 path (tests).
+// small counts are fast). allow_avx512 = false forces the AVX2 path, allow_dpbf16 = false the
+// widening AVX-512 form for bf16 W on an AVX512_BF16 CPU (tests).
 void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute,
-                         bool allow_avx512 = true);
+                         bool allow_avx512 = true, bool allow_dpbf16 = true);
 
 namespace detail {
 // Rows [n0, n1) of y[m, N] (row stride ldy) = x[m, K] (f32, row stride k) . W[n, :] (+ add[m, N],
@@ -33,6 +35,9 @@ void gemv_block_avx2(const float* x, int64_t m, int64_t k, const void* w, bool w
                      float* y, int64_t ldy, const float* add);
 void gemv_block_avx512(const float* x, int64_t m, int64_t k, const void* w, bool w_bf16, int64_t n0, int64_t n1,
                        float* y, int64_t ldy, const float* add);
+// The same for bf16 W and x given as bf16 (row stride k), on vdpbf16ps (AVX512_BF16 CPUs only).
+void gemv_block_avx512_bf16dp(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w, int64_t n0, int64_t n1,
+                              float* y, int64_t ldy, const float* add);
 }  // namespace detail
 
 }  // namespace titan

@@ -1,7 +1,8 @@
 // The decode GEMV (ops/matmul/gemv.h) against the reference linear: rows 1..4 (and a few more, in
 // blocks), odd N and K (vector tails in both), f32 and bf16 weights, with and without the
-// residual input, on the AVX-512 and the AVX2 bodies; the same bits with 1 and 2 threads; and the
-// cpu linear variant takes this path for small inputs (same bits as calling it directly).
+// residual input, on the AVX-512 (bf16 W on vdpbf16ps and widened) and the AVX2 bodies; the same
+// bits with 1 and 2 threads; and the cpu linear variant takes this path for small inputs (same
+// bits as calling it directly).
 #include <gtest/gtest.h>
 
 #include "ops/matmul/bf16_convert.h"
@@ -21,9 +22,11 @@ struct Shape3 {
 const Shape3 kShapes[] = {{1, 1, 1}, {1, 7, 3}, {2, 17, 5}, {3, 33, 9}, {4, 100, 13},
                           {1, 257, 70}, {4, 1000, 37}, {5, 31, 6}, {9, 64, 11}, {2, 301, 1030}};
 
-Tensor run(const Tensor& x, const Tensor& w, const Tensor* r, DType compute, bool avx512) {
+// Code paths: 0 the AVX2 body, 1 AVX-512 (bf16 W on vdpbf16ps where the CPU has AVX512_BF16),
+// 2 AVX-512 with bf16 W widened to f32 (the form of AVX-512 CPUs without AVX512_BF16).
+Tensor run(const Tensor& x, const Tensor& w, const Tensor* r, DType compute, int path) {
   Tensor y = Tensor::empty({x.dim(0), w.dim(0)}, DType::F32);
-  linear_forward_gemv(x, w, r, y, compute, avx512);
+  linear_forward_gemv(x, w, r, y, compute, path != 0, path == 1);
   return y;
 }
 
@@ -31,9 +34,9 @@ TEST(Gemv, MatchesReferenceLinear) {
   for (const Shape3& s : kShapes)
     for (bool bf : {false, true})
       for (bool residual : {false, true})
-        for (bool avx512 : {true, false}) {
+        for (int avx512 : {1, 2, 0}) {
           SCOPED_TRACE(::testing::Message() << "m=" << s.m << " k=" << s.k << " n=" << s.n << " bf16=" << bf
-                                            << " residual=" << residual << " avx512=" << avx512);
+                                            << " residual=" << residual << " path=" << avx512);
           const Tensor x = test::randn({s.m, s.k}, 1), w = test::randn({s.n, s.k}, 2), r = test::randn({s.m, s.n}, 3);
           const DType c = bf ? DType::BF16 : DType::F32;
           Tensor want = Tensor::empty({s.m, s.n}, DType::F32);
@@ -48,22 +51,24 @@ TEST(Gemv, MatchesReferenceLinear) {
 }
 
 TEST(Gemv, SameBitsForAnyThreadCount) {
-  // Large enough to split over the decode team (gemv.cpp: kInlineBytes); m = 1 and 2 take the
-  // eight-row bf16 blocks, m = 3 the four-row ones.
+  // Large enough to split over the decode team (gemv.cpp: kInlineBytes); m = 1..3 take the
+  // eight-row blocks, m = 4 the six-row ones (2000 rows: a tail of single rows).
   const int saved = num_threads();
   const Tensor w = test::randn({2000, 513}, 5);
-  for (int64_t m : {1, 2, 3})
-    for (bool bf : {false, true}) {
-      const Tensor x = test::randn({m, 513}, 4);
-      const Tensor wk = bf ? to_bf16(w) : w;
-      const DType c = bf ? DType::BF16 : DType::F32;
-      set_num_threads(1);
-      const Tensor one = run(x, wk, nullptr, c, true);
-      for (int t : {2, 3}) {
-        set_num_threads(t);
-        EXPECT_TRUE(bitwise_equal(run(x, wk, nullptr, c, true), one)) << "m=" << m << " bf16=" << bf << " threads=" << t;
+  for (int64_t m : {1, 2, 3, 4})
+    for (bool bf : {false, true})
+      for (int path : {1, 2}) {
+        const Tensor x = test::randn({m, 513}, 4);
+        const Tensor wk = bf ? to_bf16(w) : w;
+        const DType c = bf ? DType::BF16 : DType::F32;
+        set_num_threads(1);
+        const Tensor one = run(x, wk, nullptr, c, path);
+        for (int t : {2, 3}) {
+          set_num_threads(t);
+          EXPECT_TRUE(bitwise_equal(run(x, wk, nullptr, c, path), one))
+              << "m=" << m << " bf16=" << bf << " path=" << path << " threads=" << t;
+        }
       }
-    }
   set_num_threads(saved);
 }
 
@@ -73,7 +78,7 @@ TEST(Gemv, CpuLinearTakesThePathForFewRows) {
     const DType c = bf ? DType::BF16 : DType::F32;
     Tensor y = Tensor::empty({kGemvMaxRows, 45}, DType::F32);
     kernel<LinearKernel>("cpu").forward(x, w, y, c);
-    EXPECT_TRUE(bitwise_equal(y, run(x, w, nullptr, c, true))) << "bf16=" << bf;
+    EXPECT_TRUE(bitwise_equal(y, run(x, w, nullptr, c, 1))) << "bf16=" << bf;
   }
 }
 

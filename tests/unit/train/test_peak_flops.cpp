@@ -50,7 +50,10 @@ PeakOptions opts(const std::string& dir, FakeProbe* fake = nullptr, bool bf16 = 
   o.bf16 = bf16;
   o.threads = 2;
   o.budget_s = kBudget;
-  if (fake) o.measure = [fake](bool b, int t, double s) { return (*fake)(b, t, s); };
+  if (fake) {
+    o.measure = [fake](bool b, int t, double s) { return (*fake)(b, t, s); };
+    o.measure_gemm = nullptr;  // the fake's rate alone
+  }
   return o;
 }
 
@@ -89,6 +92,43 @@ TEST(PeakFlops, Bf16DotRateIsWithinTheKnownRangeOfTheF32Peak) {
   }
   EXPECT_GE(bf16, 0.4 * f32) << "bf16 " << bf16 << " GFLOP/s, f32 " << f32 << " GFLOP/s";
   EXPECT_LE(bf16, 2.5 * f32) << "bf16 " << bf16 << " GFLOP/s, f32 " << f32 << " GFLOP/s";
+}
+
+TEST(PeakFlops, ProbeNamesTheFormItRan) {
+  for (bool bf16 : {false, true}) {
+    const PeakMeasurement m = measure_peak(bf16, 1, kBudget);
+    EXPECT_NE(m.form.find(" chains"), std::string::npos) << m.form;
+  }
+}
+
+TEST(PeakFlops, GemmCheckGivesAPlausiblePositiveRate) {
+  for (bool bf16 : {false, true}) {
+    const double g = measure_gemm_peak(bf16, 1, kBudget);
+    EXPECT_GT(g, 0.1) << (bf16 ? "bf16" : "f32");
+    EXPECT_LT(g, 1e6) << (bf16 ? "bf16" : "f32");
+  }
+}
+
+// A probe that reads low (too few chains for this core, a slow form) is overruled by the GEMM:
+// the peak is the larger of the two, and both are kept in the cache entry and the log line.
+TEST(PeakFlops, FasterGemmRaisesThePeak) {
+  const std::string dir = temp_dir("gemm"), file = dir + "/peak_flops.json";
+  FakeProbe fake;
+  for (double gemm : {200.0, 100.0}) {
+    PeakOptions o = opts(dir, &fake);
+    o.remeasure = true;
+    o.measure_gemm = [gemm](bool, int, double) { return gemm; };
+    const PeakFlops p = mfu_peak(o);
+    EXPECT_DOUBLE_EQ(p.tflops, std::max(gemm, 123.0) * 1e-3);
+    EXPECT_DOUBLE_EQ(p.probe_gflops, 123.0);
+    EXPECT_DOUBLE_EQ(p.gemm_gflops, gemm);
+    EXPECT_EQ(p.describe().find("the probe read low") != std::string::npos, gemm > 123.0) << p.describe();
+    const PeakFlops c = mfu_peak(opts(dir, &fake));
+    EXPECT_EQ(c.source, PeakFlops::Source::Cached);
+    EXPECT_DOUBLE_EQ(c.tflops, p.tflops);
+    EXPECT_DOUBLE_EQ(c.gemm_gflops, gemm);
+  }
+  fs::remove_all(dir);
 }
 
 TEST(PeakFlops, RealProbeThroughTheCache) {
