@@ -142,9 +142,12 @@ inline float __uint_as_float(unsigned i) { return ::titan::cuda_emu::from_bits<f
 namespace titan::gpu {
 using Stream = void*;
 }  // namespace titan::gpu
-#define TITAN_LAUNCH(kernel, grid, block, shmem, stream, ...)                                              \
-  ::titan::cuda_emu::launch_kernel(::titan::cuda_emu::LaunchSite{#kernel, __FILE__, __LINE__}, kernel, (grid), \
-                                   (block), (shmem), __VA_ARGS__)
+#define TITAN_LAUNCH(kernel, grid, block, shmem, stream, ...)                                                \
+  do {                                                                                                         \
+    (void)(stream); /* one stream: launches run in order, each to completion */                                \
+    ::titan::cuda_emu::launch_kernel(::titan::cuda_emu::LaunchSite{#kernel, __FILE__, __LINE__}, kernel, (grid), \
+                                     (block), (shmem), __VA_ARGS__);                                           \
+  } while (0)
 #define TITAN_SET_MAX_DYNAMIC_SHARED(kernel, bytes) \
   ::titan::cuda_emu::set_max_dynamic_shared(reinterpret_cast<const void*>(kernel), (bytes))
 #endif

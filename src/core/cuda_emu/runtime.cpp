@@ -1,8 +1,6 @@
 // The grid emulator's scheduler (see runtime.h for the model and the checks).
 #include "core/cuda_emu/runtime.h"
 
-#include <ucontext.h>
-
 #include <algorithm>
 #include <atomic>
 #include <numeric>
@@ -28,6 +26,38 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+// The fiber switch: saves the callee-saved registers of the System V x86-64 ABI on the current
+// stack, stores the stack pointer to *save, loads `next` and restores its registers. A new fiber's
+// stack is laid out as if it had switched away at the start of fiber_entry (init_context). No
+// signal mask is saved (ucontext's swapcontext makes a system call for it on every switch).
+extern "C" void titan_emu_switch(void** save, void* next);
+asm(R"(
+  .text
+  .globl titan_emu_switch
+  .type titan_emu_switch, @function
+titan_emu_switch:
+  .cfi_startproc
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .cfi_endproc
+  .size titan_emu_switch, .-titan_emu_switch
+  .section .note.GNU-stack,"",@progbits
+  .text
+)");
+
 namespace titan::cuda_emu {
 namespace {
 
@@ -40,7 +70,7 @@ constexpr size_t kStackBytes = 128 * 1024;
 enum class State : uint8_t { Ready, AtBarrier, AtWarp, Done };
 
 struct Fiber {
-  ucontext_t ctx{};
+  void* sp = nullptr;  // the saved stack pointer while switched away
   char* stack = nullptr;
   Builtins b{};
   int linear = 0;  // linear thread index in the block
@@ -109,7 +139,7 @@ struct Block {
   uint3 block_idx;
   size_t dynamic_bytes = 0, max_dynamic = 0;
   std::vector<Fiber> fibers;
-  ucontext_t main_ctx{};
+  void* main_sp = nullptr;
   std::map<const void*, SharedArray> statics;
   size_t static_bytes = 0;
   std::unique_ptr<unsigned char[]> dynamic;
@@ -145,14 +175,14 @@ void yield_to_scheduler() {
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, b->main_stack_bottom, b->main_stack_size);
 #endif
-  swapcontext(&f->ctx, &b->main_ctx);
+  titan_emu_switch(&f->sp, b->main_sp);
 #ifdef TITAN_EMU_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
 }
 
 // A fiber's whole life: run the kernel body, record an error, return to the scheduler.
-void fiber_entry() {
+[[noreturn]] void fiber_entry() {
 #ifdef TITAN_EMU_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &t_block->main_stack_bottom, &t_block->main_stack_size);
 #endif
@@ -167,7 +197,9 @@ void fiber_entry() {
 #ifdef TITAN_EMU_ASAN
   __sanitizer_start_switch_fiber(nullptr, b->main_stack_bottom, b->main_stack_size);
 #endif
-  swapcontext(&f->ctx, &b->main_ctx);  // never resumed
+  void* dead = nullptr;
+  titan_emu_switch(&dead, b->main_sp);  // never resumed
+  __builtin_unreachable();
 }
 
 void run_fiber(Block& b, Fiber& f) {
@@ -175,7 +207,7 @@ void run_fiber(Block& b, Fiber& f) {
 #ifdef TITAN_EMU_ASAN
   __sanitizer_start_switch_fiber(&b.main_fake_stack, f.stack, kStackBytes);
 #endif
-  swapcontext(&b.main_ctx, &f.ctx);
+  titan_emu_switch(&b.main_sp, f.sp);
 #ifdef TITAN_EMU_ASAN
   __sanitizer_finish_switch_fiber(b.main_fake_stack, nullptr, nullptr);
 #endif
@@ -212,26 +244,28 @@ bool resolve_warps(Block& b, std::string& err) {
     for (int l = 0; l < lanes; ++l) {
       Fiber& f = b.fibers[size_t(w0 + l)];
       if (f.st != State::AtWarp) continue;
-      const std::string at = std::string(op_name(f.op)) + " at " + f.file + ":" + std::to_string(f.line) + " (mask " +
-                             hex(f.mask) + ", " + b.thread_str(f) + ")";
+      auto at = [&] {
+        return std::string(op_name(f.op)) + " at " + f.file + ":" + std::to_string(f.line) + " (mask " + hex(f.mask) +
+               ", " + b.thread_str(f) + ")";
+      };
       for (int k = 0; k < 32; ++k) {
         if (!(f.mask >> k & 1u)) continue;
         if (k >= lanes) {
-          err = at + ": the mask names lane " + std::to_string(k) + ", which is not in the block";
+          err = at() + ": the mask names lane " + std::to_string(k) + ", which is not in the block";
           return false;
         }
         const Fiber& o = b.fibers[size_t(w0 + k)];
         if (o.st == State::Done) {
-          err = at + ": the mask names lane " + std::to_string(k) + ", which has exited";
+          err = at() + ": the mask names lane " + std::to_string(k) + ", which has exited";
           return false;
         }
         if (o.st == State::AtBarrier) {
-          err = at + ": the mask names lane " + std::to_string(k) + ", which waits at __syncthreads at " + o.file +
+          err = at() + ": the mask names lane " + std::to_string(k) + ", which waits at __syncthreads at " + o.file +
                 ":" + std::to_string(o.line);
           return false;
         }
         if (o.op != f.op || o.mask != f.mask || o.width != f.width) {
-          err = at + ": the mask names lane " + std::to_string(k) + ", which runs " + op_name(o.op) + " at " + o.file +
+          err = at() + ": the mask names lane " + std::to_string(k) + ", which runs " + op_name(o.op) + " at " + o.file +
                 ":" + std::to_string(o.line) + " with mask " + hex(o.mask);
           return false;
         }
@@ -313,13 +347,15 @@ bool resolve_barrier(Block& b, std::string& err) {
   return true;
 }
 
-// getcontext returns twice: kept out of functions with locals it could clobber.
-[[gnu::noinline]] void init_context(Fiber& f) {
-  getcontext(&f.ctx);
-  f.ctx.uc_stack.ss_sp = f.stack;
-  f.ctx.uc_stack.ss_size = kStackBytes;
-  f.ctx.uc_link = nullptr;
-  makecontext(&f.ctx, fiber_entry, 0);
+// A new fiber's stack: the six callee-saved registers (zero) and fiber_entry as the return
+// address, below a null return address that ends backtraces; 16-byte aligned as at a call.
+void init_context(Fiber& f) {
+  auto top = reinterpret_cast<uintptr_t>(f.stack + kStackBytes) & ~uintptr_t(15);
+  auto* words = reinterpret_cast<void**>(top) - 8;  // top - 64: registers at [0..5], entry at [6], 0 at [7]
+  for (int k = 0; k < 6; ++k) words[k] = nullptr;
+  words[6] = reinterpret_cast<void*>(&fiber_entry);
+  words[7] = nullptr;
+  f.sp = words;  // after the pops and the ret, rsp = top - 8: the alignment a called function sees
 }
 
 void run_block(Block& b) {

@@ -3,7 +3,8 @@
 // (docs/cuda.md). Kernel code does not include this header directly: it includes
 // core/cuda_emu/cuda.h, which selects the CUDA toolkit under nvcc and this emulator under g++.
 //
-// Model: every CUDA thread of a block is a fiber (ucontext) on the calling OS thread; the blocks
+// Model: every CUDA thread of a block is a fiber (its own stack, switched by a few instructions of
+// assembly, runtime.cpp) on the calling OS thread; the blocks
 // of a grid run one after another in an order shuffled by the seed; within a block the fibers run
 // until each reaches a barrier, a warp collective or its end, in an order reshuffled on every
 // pass. Because fibers switch only at those points, an atomic is a plain read-modify-write.

@@ -1,0 +1,42 @@
+// The host entry points of the single-source CUDA kernels (ops/cuda/*.cuh): plain C++ over device
+// pointers, so the op variants (ops/cuda/variants.cpp) call them without CUDA headers. Defined by
+// kernels_emu.cpp under the grid emulator and by kernels.cu under nvcc; the same .cuh sources.
+// `stream` is a cudaStream_t (null: the default stream).
+#pragma once
+#include <cstdint>
+
+namespace titan::cuda_kernels {
+
+// The layout of a row view (ops/row_view.h): vectors of length d, h per row, rows ld apart.
+struct Rows {
+  int64_t h = 1, d = 0, ld = 0;
+};
+
+// RMSNorm (ops/rmsnorm/rmsnorm.h) over n vectors; y is f32 (y_f32) or bf16 bits (y_bf16).
+void rmsnorm_forward(const float* x, Rows xr, const float* w, float eps, float* y_f32, uint16_t* y_bf16, Rows yr,
+                     float* rstd, int64_t n, void* stream);
+// dx (=|+=) and, when dw is non-null, dw += (deterministic: fixed-order partial sums). dx may be
+// dy. partial: scratch of dw_partial_floats(n, d) floats.
+void rmsnorm_backward(const float* x, Rows xr, const float* w, const float* rstd, const float* dy, Rows dyr, float* dx,
+                      Rows dxr, float* dw, float* partial, int64_t n, bool accumulate, void* stream);
+int64_t rmsnorm_dw_partial_floats(int64_t n, int64_t d);
+
+// SwiGLU (ops/swiglu/swiglu.h): gu [n, 2i] -> out [n, i] (f32 or bf16 bits); backward into dgu
+// [n, 2i] (f32 or bf16 bits; may be gu when f32).
+void swiglu_forward(const float* gu, float* out_f32, uint16_t* out_bf16, int64_t n, int64_t i, void* stream);
+void swiglu_backward(const float* gu, const float* dout, float* dgu_f32, uint16_t* dgu_bf16, int64_t n, int64_t i,
+                     void* stream);
+
+// Embedding (ops/embedding/embedding.h): ids are i64 (ids64) or i32 (ids32), checked in range by
+// the caller. backward: dweight[ids[t]] += dout[t], each column summed in token order.
+void embedding_forward(const int64_t* ids64, const int32_t* ids32, const float* w, float* out, int64_t n, int64_t h,
+                       void* stream);
+void embedding_backward(const int64_t* ids64, const int32_t* ids32, const float* dout, float* dw, int64_t n, int64_t h,
+                        void* stream);
+
+// AdamW (ops/adamw/adamw.h) over `count` f32 elements: decay = 1 - lr wd, step_size = lr / (1 - b1^t),
+// inv_sqrt_bc2 = 1 / sqrt(1 - b2^t).
+void adamw_step(float* p, const float* g, float* m, float* v, int64_t count, float beta1, float beta2, float eps,
+                float decay, float step_size, float inv_sqrt_bc2, void* stream);
+
+}  // namespace titan::cuda_kernels

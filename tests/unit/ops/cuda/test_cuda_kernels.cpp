@@ -1,0 +1,110 @@
+// The "cuda" variants (ops/cuda: single-source kernels, run here under the grid emulator) beyond
+// what the kernel case table checks (tests/unit/ops/test_kernel_cases.cpp runs every table row for
+// them): outputs aliasing inputs, the same bits for every block and thread order (no order-
+// dependent float atomics), no device memory left behind, and `verify kernels --device cuda`.
+#include <vector>
+
+#include "core/cuda_emu/runtime.h"
+#include "ops/adamw/adamw.h"
+#include "ops/catalog.h"
+#include "ops/embedding/embedding.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/swiglu/swiglu.h"
+#include "ops/verify/verify.h"
+#include "../op_test_util.h"
+
+using namespace titan;
+using namespace titan::optest;
+
+namespace {
+
+// Restores the emulator's seed when a test changes it.
+struct SeedGuard {
+  uint64_t saved = cuda_emu::seed();
+  ~SeedGuard() { cuda_emu::set_seed(saved); }
+};
+
+TEST(CudaKernels, RegisteredForTheOpsTheyImplement) {
+  for (const char* op : {"rmsnorm", "swiglu", "embedding", "adamw"}) EXPECT_TRUE(op_has_variant(op, "cuda")) << op;
+}
+
+TEST(CudaKernels, AliasedOutputsMatchOutOfPlaceCalls) {
+  const auto& rn = kernel<RMSNormKernel>("cuda");
+  Tensor x = randn({5, 37}, 1), w = randn({37}, 2, 0.1, 1.0), dy = randn({5, 37}, 3);
+  Tensor rstd = Tensor::empty({5}, DType::F32);
+  Tensor y = Tensor::empty({5, 37}, DType::F32);
+  rn.forward(x, w, 1e-6f, y, rstd);
+  Tensor dx = Tensor::empty({5, 37}, DType::F32), dw = Tensor::zeros({37}, DType::F32);
+  rn.backward(x, w, rstd, dy, dx, dw);
+  Tensor dyi = dy.clone(), dwi = Tensor::zeros({37}, DType::F32);
+  rn.backward(x, w, rstd, dyi, dyi, dwi);  // dx aliasing dy: dw must be computed from dy before dx overwrites it
+  EXPECT_TRUE(bitwise_equal(dyi, dx));
+  EXPECT_TRUE(bitwise_equal(dwi, dw));
+  // Against the reference (accumulating dx as well).
+  const auto& ref = kernel<RMSNormKernel>("reference");
+  Tensor dx_r = randn({5, 37}, 9), dx_c = dx_r.clone(), dw_r = Tensor::zeros({37}, DType::F32);
+  Tensor dw_c = dw_r.clone();
+  ref.backward_add(x, w, rstd, dy, dx_r, dw_r);
+  rn.backward_add(x, w, rstd, dy, dx_c, dw_c);
+  EXPECT_TRUE(close(dx_c, dx_r, 1e-5, 1e-5));
+  EXPECT_TRUE(close(dw_c, dw_r, 1e-5, 1e-5));
+
+  const auto& sg = kernel<SwiGLUKernel>("cuda");
+  Tensor gu = randn({3, 22}, 4), dout = randn({3, 11}, 5), dgu = Tensor::empty({3, 22}, DType::F32);
+  sg.backward(gu, dout, dgu);
+  Tensor gui = gu.clone();
+  sg.backward(gui, dout, gui);  // dgu aliasing gu
+  EXPECT_TRUE(bitwise_equal(gui, dgu));
+}
+
+TEST(CudaKernels, SameBitsForEveryBlockAndThreadOrder) {
+  SeedGuard guard;
+  const auto& rn = kernel<RMSNormKernel>("cuda");
+  const auto& emb = kernel<EmbeddingKernel>("cuda");
+  // 300 vectors: several dw chunks; repeated ids: several tokens add into one row.
+  Tensor x = randn({300, 65}, 11), w = randn({65}, 12), dy = randn({300, 65}, 13);
+  Tensor ids = Tensor::empty({300}, DType::I64);
+  for (int64_t i = 0; i < 300; ++i) ids.data<int64_t>()[i] = (i * 7) % 5;
+  std::vector<Tensor> first;
+  for (uint64_t s : {1u, 2u, 3u}) {
+    cuda_emu::set_seed(s);
+    Tensor y = Tensor::empty({300, 65}, DType::F32), rstd = Tensor::empty({300}, DType::F32);
+    rn.forward(x, w, 1e-6f, y, rstd);
+    Tensor dx = Tensor::empty({300, 65}, DType::F32), dw = Tensor::zeros({65}, DType::F32);
+    rn.backward(x, w, rstd, dy, dx, dw);
+    Tensor dwe = Tensor::zeros({5, 65}, DType::F32);
+    emb.backward(ids, dy, dwe);
+    const std::vector<Tensor> outs = {y, rstd, dx, dw, dwe};
+    if (first.empty()) {
+      first = outs;
+      continue;
+    }
+    for (size_t k = 0; k < outs.size(); ++k) EXPECT_TRUE(bitwise_equal(outs[k], first[k])) << "seed " << s << " output " << k;
+  }
+}
+
+TEST(CudaKernels, NoDeviceMemoryLeftBehind) {
+  const size_t live = cuda_emu::device_live_bytes();
+  Tensor p = randn({100}, 1), g = randn({100}, 2), m = Tensor::zeros({100}, DType::F32), v = m.clone();
+  kernel<AdamWKernel>("cuda").step(p, g, m, v, AdamWParams{});
+  Tensor x = randn({4, 8}, 3), w = randn({8}, 4), y = Tensor::empty({4, 8}, DType::F32);
+  Tensor rstd = Tensor::empty({4}, DType::F32);
+  kernel<RMSNormKernel>("cuda").forward(x, w, 1e-6f, y, rstd);
+  EXPECT_EQ(cuda_emu::device_live_bytes(), live);
+  // A bad argument is refused before any device memory is taken.
+  Tensor bad_w = randn({7}, 5);
+  EXPECT_THROW(kernel<RMSNormKernel>("cuda").forward(x, bad_w, 1e-6f, y, rstd), Error);
+  EXPECT_EQ(cuda_emu::device_live_bytes(), live);
+}
+
+TEST(CudaKernels, VerifyKernelsOnTheCudaDeviceRunsOnlyCudaRows) {
+  const auto rows = verify_kernels("swiglu", "cuda");
+  ASSERT_FALSE(rows.empty());
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.variant, "cuda");
+    EXPECT_TRUE(r.ok) << r.shape << " " << r.direction << ": " << r.why;
+  }
+  EXPECT_TRUE(verify_kernels("gemm", "cuda").empty());  // no cuda variant of gemm yet
+}
+
+}  // namespace
