@@ -15,3 +15,61 @@ if(TITAN_TESTS)
   # ASan warns once that it cannot follow swapcontext fully; the emulator annotates every switch.
   set_tests_properties(core_cuda_emu_asan PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1")
 endif()
+
+# The nvcc build gate. TITAN_CUDA=AUTO (default): on where nvcc is found, so that every machine
+# with the toolkit (CI included) compiles every src/**/*.cu for sm_80 and sm_90 with warnings as
+# errors; ON: nvcc is required; OFF: skipped. The objects are a compile check (this build runs
+# the kernels under the emulator; a GPU build links them, docs/cuda.md). Each compile records
+# `nvcc -Xptxas -v` (registers, stack, spills per kernel) in build/cuda/<file>.ptxas.txt, and the
+# test cuda_register_spills fails when a hot kernel spills.
+set(TITAN_CUDA AUTO CACHE STRING "Compile the CUDA kernels with nvcc: AUTO (where nvcc is found), ON, OFF")
+set_property(CACHE TITAN_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(TITAN_CUDA_ARCHS 80 90 CACHE STRING "GPU architectures (sm_XX) the .cu files are compiled for")
+# Kernels that must not spill registers (regex over mangled names).
+set(TITAN_CUDA_HOT_KERNELS "rmsnorm|swiglu|adamw|attention|gemm|epilogue|cross_entropy"
+    CACHE STRING "Regex of the kernels cuda_register_spills checks")
+if(NOT TITAN_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "TITAN_CUDA must be AUTO, ON or OFF, got '${TITAN_CUDA}'")
+endif()
+set(TITAN_NVCC_FOUND OFF)
+if(NOT TITAN_CUDA STREQUAL "OFF")
+  find_program(TITAN_NVCC nvcc HINTS $ENV{CUDA_HOME}/bin /usr/local/cuda/bin)
+  if(TITAN_NVCC)
+    set(TITAN_NVCC_FOUND ON)
+  elseif(TITAN_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TITAN_CUDA=ON but nvcc was not found (set CUDA_HOME or put nvcc on PATH)")
+  endif()
+endif()
+message(STATUS "TITAN_CUDA=${TITAN_CUDA}: nvcc ${TITAN_NVCC_FOUND} ${TITAN_NVCC}")
+if(TITAN_NVCC_FOUND)
+  file(GLOB_RECURSE TITAN_CU_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.cu)
+  set(TITAN_NVCC_FLAGS -std=c++20 -O3 -Werror all-warnings -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter
+      -Xptxas -v -I${CMAKE_SOURCE_DIR}/src)
+  foreach(arch ${TITAN_CUDA_ARCHS})
+    list(APPEND TITAN_NVCC_FLAGS -gencode arch=compute_${arch},code=sm_${arch})
+  endforeach()
+  find_program(TITAN_CCACHE ccache)
+  set(TITAN_CU_OBJECTS "")
+  set(TITAN_CU_LOGS "")
+  foreach(cu ${TITAN_CU_SOURCES})
+    file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR}/src ${cu})
+    string(REPLACE "/" "_" flat ${rel})
+    set(obj ${CMAKE_BINARY_DIR}/cuda/${flat}.o)
+    set(log ${CMAKE_BINARY_DIR}/cuda/${flat}.ptxas.txt)
+    add_custom_command(OUTPUT ${obj} ${log}
+      COMMAND bash ${CMAKE_SOURCE_DIR}/tools/cuda/nvcc_ptxas.sh ${log} ${TITAN_CCACHE} ${TITAN_NVCC} ${TITAN_NVCC_FLAGS}
+              -MD -MF ${obj}.d -c ${cu} -o ${obj}
+      DEPFILE ${obj}.d
+      DEPENDS ${cu} ${CMAKE_SOURCE_DIR}/tools/cuda/nvcc_ptxas.sh
+      COMMENT "nvcc ${rel} (sm ${TITAN_CUDA_ARCHS})"
+      VERBATIM)
+    list(APPEND TITAN_CU_OBJECTS ${obj})
+    list(APPEND TITAN_CU_LOGS ${log})
+  endforeach()
+  file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/cuda)
+  add_custom_target(titan_cuda_kernels ALL DEPENDS ${TITAN_CU_OBJECTS} ${TITAN_CU_LOGS})
+  if(TITAN_TESTS AND TITAN_CU_LOGS)
+    add_test(NAME cuda_register_spills
+             COMMAND bash ${CMAKE_SOURCE_DIR}/tools/cuda/ptxas_report.sh --hot ${TITAN_CUDA_HOT_KERNELS} ${TITAN_CU_LOGS})
+  endif()
+endif()
