@@ -1,11 +1,13 @@
 # The CUDA path (docs/cuda.md): the grid emulator's sanitizer test, and the nvcc build gate.
 #
 # test_core_cuda_emu_asan: the emulator (src/core/cuda_emu) and its tests, plus the single-source
-# kernels' emulator tests (tests/unit/ops/cuda), compiled with ASan and UBSan in one binary.
+# kernels at their pointer level (src/ops/cuda/kernels_emu.cpp, tests/unit/ops/cuda/test_kernels_raw.cpp), compiled with ASan and UBSan in one binary.
 if(TITAN_TESTS)
   file(GLOB TITAN_EMU_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/core/cuda_emu/*.cpp)
   file(GLOB TITAN_EMU_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/core/cuda_emu/*.cpp)
   set(TITAN_EMU_SAN -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  list(APPEND TITAN_EMU_SOURCES ${CMAKE_SOURCE_DIR}/src/ops/cuda/kernels_emu.cpp)
+  list(APPEND TITAN_EMU_TESTS ${CMAKE_SOURCE_DIR}/tests/unit/ops/cuda/test_kernels_raw.cpp)
   add_executable(test_core_cuda_emu_asan ${TITAN_EMU_SOURCES} ${TITAN_EMU_TESTS})
   target_include_directories(test_core_cuda_emu_asan PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
   target_compile_options(test_core_cuda_emu_asan PRIVATE ${TITAN_WARN} ${TITAN_EMU_SAN} -O1 -g)

@@ -11,6 +11,7 @@
 #include "ops/cuda/adamw.cuh"
 #include "ops/cuda/embedding.cuh"
 #include "ops/cuda/rmsnorm.cuh"
+#include "ops/cuda/rope.cuh"
 #include "ops/cuda/swiglu.cuh"
 
 namespace titan::gpu {

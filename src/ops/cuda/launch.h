@@ -39,4 +39,9 @@ void embedding_backward(const int64_t* ids64, const int32_t* ids32, const float*
 void adamw_step(float* p, const float* g, float* m, float* v, int64_t count, float beta1, float beta2, float eps,
                 float decay, float step_size, float inv_sqrt_bc2, void* stream);
 
+// RoPE (ops/rope/rope.h) in place on `rows` token rows (row r at position start + r mod seq);
+// cos/sin: the [P, D] caches; backward: the transposed rotation.
+void rope_rotate(float* x, Rows xr, int64_t rows, int64_t seq, int64_t start, const float* cos_cache,
+                 const float* sin_cache, bool backward, void* stream);
+
 }  // namespace titan::cuda_kernels

@@ -19,6 +19,8 @@
 #include "ops/embedding/embedding.h"
 #include "ops/rmsnorm/checks.h"
 #include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rope/checks.h"
+#include "ops/rope/rope.h"
 #include "ops/swiglu/checks.h"
 #include "ops/swiglu/swiglu.h"
 
@@ -156,7 +158,24 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
 
 const AdamWKernel kAdamW{"cuda", adamw_step};
 
+// ---- rope ----
+void rope_rotate(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache, bool backward) {
+  rope_detail::check(x, seq, start, cache, backward ? "dy" : "x");
+  Staged sx(x.t, true), sc(cache.cos, true), ss(cache.sin, true);
+  ck::rope_rotate(sx.as<float>(), rows_of(x), x.n, seq, start, sc.as<float>(), ss.as<float>(), backward, nullptr);
+  sx.to_host();
+}
+void rope_forward(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+  rope_rotate(x, seq, start, cache, false);
+}
+void rope_backward(const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+  rope_rotate(dy, seq, start, cache, true);
+}
+
+const RopeKernel kRope{"cuda", rope_forward, rope_backward};
+
 }  // namespace
+TITAN_REGISTER_KERNEL(RopeKernel, "cuda", DeviceType::CPU, kRope);
 TITAN_REGISTER_KERNEL(RMSNormKernel, "cuda", DeviceType::CPU, kRMSNorm);
 TITAN_REGISTER_KERNEL(SwiGLUKernel, "cuda", DeviceType::CPU, kSwiGLU);
 TITAN_REGISTER_KERNEL(EmbeddingKernel, "cuda", DeviceType::CPU, kEmbedding);
