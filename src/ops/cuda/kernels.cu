@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "ops/cuda/adamw.cuh"
 #include "ops/cuda/embedding.cuh"
+#include "ops/cuda/gemm_cublaslt.cuh"
+#include "ops/cuda/gemm_ref.cuh"
 #include "ops/cuda/rmsnorm.cuh"
 #include "ops/cuda/rope.cuh"
 #include "ops/cuda/swiglu.cuh"

@@ -44,4 +44,7 @@ void adamw_step(float* p, const float* g, float* m, float* v, int64_t count, flo
 void rope_rotate(float* x, Rows xr, int64_t rows, int64_t seq, int64_t start, const float* cos_cache,
                  const float* sin_cache, bool backward, void* stream);
 
+// d[i * ldd + j] += r[i * ldr + j] over a row-major rows x cols block.
+void add_rows(float* d, int64_t ldd, const float* r, int64_t ldr, int64_t rows, int64_t cols, void* stream);
+
 }  // namespace titan::cuda_kernels
