@@ -42,4 +42,23 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return t;
 }
 
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// The maximum of v over the block (as block_sum).
+template <int kThreads>
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block_max needs whole warps");
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+  v = warp_max(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float t = lane < kThreads / 32 ? scratch[lane] : -INFINITY;
+  t = warp_max(t);
+  __syncthreads();
+  return t;
+}
+
 }  // namespace titan::cuda_kernels

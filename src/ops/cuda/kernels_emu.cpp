@@ -2,8 +2,9 @@
 // emulator (core/cuda_emu): the definitions of ops/cuda/launch.h in every build. kernels.cu
 // compiles the same headers with nvcc (the TITAN_CUDA build gate, cmake/cuda.cmake).
 #include "core/cuda_emu/cuda.h"
-#include "ops/cuda/adamw.cuh"
 #include "core/error.h"
+#include "ops/cuda/adamw.cuh"
+#include "ops/cuda/cross_entropy.cuh"
 #include "ops/cuda/embedding.cuh"
 #include "ops/cuda/gemm_ref.cuh"
 #include "ops/cuda/rmsnorm.cuh"

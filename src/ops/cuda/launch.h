@@ -44,6 +44,14 @@ void adamw_step(float* p, const float* g, float* m, float* v, int64_t count, flo
 void rope_rotate(float* x, Rows xr, int64_t rows, int64_t seq, int64_t start, const float* cos_cache,
                  const float* sin_cache, bool backward, void* stream);
 
+// Softmax cross-entropy on `rows` logit rows z [rows, v] (labels l64 or l32 at row0 + r, -100
+// ignored): loss[r] = logsumexp - z[label]; with backward, the rows become grad_scale * (softmax -
+// onehot) in place (f32) or in z_bf16 (bf16 bits) when it is non-null.
+void ce_rows(float* z, int64_t rows, int64_t v, const int64_t* l64, const int32_t* l32, int64_t row0, float* loss,
+             bool backward, float grad_scale, uint16_t* z_bf16, void* stream);
+// dst = bf16 bits of src (round to nearest even).
+void round_bf16(const float* src, uint16_t* dst, int64_t count, void* stream);
+
 // d[i * ldd + j] += r[i * ldr + j] over a row-major rows x cols block.
 void add_rows(float* d, int64_t ldd, const float* r, int64_t ldr, int64_t rows, int64_t cols, void* stream);
 

@@ -2,11 +2,13 @@
 // what the kernel case table checks (tests/unit/ops/test_kernel_cases.cpp runs every table row for
 // them): outputs aliasing inputs, the same bits for every block and thread order (no order-
 // dependent float atomics), no device memory left behind, and `verify kernels --device cuda`.
+#include <cmath>
 #include <vector>
 
 #include "core/cuda_emu/runtime.h"
 #include "ops/adamw/adamw.h"
 #include "ops/catalog.h"
+#include "ops/cross_entropy/cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/swiglu/swiglu.h"
@@ -25,7 +27,7 @@ struct SeedGuard {
 };
 
 TEST(CudaKernels, RegisteredForTheOpsTheyImplement) {
-  for (const char* op : {"rmsnorm", "swiglu", "embedding", "adamw", "rope", "gemm", "linear"}) EXPECT_TRUE(op_has_variant(op, "cuda")) << op;
+  for (const char* op : {"rmsnorm", "swiglu", "embedding", "adamw", "rope", "gemm", "linear", "cross_entropy"}) EXPECT_TRUE(op_has_variant(op, "cuda")) << op;
 }
 
 TEST(CudaKernels, AliasedOutputsMatchOutOfPlaceCalls) {
@@ -81,6 +83,29 @@ TEST(CudaKernels, SameBitsForEveryBlockAndThreadOrder) {
     }
     for (size_t k = 0; k < outs.size(); ++k) EXPECT_TRUE(bitwise_equal(outs[k], first[k])) << "seed " << s << " output " << k;
   }
+}
+
+// Ignored labels (-100) and a frozen bf16 lm_head, which the case table does not combine.
+TEST(CudaKernels, CrossEntropyIgnoredRowsAndABf16Head) {
+  const auto& ref = kernel<CrossEntropyKernel>("reference");
+  const auto& cu = kernel<CrossEntropyKernel>("cuda");
+  Tensor h = randn({6, 8}, 21), w = randn({11, 8}, 22), labels = Tensor::empty({6}, DType::I32);
+  const int32_t ls[] = {3, -100, 10, 0, -100, 7};
+  for (int i = 0; i < 6; ++i) labels.data<int32_t>()[i] = ls[i];
+  EXPECT_NEAR(cu.forward(h, w, labels, nullptr, DType::F32), ref.forward(h, w, labels, nullptr, DType::F32), 1e-4);
+  Tensor dh_r = Tensor::empty({6, 8}, DType::F32), dh_c = dh_r.clone();
+  Tensor dw_r = Tensor::zeros({11, 8}, DType::F32), dw_c = dw_r.clone();
+  const double lr = ref.forward_backward(h, w, labels, 0.25f, dh_r, dw_r, DType::F32);
+  const double lc = cu.forward_backward(h, w, labels, 0.25f, dh_c, dw_c, DType::F32);
+  EXPECT_NEAR(lc, lr, 1e-4);
+  EXPECT_TRUE(close(dh_c, dh_r, 1e-5, 1e-4));
+  EXPECT_TRUE(close(dw_c, dw_r, 1e-5, 1e-4));
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(dh_c.data<float>()[1 * 8 + k], 0.0f);  // an ignored row
+  Tensor w16 = w.to(DType::BF16), none;
+  const double lb_r = ref.forward_backward(h, w16, labels, 1.f, dh_r, none, DType::BF16);
+  const double lb_c = cu.forward_backward(h, w16, labels, 1.f, dh_c, none, DType::BF16);
+  EXPECT_NEAR(lb_c, lb_r, 2e-2 * std::abs(lb_r));
+  EXPECT_TRUE(close(dh_c, dh_r, 1e-2, 2e-2));
 }
 
 TEST(CudaKernels, NoDeviceMemoryLeftBehind) {
