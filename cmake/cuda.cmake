@@ -45,7 +45,7 @@ endif()
 message(STATUS "TITAN_CUDA=${TITAN_CUDA}: nvcc ${TITAN_NVCC_FOUND} ${TITAN_NVCC}")
 if(TITAN_NVCC_FOUND)
   file(GLOB_RECURSE TITAN_CU_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.cu)
-  set(TITAN_NVCC_FLAGS -std=c++20 -O3 -Werror all-warnings -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter
+  set(TITAN_NVCC_FLAGS -std=c++20 -O3 -Werror all-warnings -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter,-fPIC
       -Xptxas -v -I${CMAKE_SOURCE_DIR}/src)
   foreach(arch ${TITAN_CUDA_ARCHS})
     list(APPEND TITAN_NVCC_FLAGS -gencode arch=compute_${arch},code=sm_${arch})
@@ -74,4 +74,25 @@ if(TITAN_NVCC_FOUND)
     add_test(NAME cuda_register_spills
              COMMAND bash ${CMAKE_SOURCE_DIR}/tools/cuda/ptxas_report.sh --hot ${TITAN_CUDA_HOT_KERNELS} ${TITAN_CU_LOGS})
   endif()
+endif()
+
+# TITAN_CUDA_RUNTIME=ON (a GPU machine, bench/cuda/device_check.sh): the "cuda" variants run the
+# nvcc objects on the GPU (CUDA runtime, cuBLASLt) instead of the emulator: the objects join
+# titan_ops, and TITAN_CUDA_RUNTIME=1 leaves out the emulator's definitions of the same calls
+# (src/ops/cuda/kernels_emu.cpp, src/core/cuda_emu/gpu_memory.cpp). The emulator itself and its
+# tests stay.
+option(TITAN_CUDA_RUNTIME "Run the cuda kernel variants on a GPU instead of the grid emulator" OFF)
+if(TITAN_CUDA_RUNTIME)
+  if(NOT TITAN_NVCC_FOUND)
+    message(FATAL_ERROR "TITAN_CUDA_RUNTIME=ON needs nvcc (TITAN_CUDA AUTO or ON, and the toolkit installed)")
+  endif()
+  find_package(CUDAToolkit REQUIRED)
+  set_source_files_properties(${TITAN_CU_OBJECTS} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
+  target_sources(titan_ops PRIVATE ${TITAN_CU_OBJECTS})
+  # Only the files that choose between the two (a define on every target would change every
+  # object's command line, and the compiler cache would miss them all).
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/core/cuda_emu/gpu_memory.cpp
+    ${CMAKE_SOURCE_DIR}/src/ops/cuda/kernels_emu.cpp ${CMAKE_SOURCE_DIR}/tests/unit/ops/cuda/test_cuda_kernels.cpp
+    ${CMAKE_SOURCE_DIR}/tests/unit/ops/cuda/test_blas_gemm.cpp PROPERTIES COMPILE_DEFINITIONS TITAN_CUDA_RUNTIME=1)
+  target_link_libraries(titan_ops PUBLIC CUDA::cudart CUDA::cublasLt)
 endif()

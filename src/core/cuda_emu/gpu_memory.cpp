@@ -1,6 +1,7 @@
 // titan::gpu memory calls (core/cuda_emu/cuda.h) under the grid emulator: device memory is host
 // memory, tracked by the emulator; copies are memcpy. The nvcc build defines the same calls over
 // the CUDA runtime (src/ops/cuda/gpu_runtime.cu).
+#ifndef TITAN_CUDA_RUNTIME  // a GPU build: kernels.cu defines these over the CUDA runtime
 #include <cstring>
 
 #include "core/cuda_emu/cuda.h"
@@ -21,3 +22,4 @@ void copy_device(void* dst, const void* src, size_t bytes) {
 void synchronize() {}
 
 }  // namespace titan::gpu
+#endif  // TITAN_CUDA_RUNTIME

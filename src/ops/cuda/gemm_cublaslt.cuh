@@ -26,6 +26,15 @@ struct Descs {
     if (op) cublasLtMatmulDescDestroy(op);
   }
 };
+// The process's cuBLASLt handle, for callers whose execution context has none.
+inline cublasLtHandle_t default_handle() {
+  static cublasLtHandle_t h = [] {
+    cublasLtHandle_t made = nullptr;
+    check(cublasLtCreate(&made), "cublasLtCreate");
+    return made;
+  }();
+  return h;
+}
 }  // namespace cublaslt_detail
 
 void blas_gemm(const BlasGemm& g, void* handle, void* stream) {
@@ -33,7 +42,7 @@ void blas_gemm(const BlasGemm& g, void* handle, void* stream) {
   const char* bad = check_blas(g);
   if (*bad) fail("blas_gemm: ", bad);
   if (g.m == 0 || g.n == 0) return;
-  TITAN_CHECK(handle != nullptr, "blas_gemm: no cublasLt handle in the execution context");
+  if (!handle) handle = cublaslt_detail::default_handle();
   cublaslt_detail::Descs ds;
   check(cublasLtMatmulDescCreate(&ds.op, g.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
         "cublasLtMatmulDescCreate");

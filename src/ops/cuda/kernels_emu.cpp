@@ -1,6 +1,7 @@
 // The single-source CUDA kernels (ops/cuda/*.cuh) compiled by the host compiler against the grid
 // emulator (core/cuda_emu): the definitions of ops/cuda/launch.h in every build. kernels.cu
 // compiles the same headers with nvcc (the TITAN_CUDA build gate, cmake/cuda.cmake).
+#ifndef TITAN_CUDA_RUNTIME  // a GPU build: the kernels come from kernels.cu (nvcc)
 #include "core/cuda_emu/cuda.h"
 #include "core/error.h"
 #include "ops/cuda/adamw.cuh"
@@ -23,3 +24,4 @@ void blas_gemm(const BlasGemm& g, void* handle, void* stream) {
 }
 
 }  // namespace titan::cuda_kernels
+#endif  // TITAN_CUDA_RUNTIME

@@ -301,11 +301,11 @@ TEST(CudaEmu, BuiltinsOutsideAKernelAreAnError) {
 
 TEST(CudaEmu, DeviceMemoryIsTracked) {
   const size_t live = emu::device_live_bytes();
-  void* p = titan::gpu::alloc(100);
+  void* p = emu::device_malloc(100);
   EXPECT_EQ(emu::device_live_bytes(), live + 100);
   int x = 0;
-  EXPECT_THROW(titan::gpu::free(&x), Error);
-  titan::gpu::free(p);
+  EXPECT_THROW(emu::device_free(&x), Error);
+  emu::device_free(p);
   EXPECT_EQ(emu::device_live_bytes(), live);
 }
 
