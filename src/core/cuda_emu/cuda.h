@@ -160,5 +160,8 @@ void free(void* p);
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
 void copy_device(void* dst, const void* src, size_t bytes);
+// rows of width bytes, pitch bytes apart on both sides (cudaMemcpy2D): the rows of a strided view
+// without the gaps between them, which may belong to another operand.
+void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, size_t rows);
 void synchronize();
 }  // namespace titan::gpu

@@ -9,6 +9,7 @@
 #include "core/cuda_emu/cuda.h"
 #include "core/error.h"
 #include "ops/cuda/adamw.cuh"
+#include "ops/cuda/attention.cuh"
 #include "ops/cuda/cross_entropy.cuh"
 #include "ops/cuda/embedding.cuh"
 #include "ops/cuda/gemm_cublaslt.cuh"
@@ -37,6 +38,9 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 }
 void copy_device(void* dst, const void* src, size_t bytes) {
   TITAN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
+void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, size_t rows) {
+  if (rows) TITAN_CUDA_CHECK(cudaMemcpy2D(dst, pitch, src, pitch, width, rows, cudaMemcpyDeviceToHost));
 }
 void synchronize() { TITAN_CUDA_CHECK(cudaDeviceSynchronize()); }
 

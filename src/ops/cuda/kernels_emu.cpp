@@ -5,6 +5,7 @@
 #include "core/cuda_emu/cuda.h"
 #include "core/error.h"
 #include "ops/cuda/adamw.cuh"
+#include "ops/cuda/attention.cuh"
 #include "ops/cuda/cross_entropy.cuh"
 #include "ops/cuda/embedding.cuh"
 #include "ops/cuda/gemm_ref.cuh"

@@ -52,6 +52,25 @@ void ce_rows(float* z, int64_t rows, int64_t v, const int64_t* l64, const int32_
 // dst = bf16 bits of src (round to nearest even).
 void round_bf16(const float* src, uint16_t* dst, int64_t count, void* stream);
 
+// Attention (ops/attention/attention.h) over row views of q [B*S rows, Hq, D], k, v [.., Hkv, D];
+// out [B, S, Hq, D] and lse [B, Hq, S] contiguous; seg: document starts or null (causal).
+struct AttnArgs {
+  const float* q = nullptr;
+  Rows qr;
+  const float* k = nullptr;
+  Rows kr;
+  const float* v = nullptr;
+  Rows vr;
+  const int64_t* seg = nullptr;
+  int64_t B = 0, S = 0, Hq = 0, Hkv = 0, D = 0;
+  float scale = 1;
+};
+const char* attention_check(const AttnArgs& a);  // "" or why the kernels refuse the shape
+void attention_forward(const AttnArgs& a, float* out, float* lse, void* stream);
+// dvec: scratch of B * Hq * S floats.
+void attention_backward(const AttnArgs& a, const float* out, const float* lse, const float* dout, float* dvec,
+                        float* dq, Rows dqr, float* dk, Rows dkr, float* dv, Rows dvr, void* stream);
+
 // d[i * ldd + j] += r[i * ldr + j] over a row-major rows x cols block.
 void add_rows(float* d, int64_t ldd, const float* r, int64_t ldr, int64_t rows, int64_t cols, void* stream);
 

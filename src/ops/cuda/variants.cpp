@@ -14,6 +14,8 @@
 #include "core/dtype.h"
 #include "ops/adamw/adamw.h"
 #include "ops/adamw/checks.h"
+#include "ops/attention/attention.h"
+#include "ops/attention/shape.h"
 #include "ops/cuda/launch.h"
 #include "ops/embedding/checks.h"
 #include "ops/embedding/embedding.h"
@@ -40,6 +42,10 @@ class Staged {
     if (in) gpu::copy_to_device(dev_, t.raw(), bytes_);
   }
   explicit Staged(size_t bytes) : bytes_(bytes) { dev_ = gpu::alloc(bytes); }
+  // A copy of raw host memory (not copied back).
+  Staged(const void* host, size_t bytes) : Staged(bytes) {
+    if (host && bytes) gpu::copy_to_device(dev_, host, bytes);
+  }
   ~Staged() {
     if (dev_) gpu::free(dev_);
   }
@@ -51,6 +57,13 @@ class Staged {
   }
   void to_host() const {
     if (dev_) gpu::copy_to_host(host_.raw(), dev_, bytes_);
+  }
+  // Only the elements of view v of this tensor (its rows, not the gaps between them, which may be
+  // another output's columns in the same buffer).
+  void to_host_rows(const RowView& v) const {
+    if (dev_ && v.n > 0)
+      gpu::copy_to_host_2d(host_.raw(), dev_, size_t(v.ld) * dtype_size(host_.dtype()),
+                           size_t(v.h * v.d) * dtype_size(host_.dtype()), size_t(v.n));
   }
 
  private:
@@ -69,7 +82,7 @@ void rmsnorm_forward(const RowView& x, const Tensor& w, float eps, const RowView
   Staged dx(x.t, true), dw(w, true), dy(y.t, true), dr(rstd, false);
   ck::rmsnorm_forward(dx.as<float>(), rows_of(x), dw.as<float>(), eps, bf16 ? nullptr : dy.as<float>(),
                       bf16 ? dy.as<uint16_t>() : nullptr, rows_of(y), dr.as<float>(), N, nullptr);
-  dy.to_host();
+  dy.to_host_rows(y);
   dr.to_host();
 }
 
@@ -86,9 +99,9 @@ void rmsnorm_backward(const RowView& x, const Tensor& w, const Tensor& rstd, con
                        rows_of(dx), dw.defined() ? sdw.as<float>() : nullptr, partial.as<float>(), N, accumulate,
                        nullptr);
   if (alias)
-    sdy.to_host();
+    sdy.to_host_rows(dx);
   else
-    sdx.to_host();
+    sdx.to_host_rows(dx);
   sdw.to_host();
 }
 
@@ -163,7 +176,7 @@ void rope_rotate(const RowView& x, int64_t seq, int64_t start, const RopeCache& 
   rope_detail::check(x, seq, start, cache, backward ? "dy" : "x");
   Staged sx(x.t, true), sc(cache.cos, true), ss(cache.sin, true);
   ck::rope_rotate(sx.as<float>(), rows_of(x), x.n, seq, start, sc.as<float>(), ss.as<float>(), backward, nullptr);
-  sx.to_host();
+  sx.to_host_rows(x);
 }
 void rope_forward(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
   rope_rotate(x, seq, start, cache, false);
@@ -174,7 +187,61 @@ void rope_backward(const RowView& dy, int64_t seq, int64_t start, const RopeCach
 
 const RopeKernel kRope{"cuda", rope_forward, rope_backward};
 
+// ---- attention ----
+ck::AttnArgs attn_args(const attention::Dims& d, const Staged& q, const RowView& qv, const Staged& k,
+                       const RowView& kv, const Staged& v, const RowView& vv, const int64_t* seg, float scale) {
+  ck::AttnArgs a;
+  a.q = q.as<float>(), a.qr = rows_of(qv), a.k = k.as<float>(), a.kr = rows_of(kv), a.v = v.as<float>();
+  a.vr = rows_of(vv), a.seg = seg, a.B = d.B, a.S = d.S, a.Hq = d.Hq, a.Hkv = d.Hkv, a.D = d.D, a.scale = scale;
+  const char* bad = ck::attention_check(a);
+  TITAN_CHECK(*bad == 0, "attention.cuda: ", bad);
+  return a;
+}
+
+void attention_forward_seg(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
+                           float scale, Tensor& out, Tensor& lse) {
+  const attention::Dims d = attention::check_rows_forward(q, k, v, seq, scale, out, lse, "attention.cuda forward");
+  attention::check_segments(seg, d.B, d.S, "attention.cuda forward");
+  Staged sq(q.t, true), sk(k.t, true), sv(v.t, true), so(out, false), sl(lse, false);
+  Staged sseg(seg, seg ? size_t(d.B * d.S) * sizeof(int64_t) : 0);
+  ck::attention_forward(attn_args(d, sq, q, sk, k, sv, v, seg ? sseg.as<int64_t>() : nullptr, scale), so.as<float>(),
+                        sl.as<float>(), nullptr);
+  so.to_host();
+  sl.to_host();
+}
+void attention_forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
+                       Tensor& lse) {
+  attention_forward_seg(q, k, v, seq, nullptr, scale, out, lse);
+}
+
+void attention_backward_seg(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                            const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg, float scale,
+                            const RowView& dq, const RowView& dk, const RowView& dv) {
+  const attention::Dims d =
+      attention::check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.cuda backward");
+  attention::check_segments(seg, d.B, d.S, "attention.cuda backward");
+  Staged sq(q.t, true), sk(k.t, true), sv(v.t, true), so(out, true), sl(lse, true), sdo(dout, true);
+  Staged sseg(seg, seg ? size_t(d.B * d.S) * sizeof(int64_t) : 0);
+  Staged sdq(dq.t, true), sdk(dk.t, true), sdv(dv.t, true);
+  Staged dvec(size_t(d.B * d.Hq * d.S) * sizeof(float));
+  ck::attention_backward(attn_args(d, sq, q, sk, k, sv, v, seg ? sseg.as<int64_t>() : nullptr, scale), so.as<float>(),
+                         sl.as<float>(), sdo.as<float>(), dvec.as<float>(), sdq.as<float>(), rows_of(dq),
+                         sdk.as<float>(), rows_of(dk), sdv.as<float>(), rows_of(dv), nullptr);
+  sdq.to_host_rows(dq);
+  sdk.to_host_rows(dk);
+  sdv.to_host_rows(dv);
+}
+void attention_backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+                        const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk,
+                        const RowView& dv) {
+  attention_backward_seg(q, k, v, out, lse, dout, seq, nullptr, scale, dq, dk, dv);
+}
+
+const AttentionKernel kAttention{"cuda", attention_forward, attention_backward, attention_forward_seg,
+                                 attention_backward_seg};
+
 }  // namespace
+TITAN_REGISTER_KERNEL(AttentionKernel, "cuda", DeviceType::CPU, kAttention);
 TITAN_REGISTER_KERNEL(RopeKernel, "cuda", DeviceType::CPU, kRope);
 TITAN_REGISTER_KERNEL(RMSNormKernel, "cuda", DeviceType::CPU, kRMSNorm);
 TITAN_REGISTER_KERNEL(SwiGLUKernel, "cuda", DeviceType::CPU, kSwiGLU);

@@ -7,6 +7,7 @@
 
 #include "core/cuda_emu/runtime.h"
 #include "ops/adamw/adamw.h"
+#include "ops/attention/attention.h"
 #include "ops/catalog.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/embedding/embedding.h"
@@ -27,7 +28,7 @@ struct SeedGuard {
 };
 
 TEST(CudaKernels, RegisteredForTheOpsTheyImplement) {
-  for (const char* op : {"rmsnorm", "swiglu", "embedding", "adamw", "rope", "gemm", "linear", "cross_entropy"}) EXPECT_TRUE(op_has_variant(op, "cuda")) << op;
+  for (const char* op : {"rmsnorm", "swiglu", "embedding", "adamw", "rope", "gemm", "linear", "cross_entropy", "attention"}) EXPECT_TRUE(op_has_variant(op, "cuda")) << op;
 }
 
 TEST(CudaKernels, AliasedOutputsMatchOutOfPlaceCalls) {
@@ -106,6 +107,30 @@ TEST(CudaKernels, CrossEntropyIgnoredRowsAndABf16Head) {
   const double lb_c = cu.forward_backward(h, w16, labels, 1.f, dh_c, none, DType::BF16);
   EXPECT_NEAR(lb_c, lb_r, 2e-2 * std::abs(lb_r));
   EXPECT_TRUE(close(dh_c, dh_r, 1e-2, 2e-2));
+}
+
+// head_dim 128 (Qwen3) and 256, whose backward needs 68 KiB of dynamic shared memory: the launch
+// must opt in above 48 KiB (the emulator refuses it otherwise, as a GPU does). GQA 4:1, f32.
+TEST(CudaKernels, AttentionWideHeadsAgainstTheReference) {
+  const auto& ref = kernel<AttentionKernel>("reference");
+  const auto& cu = kernel<AttentionKernel>("cuda");
+  for (int64_t D : {128, 256}) {
+    const int64_t B = 1, S = 19, Hq = 4, Hkv = 1;
+    Tensor q = randn({B, S, Hq, D}, 31), k = randn({B, S, Hkv, D}, 32), v = randn({B, S, Hkv, D}, 33);
+    Tensor dout = randn({B, S, Hq, D}, 34);
+    const float scale = float(1.0 / std::sqrt(double(D)));
+    Tensor o_r, l_r, o_c, l_c;
+    ref.forward(q, k, v, scale, o_r, l_r);
+    cu.forward(q, k, v, scale, o_c, l_c);
+    EXPECT_TRUE(close(o_c, o_r, 1e-5, 1e-4)) << D;
+    EXPECT_TRUE(close(l_c, l_r, 1e-5, 1e-5)) << D;
+    Tensor dq_r, dk_r, dv_r, dq_c, dk_c, dv_c;
+    ref.backward(q, k, v, o_r, l_r, dout, scale, dq_r, dk_r, dv_r);
+    cu.backward(q, k, v, o_r, l_r, dout, scale, dq_c, dk_c, dv_c);
+    EXPECT_TRUE(close(dq_c, dq_r, 1e-5, 1e-4)) << D;
+    EXPECT_TRUE(close(dk_c, dk_r, 1e-5, 1e-4)) << D;
+    EXPECT_TRUE(close(dv_c, dv_r, 1e-5, 1e-4)) << D;
+  }
 }
 
 TEST(CudaKernels, NoDeviceMemoryLeftBehind) {
