@@ -11,6 +11,7 @@
 #include "ops/cuda/adamw.cuh"
 #include "ops/cuda/attention.cuh"
 #include "ops/cuda/cross_entropy.cuh"
+#include "ops/cuda/elementwise.cuh"
 #include "ops/cuda/embedding.cuh"
 #include "ops/cuda/gemm_cublaslt.cuh"
 #include "ops/cuda/gemm_ref.cuh"

@@ -7,6 +7,7 @@
 #include "ops/cuda/adamw.cuh"
 #include "ops/cuda/attention.cuh"
 #include "ops/cuda/cross_entropy.cuh"
+#include "ops/cuda/elementwise.cuh"
 #include "ops/cuda/embedding.cuh"
 #include "ops/cuda/gemm_ref.cuh"
 #include "ops/cuda/rmsnorm.cuh"

@@ -71,6 +71,11 @@ void attention_forward(const AttnArgs& a, float* out, float* lse, void* stream);
 void attention_backward(const AttnArgs& a, const float* out, const float* lse, const float* dout, float* dvec,
                         float* dq, Rows dqr, float* dk, Rows dkr, float* dv, Rows dvr, void* stream);
 
+// Residual add y = a + b (y may be a); bias y[m, n] += b[n]; bias gradient db[n] += sum_m dy[m, n].
+void add(const float* a, const float* b, float* y, int64_t count, void* stream);
+void bias_forward(float* y, const float* b, int64_t m, int64_t n, void* stream);
+void bias_backward(const float* dy, float* db, int64_t m, int64_t n, void* stream);
+
 // d[i * ldd + j] += r[i * ldr + j] over a row-major rows x cols block.
 void add_rows(float* d, int64_t ldd, const float* r, int64_t ldr, int64_t rows, int64_t cols, void* stream);
 

@@ -16,9 +16,12 @@
 #include "ops/adamw/checks.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/shape.h"
+#include "ops/bias/checks.h"
 #include "ops/cuda/launch.h"
 #include "ops/embedding/checks.h"
 #include "ops/embedding/embedding.h"
+#include "ops/op_checks.h"
+#include "ops/residual/residual.h"
 #include "ops/rmsnorm/checks.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/rope/checks.h"
@@ -240,7 +243,44 @@ void attention_backward(const RowView& q, const RowView& k, const RowView& v, co
 const AttentionKernel kAttention{"cuda", attention_forward, attention_backward, attention_forward_seg,
                                  attention_backward_seg};
 
+// ---- residual, bias ----
+void residual_forward(const Tensor& a, const Tensor& b, Tensor& y) {
+  opcheck::f32(a, "residual", "a");
+  opcheck::f32(b, "residual", "b");
+  opcheck::f32(y, "residual", "y");
+  opcheck::numel(b, a.numel(), "residual", "b");
+  opcheck::numel(y, a.numel(), "residual", "y");
+  Staged sa(a, true), sb(b, true), sy(y, false);
+  ck::add(sa.as<float>(), sb.as<float>(), sy.as<float>(), a.numel(), nullptr);
+  sy.to_host();
+}
+void residual_accumulate(Tensor& dst, const Tensor& src) {
+  opcheck::f32(dst, "residual", "dst");
+  opcheck::f32(src, "residual", "src");
+  opcheck::numel(src, dst.numel(), "residual", "src");
+  Staged sd(dst, true), ss(src, true);
+  ck::add(sd.as<float>(), ss.as<float>(), sd.as<float>(), dst.numel(), nullptr);
+  sd.to_host();
+}
+const ResidualKernel kResidual{"cuda", residual_forward, residual_accumulate};
+
+void bias_forward(Tensor& y, const Tensor& b) {
+  const int64_t n = bias_checks::check(y, b, "y", "b");
+  Staged sy(y, true), sb(b, true);
+  ck::bias_forward(sy.as<float>(), sb.as<float>(), y.dim(0), n, nullptr);
+  sy.to_host();
+}
+void bias_backward(const Tensor& dy, Tensor& db) {
+  const int64_t n = bias_checks::check(dy, db, "dy", "db");
+  Staged sdy(dy, true), sdb(db, true);
+  ck::bias_backward(sdy.as<float>(), sdb.as<float>(), dy.dim(0), n, nullptr);
+  sdb.to_host();
+}
+const BiasKernel kBias{"cuda", bias_forward, bias_backward};
+
 }  // namespace
+TITAN_REGISTER_KERNEL(ResidualKernel, "cuda", DeviceType::CPU, kResidual);
+TITAN_REGISTER_KERNEL(BiasKernel, "cuda", DeviceType::CPU, kBias);
 TITAN_REGISTER_KERNEL(AttentionKernel, "cuda", DeviceType::CPU, kAttention);
 TITAN_REGISTER_KERNEL(RopeKernel, "cuda", DeviceType::CPU, kRope);
 TITAN_REGISTER_KERNEL(RMSNormKernel, "cuda", DeviceType::CPU, kRMSNorm);

@@ -28,7 +28,7 @@ struct SeedGuard {
 };
 
 TEST(CudaKernels, RegisteredForTheOpsTheyImplement) {
-  for (const char* op : {"rmsnorm", "swiglu", "embedding", "adamw", "rope", "gemm", "linear", "cross_entropy", "attention"}) EXPECT_TRUE(op_has_variant(op, "cuda")) << op;
+  for (const char* op : {"rmsnorm", "swiglu", "embedding", "adamw", "rope", "gemm", "linear", "cross_entropy", "attention", "bias", "residual"}) EXPECT_TRUE(op_has_variant(op, "cuda")) << op;
 }
 
 TEST(CudaKernels, AliasedOutputsMatchOutOfPlaceCalls) {
