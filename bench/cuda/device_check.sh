@@ -15,7 +15,9 @@
 #
 # --dry-run: the CPU parts on this machine's emulator build (BUILD, default build/): the spill
 # gate, verify kernels --device cuda under the emulator, the kernel tests, and 2 steps of the
-# recipe with the cheap cuda variants; no nvidia-smi, no compute-sanitizer.
+# recipe with the cuda variants of the norms, SwiGLU, embedding, RoPE and attention (the GEMMs
+# stay on the CPU: the emulator's scalar GEMM would take minutes); no nvidia-smi, no
+# compute-sanitizer.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 dry=0
@@ -77,11 +79,11 @@ fi
 # The recipe, CPU kernels against the cuda variants.
 if [ $dry = 1 ]; then
   steps=2
-  replace='["**.norm=rmsnorm.cuda","model.layers.*.mlp=swiglu.cuda","model.embed_tokens=embedding.cuda","**.rope=rope.cuda"]'
+  replace='["**.norm=rmsnorm.cuda","model.layers.*.mlp=swiglu.cuda","model.embed_tokens=embedding.cuda","**.rope=rope.cuda","**.attention=attention.cuda"]'
   extra=(--training.seq_len 32 --training.local_batch_size 2)
 else
   steps=30
-  replace='["**.norm=rmsnorm.cuda","model.layers.*.mlp=swiglu.cuda","model.embed_tokens=embedding.cuda","**.rope=rope.cuda","model.layers.*.linear=linear.cuda","lm_head=cross_entropy.cuda"]'
+  replace='["**.norm=rmsnorm.cuda","model.layers.*.mlp=swiglu.cuda","model.embed_tokens=embedding.cuda","**.rope=rope.cuda","**.attention=attention.cuda","model.layers.*.linear=linear.cuda","lm_head=cross_entropy.cuda"]'
   extra=()
 fi
 train() {  # folder [replace]

@@ -2,7 +2,7 @@
 # bench/cuda/device_check.sh --dry-run on this build: its CPU parts must pass here (the ptxas
 # spill gate when nvcc ran, verify kernels --device cuda and the kernel tests under the grid
 # emulator, and 2 steps of the debug recipe through the cuda variants of the norms, SwiGLU,
-# embedding and RoPE matching the CPU losses within 1e-5).
+# embedding, RoPE and attention matching the CPU losses within 1e-5).
 set -euo pipefail
 titan=$1
 src=$2
