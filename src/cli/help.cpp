@@ -194,9 +194,10 @@ const std::map<std::string, std::string>& texts() {
        "  --keep                     keep the export\n"
        "  --quiet                    only the summary line\n"},
       {"verify kernels",
-       "usage: titan verify kernels [--op NAME] [--json]\n"
+       "usage: titan verify kernels [--op NAME] [--device cpu|cuda] [--json]\n"
        "Every kernel variant against its reference on random shapes.\n"
        "  --op NAME                  only this op (default: every op)\n"
+       "  --device cuda              only the cuda variants (under the grid emulator without a GPU)\n"
        "  --json                     machine-readable rows\n"},
   };
   return t;

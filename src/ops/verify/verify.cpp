@@ -206,7 +206,7 @@ std::vector<VerifyRow> run_case(const KernelCase& c, const std::string& variant)
 
 }  // namespace verify_detail
 
-std::vector<VerifyRow> verify_kernels(const std::string& op) {
+std::vector<VerifyRow> verify_kernels(const std::string& op, const std::string& variant) {
   using namespace verify_detail;
   const auto& table = kernel_cases();
   if (!op.empty()) {
@@ -224,6 +224,7 @@ std::vector<VerifyRow> verify_kernels(const std::string& op) {
     std::vector<std::string> vs = c.variants();
     if (c.fd) vs.insert(vs.begin(), "reference");
     for (const auto& v : vs)
+      if (variant.empty() || v == variant)
       for (auto& r : run_case(c, v)) rows.push_back(std::move(r));
   }
   return rows;

@@ -46,8 +46,9 @@ struct VerifyRow {
   std::string why;  // when !ok: which condition failed
 };
 
-// All ops (op == "") or one op (error when unknown).
-std::vector<VerifyRow> verify_kernels(const std::string& op = "");
+// All ops (op == "") or one op (error when unknown); every variant (variant == "") or only one
+// (`titan verify kernels --device cuda` runs variant "cuda", docs/cuda.md).
+std::vector<VerifyRow> verify_kernels(const std::string& op = "", const std::string& variant = "");
 
 namespace verify_detail {
 

@@ -1,0 +1,88 @@
+// Variants "cuda" of gemm and linear: the project's row-major GEMM (ops/matmul/matmul.h) mapped
+// onto the column-major cuBLAS interface (ops/cuda/blas.h) by to_blas(), the one place where that
+// mapping is written. Under the emulator the reference kernel runs it (cuBLAS's ld rules checked),
+// so the kernel case table tests the mapping; the nvcc build runs cuBLASLt with the same call.
+//
+// Row-major C[m, n] with ldc is column-major C^T [n, m] with the same ld, and
+// C^T = op(B)^T op(A)^T: cuBLAS gets m' = n, n' = m, A' = B (op from trans_b, lda' = ldb),
+// B' = A (op from trans_a, ldb' = lda). The addend R rides on the epilogue's C input with beta = 1
+// when beta == 0 (the residual add); with beta != 0 as well, R is added by a second kernel.
+#include "ops/cuda/gemm_variant.h"
+
+#include "core/cuda_emu/cuda.h"
+#include "core/dtype.h"
+#include "ops/cuda/launch.h"
+#include "ops/matmul/matmul.h"
+
+namespace titan {
+namespace {
+
+namespace ck = cuda_kernels;
+
+// Elements spanned by a row-major rows x cols matrix with row stride ld.
+int64_t span(int64_t rows, int64_t cols, int64_t ld) { return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols; }
+
+// Device memory holding `count` elements of `bytes_each` copied from host p (when in).
+struct DevSpan {
+  void* d = nullptr;
+  size_t bytes = 0;
+  DevSpan(const void* p, int64_t count, size_t bytes_each, bool in) : bytes(size_t(count) * bytes_each) {
+    if (!p || count == 0) return;
+    d = gpu::alloc(bytes);
+    if (in) gpu::copy_to_device(d, p, bytes);
+  }
+  ~DevSpan() {
+    if (d) gpu::free(d);
+  }
+  DevSpan(const DevSpan&) = delete;
+  DevSpan& operator=(const DevSpan&) = delete;
+};
+
+}  // namespace
+
+ck::BlasGemm to_blas(const GemmArgs& g, const void* a, const void* b, float* c, const float* add) {
+  ck::BlasGemm r;
+  r.transa = g.trans_b ? ck::BlasOp::T : ck::BlasOp::N;
+  r.transb = g.trans_a ? ck::BlasOp::T : ck::BlasOp::N;
+  r.m = g.n, r.n = g.m, r.k = g.k;
+  r.alpha = g.alpha, r.beta = g.beta;
+  r.a = b, r.lda = g.ldb;
+  r.b = a, r.ldb = g.lda;
+  r.c = c, r.ldc = g.ldc;
+  r.d = c, r.ldd = g.ldc;
+  if (add && g.beta == 0.f) r.c = add, r.ldc = g.ldadd, r.beta = 1.f;
+  r.bf16 = g.in_dtype == DType::BF16;
+  return r;
+}
+
+namespace {
+
+void gemm_cuda(const GemmArgs& g) {
+  const size_t in_bytes = g.in_dtype == DType::BF16 ? 2 : 4;
+  DevSpan a(g.a, span(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda), in_bytes, true);
+  DevSpan b(g.b, span(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb), in_bytes, true);
+  // C is copied in even when beta == 0: the copy back covers the gaps between its rows (ldc > n).
+  DevSpan c(g.c, span(g.m, g.n, g.ldc), sizeof(float), true);
+  DevSpan add(g.add, span(g.m, g.n, g.ldadd), sizeof(float), true);
+  auto* cd = static_cast<float*>(c.d);
+  const auto* addd = static_cast<const float*>(add.d);
+  ck::blas_gemm(to_blas(g, a.d, b.d, cd, addd), nullptr, nullptr);
+  if (addd && g.beta != 0.f) ck::add_rows(cd, g.ldc, addd, g.ldadd, g.m, g.n, nullptr);
+  gpu::copy_to_host(g.c, cd, c.bytes);
+}
+
+const GemmKernel kGemmCuda{"cuda", gemm_cuda};
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute) {
+  linear_forward_with(kGemmCuda, x, w, y, compute, r);
+}
+void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw, DType compute) {
+  linear_backward_with(kGemmCuda, x, w, dy, dx, dw, compute);
+}
+
+const LinearKernel kLinearCuda{"cuda", linear_forward, linear_backward};
+
+}  // namespace
+TITAN_REGISTER_KERNEL(GemmKernel, "cuda", DeviceType::CPU, kGemmCuda);
+TITAN_REGISTER_KERNEL(LinearKernel, "cuda", DeviceType::CPU, kLinearCuda);
+}  // namespace titan

@@ -1,0 +1,48 @@
+// The single-source CUDA kernels (ops/cuda/*.cuh) compiled by nvcc (sm_80, sm_90; -Werror): the
+// TITAN_CUDA build gate (cmake/cuda.cmake) compiles this file so that every kernel the emulator
+// runs also builds for the GPU, and records `-Xptxas -v` (registers, spills) per kernel. It also
+// defines titan::gpu's memory calls over the CUDA runtime (the emulator's are in
+// core/cuda_emu/gpu_memory.cpp).
+#include <cstdio>
+#include <string>
+
+#include "core/cuda_emu/cuda.h"
+#include "core/error.h"
+#include "ops/cuda/adamw.cuh"
+#include "ops/cuda/attention.cuh"
+#include "ops/cuda/cross_entropy.cuh"
+#include "ops/cuda/elementwise.cuh"
+#include "ops/cuda/embedding.cuh"
+#include "ops/cuda/gemm_cublaslt.cuh"
+#include "ops/cuda/gemm_ref.cuh"
+#include "ops/cuda/rmsnorm.cuh"
+#include "ops/cuda/rope.cuh"
+#include "ops/cuda/swiglu.cuh"
+
+namespace titan::gpu {
+
+void check(cudaError_t e, const char* what, const char* file, int line) {
+  if (e != cudaSuccess) fail("cuda: ", what, " at ", file, ":", line, ": ", cudaGetErrorString(e));
+}
+
+void* alloc(size_t bytes) {
+  void* p = nullptr;
+  TITAN_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+  return p;
+}
+void free(void* p) { TITAN_CUDA_CHECK(cudaFree(p)); }
+void copy_to_device(void* dst, const void* src, size_t bytes) {
+  TITAN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+void copy_to_host(void* dst, const void* src, size_t bytes) {
+  TITAN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+void copy_device(void* dst, const void* src, size_t bytes) {
+  TITAN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
+void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, size_t rows) {
+  if (rows) TITAN_CUDA_CHECK(cudaMemcpy2D(dst, pitch, src, pitch, width, rows, cudaMemcpyDeviceToHost));
+}
+void synchronize() { TITAN_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+}  // namespace titan::gpu

@@ -1,0 +1,82 @@
+// The host entry points of the single-source CUDA kernels (ops/cuda/*.cuh): plain C++ over device
+// pointers, so the op variants (ops/cuda/variants.cpp) call them without CUDA headers. Defined by
+// kernels_emu.cpp under the grid emulator and by kernels.cu under nvcc; the same .cuh sources.
+// `stream` is a cudaStream_t (null: the default stream).
+#pragma once
+#include <cstdint>
+
+namespace titan::cuda_kernels {
+
+// The layout of a row view (ops/row_view.h): vectors of length d, h per row, rows ld apart.
+struct Rows {
+  int64_t h = 1, d = 0, ld = 0;
+};
+
+// RMSNorm (ops/rmsnorm/rmsnorm.h) over n vectors; y is f32 (y_f32) or bf16 bits (y_bf16).
+void rmsnorm_forward(const float* x, Rows xr, const float* w, float eps, float* y_f32, uint16_t* y_bf16, Rows yr,
+                     float* rstd, int64_t n, void* stream);
+// dx (=|+=) and, when dw is non-null, dw += (deterministic: fixed-order partial sums). dx may be
+// dy. partial: scratch of dw_partial_floats(n, d) floats.
+void rmsnorm_backward(const float* x, Rows xr, const float* w, const float* rstd, const float* dy, Rows dyr, float* dx,
+                      Rows dxr, float* dw, float* partial, int64_t n, bool accumulate, void* stream);
+int64_t rmsnorm_dw_partial_floats(int64_t n, int64_t d);
+
+// SwiGLU (ops/swiglu/swiglu.h): gu [n, 2i] -> out [n, i] (f32 or bf16 bits); backward into dgu
+// [n, 2i] (f32 or bf16 bits; may be gu when f32).
+void swiglu_forward(const float* gu, float* out_f32, uint16_t* out_bf16, int64_t n, int64_t i, void* stream);
+void swiglu_backward(const float* gu, const float* dout, float* dgu_f32, uint16_t* dgu_bf16, int64_t n, int64_t i,
+                     void* stream);
+
+// Embedding (ops/embedding/embedding.h): ids are i64 (ids64) or i32 (ids32), checked in range by
+// the caller. backward: dweight[ids[t]] += dout[t], each column summed in token order.
+void embedding_forward(const int64_t* ids64, const int32_t* ids32, const float* w, float* out, int64_t n, int64_t h,
+                       void* stream);
+void embedding_backward(const int64_t* ids64, const int32_t* ids32, const float* dout, float* dw, int64_t n, int64_t h,
+                        void* stream);
+
+// AdamW (ops/adamw/adamw.h) over `count` f32 elements: decay = 1 - lr wd, step_size = lr / (1 - b1^t),
+// inv_sqrt_bc2 = 1 / sqrt(1 - b2^t).
+void adamw_step(float* p, const float* g, float* m, float* v, int64_t count, float beta1, float beta2, float eps,
+                float decay, float step_size, float inv_sqrt_bc2, void* stream);
+
+// RoPE (ops/rope/rope.h) in place on `rows` token rows (row r at position start + r mod seq);
+// cos/sin: the [P, D] caches; backward: the transposed rotation.
+void rope_rotate(float* x, Rows xr, int64_t rows, int64_t seq, int64_t start, const float* cos_cache,
+                 const float* sin_cache, bool backward, void* stream);
+
+// Softmax cross-entropy on `rows` logit rows z [rows, v] (labels l64 or l32 at row0 + r, -100
+// ignored): loss[r] = logsumexp - z[label]; with backward, the rows become grad_scale * (softmax -
+// onehot) in place (f32) or in z_bf16 (bf16 bits) when it is non-null.
+void ce_rows(float* z, int64_t rows, int64_t v, const int64_t* l64, const int32_t* l32, int64_t row0, float* loss,
+             bool backward, float grad_scale, uint16_t* z_bf16, void* stream);
+// dst = bf16 bits of src (round to nearest even).
+void round_bf16(const float* src, uint16_t* dst, int64_t count, void* stream);
+
+// Attention (ops/attention/attention.h) over row views of q [B*S rows, Hq, D], k, v [.., Hkv, D];
+// out [B, S, Hq, D] and lse [B, Hq, S] contiguous; seg: document starts or null (causal).
+struct AttnArgs {
+  const float* q = nullptr;
+  Rows qr;
+  const float* k = nullptr;
+  Rows kr;
+  const float* v = nullptr;
+  Rows vr;
+  const int64_t* seg = nullptr;
+  int64_t B = 0, S = 0, Hq = 0, Hkv = 0, D = 0;
+  float scale = 1;
+};
+const char* attention_check(const AttnArgs& a);  // "" or why the kernels refuse the shape
+void attention_forward(const AttnArgs& a, float* out, float* lse, void* stream);
+// dvec: scratch of B * Hq * S floats.
+void attention_backward(const AttnArgs& a, const float* out, const float* lse, const float* dout, float* dvec,
+                        float* dq, Rows dqr, float* dk, Rows dkr, float* dv, Rows dvr, void* stream);
+
+// Residual add y = a + b (y may be a); bias y[m, n] += b[n]; bias gradient db[n] += sum_m dy[m, n].
+void add(const float* a, const float* b, float* y, int64_t count, void* stream);
+void bias_forward(float* y, const float* b, int64_t m, int64_t n, void* stream);
+void bias_backward(const float* dy, float* db, int64_t m, int64_t n, void* stream);
+
+// d[i * ldd + j] += r[i * ldr + j] over a row-major rows x cols block.
+void add_rows(float* d, int64_t ldd, const float* r, int64_t ldr, int64_t rows, int64_t cols, void* stream);
+
+}  // namespace titan::cuda_kernels

@@ -1,0 +1,290 @@
+// Variant "cuda" of the ops with single-source CUDA kernels (ops/cuda/*.cuh): the op's argument
+// checks on the host, the operands staged into device memory (titan::gpu), the kernels launched
+// through ops/cuda/launch.h, the outputs copied back. In this build the kernels run under the
+// grid emulator (core/cuda_emu), so `titan verify kernels --device cuda` and the kernel case
+// table check them against the reference on the CPU; the staging is the code a GPU build runs.
+//
+// Registered for DeviceType::CPU: the operands are host tensors (the project has no device tensor
+// yet), and the variant is the CUDA code path on them. docs/cuda.md.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/cuda_emu/cuda.h"
+#include "core/dtype.h"
+#include "ops/adamw/adamw.h"
+#include "ops/adamw/checks.h"
+#include "ops/attention/attention.h"
+#include "ops/attention/shape.h"
+#include "ops/bias/checks.h"
+#include "ops/cuda/launch.h"
+#include "ops/embedding/checks.h"
+#include "ops/embedding/embedding.h"
+#include "ops/op_checks.h"
+#include "ops/residual/residual.h"
+#include "ops/rmsnorm/checks.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/rope/checks.h"
+#include "ops/rope/rope.h"
+#include "ops/swiglu/checks.h"
+#include "ops/swiglu/swiglu.h"
+
+namespace titan {
+namespace {
+
+namespace ck = cuda_kernels;
+
+// Device memory holding a copy of a host tensor (copied in unless `in` is false), copied back by
+// to_host(); freed at scope end.
+class Staged {
+ public:
+  Staged() = default;
+  Staged(const Tensor& t, bool in) : host_(t), bytes_(t.defined() ? t.nbytes() : 0) {
+    if (!t.defined()) return;
+    dev_ = gpu::alloc(bytes_);
+    if (in) gpu::copy_to_device(dev_, t.raw(), bytes_);
+  }
+  explicit Staged(size_t bytes) : bytes_(bytes) { dev_ = gpu::alloc(bytes); }
+  // A copy of raw host memory (not copied back).
+  Staged(const void* host, size_t bytes) : Staged(bytes) {
+    if (host && bytes) gpu::copy_to_device(dev_, host, bytes);
+  }
+  ~Staged() {
+    if (dev_) gpu::free(dev_);
+  }
+  Staged(const Staged&) = delete;
+  Staged& operator=(const Staged&) = delete;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(dev_);
+  }
+  void to_host() const {
+    if (dev_) gpu::copy_to_host(host_.raw(), dev_, bytes_);
+  }
+  // Only the elements of view v of this tensor (its rows, not the gaps between them, which may be
+  // another output's columns in the same buffer).
+  void to_host_rows(const RowView& v) const {
+    if (dev_ && v.n > 0)
+      gpu::copy_to_host_2d(host_.raw(), dev_, size_t(v.ld) * dtype_size(host_.dtype()),
+                           size_t(v.h * v.d) * dtype_size(host_.dtype()), size_t(v.n));
+  }
+
+ private:
+  Tensor host_;
+  void* dev_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+ck::Rows rows_of(const RowView& v) { return {v.h, v.d, v.ld}; }
+bool same_memory(const RowView& a, const RowView& b) { return a.t.raw() == b.t.raw(); }
+
+// ---- rmsnorm ----
+void rmsnorm_forward(const RowView& x, const Tensor& w, float eps, const RowView& y, Tensor& rstd) {
+  const auto [N, D] = rmsnorm_detail::check_forward(x, w, y, rstd);
+  const bool bf16 = y.t.dtype() == DType::BF16;
+  Staged dx(x.t, true), dw(w, true), dy(y.t, true), dr(rstd, false);
+  ck::rmsnorm_forward(dx.as<float>(), rows_of(x), dw.as<float>(), eps, bf16 ? nullptr : dy.as<float>(),
+                      bf16 ? dy.as<uint16_t>() : nullptr, rows_of(y), dr.as<float>(), N, nullptr);
+  dy.to_host_rows(y);
+  dr.to_host();
+}
+
+void rmsnorm_backward(const RowView& x, const Tensor& w, const Tensor& rstd, const RowView& dy, const RowView& dx,
+                      Tensor& dw, bool accumulate) {
+  const auto [N, D] = rmsnorm_detail::check_backward(x, w, rstd, dy, dx, dw);
+  Staged sx(x.t, true), sw(w, true), sr(rstd, true), sdy(dy.t, true), sdw(dw, true);
+  // dx may share dy's memory (in place): then one device copy serves both.
+  const bool alias = same_memory(dy, dx);
+  Staged sdx(alias ? Tensor() : dx.t, true);
+  float* dxp = alias ? sdy.as<float>() : sdx.as<float>();
+  Staged partial(size_t(ck::rmsnorm_dw_partial_floats(N, D)) * sizeof(float));
+  ck::rmsnorm_backward(sx.as<float>(), rows_of(x), sw.as<float>(), sr.as<float>(), sdy.as<float>(), rows_of(dy), dxp,
+                       rows_of(dx), dw.defined() ? sdw.as<float>() : nullptr, partial.as<float>(), N, accumulate,
+                       nullptr);
+  if (alias)
+    sdy.to_host_rows(dx);
+  else
+    sdx.to_host_rows(dx);
+  sdw.to_host();
+}
+
+const RMSNormKernel kRMSNorm{"cuda", rmsnorm_forward, rmsnorm_backward};
+
+// ---- swiglu ----
+void swiglu_forward(const Tensor& gu, Tensor& out) {
+  const auto [N, I] = swiglu_detail::check(gu, out, "out", true);
+  const bool bf16 = out.dtype() == DType::BF16;
+  Staged sgu(gu, true), so(out, false);
+  ck::swiglu_forward(sgu.as<float>(), bf16 ? nullptr : so.as<float>(), bf16 ? so.as<uint16_t>() : nullptr, N, I,
+                     nullptr);
+  so.to_host();
+}
+
+void swiglu_backward(const Tensor& gu, const Tensor& dout, Tensor& dgu) {
+  const auto [N, I] = swiglu_detail::check(gu, dout, "dout");
+  swiglu_detail::check_dgu(gu, dgu);
+  const bool bf16 = dgu.dtype() == DType::BF16;
+  const bool alias = !bf16 && dgu.raw() == gu.raw();
+  Staged sgu(gu, true), sd(dout, true), sdg(alias ? Tensor() : dgu, false);
+  float* dgf = bf16 ? nullptr : (alias ? sgu.as<float>() : sdg.as<float>());
+  ck::swiglu_backward(sgu.as<float>(), sd.as<float>(), dgf, bf16 ? sdg.as<uint16_t>() : nullptr, N, I, nullptr);
+  if (alias)
+    sgu.to_host();
+  else
+    sdg.to_host();
+}
+
+const SwiGLUKernel kSwiGLU{"cuda", swiglu_forward, swiglu_backward};
+
+// ---- embedding ----
+void embedding_forward(const Tensor& ids, const Tensor& weight, Tensor& out) {
+  const int64_t N = embedding_detail::check(ids, weight, out, "out");
+  const int64_t H = weight.dim(1);
+  const bool i64 = ids.dtype() == DType::I64;
+  Staged si(ids, true), sw(weight, true), so(out, false);
+  ck::embedding_forward(i64 ? si.as<int64_t>() : nullptr, i64 ? nullptr : si.as<int32_t>(), sw.as<float>(),
+                        so.as<float>(), N, H, nullptr);
+  so.to_host();
+}
+
+void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dweight) {
+  const int64_t N = embedding_detail::check(ids, dweight, dout, "dout");
+  const int64_t H = dweight.dim(1);
+  const bool i64 = ids.dtype() == DType::I64;
+  Staged si(ids, true), sd(dout, true), sw(dweight, true);
+  ck::embedding_backward(i64 ? si.as<int64_t>() : nullptr, i64 ? nullptr : si.as<int32_t>(), sd.as<float>(),
+                         sw.as<float>(), N, H, nullptr);
+  sw.to_host();
+}
+
+const EmbeddingKernel kEmbedding{"cuda", embedding_forward, embedding_backward};
+
+// ---- adamw ----
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& hp) {
+  adamw_detail::check(param, grad, m, v, hp);
+  Staged sp(param, true), sg(grad, true), sm(m, true), sv(v, true);
+  const adamw_detail::Hyper hy(hp);
+  ck::adamw_step(sp.as<float>(), sg.as<float>(), sm.as<float>(), sv.as<float>(), param.numel(), float(hy.beta1),
+                 float(hy.beta2), float(hy.eps), float(1.0 - hy.lr * hy.wd), float(hy.lr / hy.bias_correction1),
+                 float(1.0 / std::sqrt(hy.bias_correction2)), nullptr);
+  sp.to_host();
+  sm.to_host();
+  sv.to_host();
+}
+
+const AdamWKernel kAdamW{"cuda", adamw_step};
+
+// ---- rope ----
+void rope_rotate(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache, bool backward) {
+  rope_detail::check(x, seq, start, cache, backward ? "dy" : "x");
+  Staged sx(x.t, true), sc(cache.cos, true), ss(cache.sin, true);
+  ck::rope_rotate(sx.as<float>(), rows_of(x), x.n, seq, start, sc.as<float>(), ss.as<float>(), backward, nullptr);
+  sx.to_host_rows(x);
+}
+void rope_forward(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+  rope_rotate(x, seq, start, cache, false);
+}
+void rope_backward(const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+  rope_rotate(dy, seq, start, cache, true);
+}
+
+const RopeKernel kRope{"cuda", rope_forward, rope_backward};
+
+// ---- attention ----
+ck::AttnArgs attn_args(const attention::Dims& d, const Staged& q, const RowView& qv, const Staged& k,
+                       const RowView& kv, const Staged& v, const RowView& vv, const int64_t* seg, float scale) {
+  ck::AttnArgs a;
+  a.q = q.as<float>(), a.qr = rows_of(qv), a.k = k.as<float>(), a.kr = rows_of(kv), a.v = v.as<float>();
+  a.vr = rows_of(vv), a.seg = seg, a.B = d.B, a.S = d.S, a.Hq = d.Hq, a.Hkv = d.Hkv, a.D = d.D, a.scale = scale;
+  const char* bad = ck::attention_check(a);
+  TITAN_CHECK(*bad == 0, "attention.cuda: ", bad);
+  return a;
+}
+
+void attention_forward_seg(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
+                           float scale, Tensor& out, Tensor& lse) {
+  const attention::Dims d = attention::check_rows_forward(q, k, v, seq, scale, out, lse, "attention.cuda forward");
+  attention::check_segments(seg, d.B, d.S, "attention.cuda forward");
+  Staged sq(q.t, true), sk(k.t, true), sv(v.t, true), so(out, false), sl(lse, false);
+  Staged sseg(seg, seg ? size_t(d.B * d.S) * sizeof(int64_t) : 0);
+  ck::attention_forward(attn_args(d, sq, q, sk, k, sv, v, seg ? sseg.as<int64_t>() : nullptr, scale), so.as<float>(),
+                        sl.as<float>(), nullptr);
+  so.to_host();
+  sl.to_host();
+}
+void attention_forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
+                       Tensor& lse) {
+  attention_forward_seg(q, k, v, seq, nullptr, scale, out, lse);
+}
+
+void attention_backward_seg(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                            const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg, float scale,
+                            const RowView& dq, const RowView& dk, const RowView& dv) {
+  const attention::Dims d =
+      attention::check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.cuda backward");
+  attention::check_segments(seg, d.B, d.S, "attention.cuda backward");
+  Staged sq(q.t, true), sk(k.t, true), sv(v.t, true), so(out, true), sl(lse, true), sdo(dout, true);
+  Staged sseg(seg, seg ? size_t(d.B * d.S) * sizeof(int64_t) : 0);
+  Staged sdq(dq.t, true), sdk(dk.t, true), sdv(dv.t, true);
+  Staged dvec(size_t(d.B * d.Hq * d.S) * sizeof(float));
+  ck::attention_backward(attn_args(d, sq, q, sk, k, sv, v, seg ? sseg.as<int64_t>() : nullptr, scale), so.as<float>(),
+                         sl.as<float>(), sdo.as<float>(), dvec.as<float>(), sdq.as<float>(), rows_of(dq),
+                         sdk.as<float>(), rows_of(dk), sdv.as<float>(), rows_of(dv), nullptr);
+  sdq.to_host_rows(dq);
+  sdk.to_host_rows(dk);
+  sdv.to_host_rows(dv);
+}
+void attention_backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+                        const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk,
+                        const RowView& dv) {
+  attention_backward_seg(q, k, v, out, lse, dout, seq, nullptr, scale, dq, dk, dv);
+}
+
+const AttentionKernel kAttention{"cuda", attention_forward, attention_backward, attention_forward_seg,
+                                 attention_backward_seg};
+
+// ---- residual, bias ----
+void residual_forward(const Tensor& a, const Tensor& b, Tensor& y) {
+  opcheck::f32(a, "residual", "a");
+  opcheck::f32(b, "residual", "b");
+  opcheck::f32(y, "residual", "y");
+  opcheck::numel(b, a.numel(), "residual", "b");
+  opcheck::numel(y, a.numel(), "residual", "y");
+  Staged sa(a, true), sb(b, true), sy(y, false);
+  ck::add(sa.as<float>(), sb.as<float>(), sy.as<float>(), a.numel(), nullptr);
+  sy.to_host();
+}
+void residual_accumulate(Tensor& dst, const Tensor& src) {
+  opcheck::f32(dst, "residual", "dst");
+  opcheck::f32(src, "residual", "src");
+  opcheck::numel(src, dst.numel(), "residual", "src");
+  Staged sd(dst, true), ss(src, true);
+  ck::add(sd.as<float>(), ss.as<float>(), sd.as<float>(), dst.numel(), nullptr);
+  sd.to_host();
+}
+const ResidualKernel kResidual{"cuda", residual_forward, residual_accumulate};
+
+void bias_forward(Tensor& y, const Tensor& b) {
+  const int64_t n = bias_checks::check(y, b, "y", "b");
+  Staged sy(y, true), sb(b, true);
+  ck::bias_forward(sy.as<float>(), sb.as<float>(), y.dim(0), n, nullptr);
+  sy.to_host();
+}
+void bias_backward(const Tensor& dy, Tensor& db) {
+  const int64_t n = bias_checks::check(dy, db, "dy", "db");
+  Staged sdy(dy, true), sdb(db, true);
+  ck::bias_backward(sdy.as<float>(), sdb.as<float>(), dy.dim(0), n, nullptr);
+  sdb.to_host();
+}
+const BiasKernel kBias{"cuda", bias_forward, bias_backward};
+
+}  // namespace
+TITAN_REGISTER_KERNEL(ResidualKernel, "cuda", DeviceType::CPU, kResidual);
+TITAN_REGISTER_KERNEL(BiasKernel, "cuda", DeviceType::CPU, kBias);
+TITAN_REGISTER_KERNEL(AttentionKernel, "cuda", DeviceType::CPU, kAttention);
+TITAN_REGISTER_KERNEL(RopeKernel, "cuda", DeviceType::CPU, kRope);
+TITAN_REGISTER_KERNEL(RMSNormKernel, "cuda", DeviceType::CPU, kRMSNorm);
+TITAN_REGISTER_KERNEL(SwiGLUKernel, "cuda", DeviceType::CPU, kSwiGLU);
+TITAN_REGISTER_KERNEL(EmbeddingKernel, "cuda", DeviceType::CPU, kEmbedding);
+TITAN_REGISTER_KERNEL(AdamWKernel, "cuda", DeviceType::CPU, kAdamW);
+}  // namespace titan

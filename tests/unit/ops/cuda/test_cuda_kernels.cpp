@@ -1,0 +1,163 @@
+// The "cuda" variants (ops/cuda: single-source kernels, run here under the grid emulator) beyond
+// what the kernel case table checks (tests/unit/ops/test_kernel_cases.cpp runs every table row for
+// them): outputs aliasing inputs, the same bits for every block and thread order (no order-
+// dependent float atomics), no device memory left behind, and `verify kernels --device cuda`.
+#include <cmath>
+#include <vector>
+
+#include "core/cuda_emu/runtime.h"
+#include "ops/adamw/adamw.h"
+#include "ops/attention/attention.h"
+#include "ops/catalog.h"
+#include "ops/cross_entropy/cross_entropy.h"
+#include "ops/embedding/embedding.h"
+#include "ops/rmsnorm/rmsnorm.h"
+#include "ops/swiglu/swiglu.h"
+#include "ops/verify/verify.h"
+#include "../op_test_util.h"
+
+using namespace titan;
+using namespace titan::optest;
+
+namespace {
+
+// Restores the emulator's seed when a test changes it.
+struct SeedGuard {
+  uint64_t saved = cuda_emu::seed();
+  ~SeedGuard() { cuda_emu::set_seed(saved); }
+};
+
+TEST(CudaKernels, RegisteredForTheOpsTheyImplement) {
+  for (const char* op : {"rmsnorm", "swiglu", "embedding", "adamw", "rope", "gemm", "linear", "cross_entropy", "attention", "bias", "residual"}) EXPECT_TRUE(op_has_variant(op, "cuda")) << op;
+}
+
+TEST(CudaKernels, AliasedOutputsMatchOutOfPlaceCalls) {
+  const auto& rn = kernel<RMSNormKernel>("cuda");
+  Tensor x = randn({5, 37}, 1), w = randn({37}, 2, 0.1, 1.0), dy = randn({5, 37}, 3);
+  Tensor rstd = Tensor::empty({5}, DType::F32);
+  Tensor y = Tensor::empty({5, 37}, DType::F32);
+  rn.forward(x, w, 1e-6f, y, rstd);
+  Tensor dx = Tensor::empty({5, 37}, DType::F32), dw = Tensor::zeros({37}, DType::F32);
+  rn.backward(x, w, rstd, dy, dx, dw);
+  Tensor dyi = dy.clone(), dwi = Tensor::zeros({37}, DType::F32);
+  rn.backward(x, w, rstd, dyi, dyi, dwi);  // dx aliasing dy: dw must be computed from dy before dx overwrites it
+  EXPECT_TRUE(bitwise_equal(dyi, dx));
+  EXPECT_TRUE(bitwise_equal(dwi, dw));
+  // Against the reference (accumulating dx as well).
+  const auto& ref = kernel<RMSNormKernel>("reference");
+  Tensor dx_r = randn({5, 37}, 9), dx_c = dx_r.clone(), dw_r = Tensor::zeros({37}, DType::F32);
+  Tensor dw_c = dw_r.clone();
+  ref.backward_add(x, w, rstd, dy, dx_r, dw_r);
+  rn.backward_add(x, w, rstd, dy, dx_c, dw_c);
+  EXPECT_TRUE(close(dx_c, dx_r, 1e-5, 1e-5));
+  EXPECT_TRUE(close(dw_c, dw_r, 1e-5, 1e-5));
+
+  const auto& sg = kernel<SwiGLUKernel>("cuda");
+  Tensor gu = randn({3, 22}, 4), dout = randn({3, 11}, 5), dgu = Tensor::empty({3, 22}, DType::F32);
+  sg.backward(gu, dout, dgu);
+  Tensor gui = gu.clone();
+  sg.backward(gui, dout, gui);  // dgu aliasing gu
+  EXPECT_TRUE(bitwise_equal(gui, dgu));
+}
+
+TEST(CudaKernels, SameBitsForEveryBlockAndThreadOrder) {
+  SeedGuard guard;
+  const auto& rn = kernel<RMSNormKernel>("cuda");
+  const auto& emb = kernel<EmbeddingKernel>("cuda");
+  // 300 vectors: several dw chunks; repeated ids: several tokens add into one row.
+  Tensor x = randn({300, 65}, 11), w = randn({65}, 12), dy = randn({300, 65}, 13);
+  Tensor ids = Tensor::empty({300}, DType::I64);
+  for (int64_t i = 0; i < 300; ++i) ids.data<int64_t>()[i] = (i * 7) % 5;
+  std::vector<Tensor> first;
+  for (uint64_t s : {1u, 2u, 3u}) {
+    cuda_emu::set_seed(s);
+    Tensor y = Tensor::empty({300, 65}, DType::F32), rstd = Tensor::empty({300}, DType::F32);
+    rn.forward(x, w, 1e-6f, y, rstd);
+    Tensor dx = Tensor::empty({300, 65}, DType::F32), dw = Tensor::zeros({65}, DType::F32);
+    rn.backward(x, w, rstd, dy, dx, dw);
+    Tensor dwe = Tensor::zeros({5, 65}, DType::F32);
+    emb.backward(ids, dy, dwe);
+    const std::vector<Tensor> outs = {y, rstd, dx, dw, dwe};
+    if (first.empty()) {
+      first = outs;
+      continue;
+    }
+    for (size_t k = 0; k < outs.size(); ++k) EXPECT_TRUE(bitwise_equal(outs[k], first[k])) << "seed " << s << " output " << k;
+  }
+}
+
+// Ignored labels (-100) and a frozen bf16 lm_head, which the case table does not combine.
+TEST(CudaKernels, CrossEntropyIgnoredRowsAndABf16Head) {
+  const auto& ref = kernel<CrossEntropyKernel>("reference");
+  const auto& cu = kernel<CrossEntropyKernel>("cuda");
+  Tensor h = randn({6, 8}, 21), w = randn({11, 8}, 22), labels = Tensor::empty({6}, DType::I32);
+  const int32_t ls[] = {3, -100, 10, 0, -100, 7};
+  for (int i = 0; i < 6; ++i) labels.data<int32_t>()[i] = ls[i];
+  EXPECT_NEAR(cu.forward(h, w, labels, nullptr, DType::F32), ref.forward(h, w, labels, nullptr, DType::F32), 1e-4);
+  Tensor dh_r = Tensor::empty({6, 8}, DType::F32), dh_c = dh_r.clone();
+  Tensor dw_r = Tensor::zeros({11, 8}, DType::F32), dw_c = dw_r.clone();
+  const double lr = ref.forward_backward(h, w, labels, 0.25f, dh_r, dw_r, DType::F32);
+  const double lc = cu.forward_backward(h, w, labels, 0.25f, dh_c, dw_c, DType::F32);
+  EXPECT_NEAR(lc, lr, 1e-4);
+  EXPECT_TRUE(close(dh_c, dh_r, 1e-5, 1e-4));
+  EXPECT_TRUE(close(dw_c, dw_r, 1e-5, 1e-4));
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(dh_c.data<float>()[1 * 8 + k], 0.0f);  // an ignored row
+  Tensor w16 = w.to(DType::BF16), none;
+  const double lb_r = ref.forward_backward(h, w16, labels, 1.f, dh_r, none, DType::BF16);
+  const double lb_c = cu.forward_backward(h, w16, labels, 1.f, dh_c, none, DType::BF16);
+  EXPECT_NEAR(lb_c, lb_r, 2e-2 * std::abs(lb_r));
+  EXPECT_TRUE(close(dh_c, dh_r, 1e-2, 2e-2));
+}
+
+// head_dim 128 (Qwen3) and 256, whose backward needs 68 KiB of dynamic shared memory: the launch
+// must opt in above 48 KiB (the emulator refuses it otherwise, as a GPU does). GQA 4:1, f32.
+TEST(CudaKernels, AttentionWideHeadsAgainstTheReference) {
+  const auto& ref = kernel<AttentionKernel>("reference");
+  const auto& cu = kernel<AttentionKernel>("cuda");
+  for (int64_t D : {128, 256}) {
+    const int64_t B = 1, S = 19, Hq = 4, Hkv = 1;
+    Tensor q = randn({B, S, Hq, D}, 31), k = randn({B, S, Hkv, D}, 32), v = randn({B, S, Hkv, D}, 33);
+    Tensor dout = randn({B, S, Hq, D}, 34);
+    const float scale = float(1.0 / std::sqrt(double(D)));
+    Tensor o_r, l_r, o_c, l_c;
+    ref.forward(q, k, v, scale, o_r, l_r);
+    cu.forward(q, k, v, scale, o_c, l_c);
+    EXPECT_TRUE(close(o_c, o_r, 1e-5, 1e-4)) << D;
+    EXPECT_TRUE(close(l_c, l_r, 1e-5, 1e-5)) << D;
+    Tensor dq_r, dk_r, dv_r, dq_c, dk_c, dv_c;
+    ref.backward(q, k, v, o_r, l_r, dout, scale, dq_r, dk_r, dv_r);
+    cu.backward(q, k, v, o_r, l_r, dout, scale, dq_c, dk_c, dv_c);
+    EXPECT_TRUE(close(dq_c, dq_r, 1e-5, 1e-4)) << D;
+    EXPECT_TRUE(close(dk_c, dk_r, 1e-5, 1e-4)) << D;
+    EXPECT_TRUE(close(dv_c, dv_r, 1e-5, 1e-4)) << D;
+  }
+}
+
+TEST(CudaKernels, NoDeviceMemoryLeftBehind) {
+#ifdef TITAN_CUDA_RUNTIME
+  GTEST_SKIP() << "the emulator's device memory count; this build runs on the GPU";
+#endif
+  const size_t live = cuda_emu::device_live_bytes();
+  Tensor p = randn({100}, 1), g = randn({100}, 2), m = Tensor::zeros({100}, DType::F32), v = m.clone();
+  kernel<AdamWKernel>("cuda").step(p, g, m, v, AdamWParams{});
+  Tensor x = randn({4, 8}, 3), w = randn({8}, 4), y = Tensor::empty({4, 8}, DType::F32);
+  Tensor rstd = Tensor::empty({4}, DType::F32);
+  kernel<RMSNormKernel>("cuda").forward(x, w, 1e-6f, y, rstd);
+  EXPECT_EQ(cuda_emu::device_live_bytes(), live);
+  // A bad argument is refused before any device memory is taken.
+  Tensor bad_w = randn({7}, 5);
+  EXPECT_THROW(kernel<RMSNormKernel>("cuda").forward(x, bad_w, 1e-6f, y, rstd), Error);
+  EXPECT_EQ(cuda_emu::device_live_bytes(), live);
+}
+
+TEST(CudaKernels, VerifyKernelsOnTheCudaDeviceRunsOnlyCudaRows) {
+  const auto rows = verify_kernels("swiglu", "cuda");
+  ASSERT_FALSE(rows.empty());
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.variant, "cuda");
+    EXPECT_TRUE(r.ok) << r.shape << " " << r.direction << ": " << r.why;
+  }
+  EXPECT_TRUE(verify_kernels("moe", "cuda").empty());  // no cuda variant of moe yet
+}
+
+}  // namespace
