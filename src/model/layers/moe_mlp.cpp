@@ -26,6 +26,7 @@ void DecoderModel::moe_mlp_forward(size_t l, LayerActs& a, const Tensor& residua
   lora_merge_moe(l, m, merged);
   Tensor y = out ? *out : f32({T, cfg_.hidden_size});
   k.moe->forward(m, y, a.moe);
+  if (layers_[l].w_sgu.defined()) shared_expert_forward(l, a, y, T);  // qwen3_5_moe (qwen3_5_layer.cpp)
   if (out) k.residual->forward(y, residual, y);
 }
 
@@ -42,6 +43,7 @@ void DecoderModel::moe_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Te
   LoraMoeWeights merged, dmerged;  // merged again (not kept from the forward: their memory)
   if (lora_merge_moe(l, m, merged)) lora_moe_grads(merged, g, dmerged);
   k.moe->backward(m, a.moe, dy, g);
+  if (L.w_sgu.defined()) shared_expert_backward(l, a, dy, dxn2, T);  // qwen3_5_moe: dxn2 +=
   a.moe = MoESaved();
   merged = LoraMoeWeights();
   if (dmerged.w[0].defined() || dmerged.w[1].defined() || dmerged.w[2].defined()) lora_moe_backward(l, dmerged);
