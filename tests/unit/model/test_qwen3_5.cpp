@@ -4,11 +4,13 @@
 // row equal to its documents run alone; and the config parser's Qwen3.5 keys and refusals.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
 #include "model/hf_model.h"
 #include "model/inference_state.h"
+#include "common/test_util.h"
 #include "unit/model/golden_check.h"
 
 using namespace titan;
@@ -101,6 +103,44 @@ TEST(Qwen3_5Packing, PackedRowEqualsItsDocumentsRunAlone) {
     }
     EXPECT_LE(worst, 1e-4) << kernels;
   }
+}
+
+// A Qwen3_5ForConditionalGeneration checkpoint: the text model under model.language_model., the
+// vision tower and the MTP head beside it (skipped), the config's text part in text_config: it
+// loads as the text model and computes the same logits.
+TEST(Qwen3_5Checkpoint, MultimodalLayoutLoadsTheTextModel) {
+  const std::string src = fixture("dense_lin_lin_full"), dir = titan::test::temp_dir("qwen3_5_mm");
+  auto text = SafetensorsFile::open(src + "/model.safetensors");
+  std::vector<NamedTensor> renamed;
+  std::vector<Tensor> keep;
+  for (const auto& e : text.entries()) {
+    const std::string& n = e.name;
+    keep.push_back(text.get(n, DType::F32));
+    renamed.push_back({n.rfind("model.", 0) == 0 ? "model.language_model." + n.substr(6) : n, keep.back()});
+  }
+  keep.push_back(Tensor::zeros({4, 3}, DType::F32));
+  renamed.push_back({"model.visual.patch_embed.proj.weight", keep.back()});
+  keep.push_back(Tensor::zeros({2}, DType::F32));
+  renamed.push_back({"mtp.norm.weight", keep.back()});
+  save_safetensors(dir + "/model.safetensors", renamed);
+  auto cfg = nlohmann::json::parse(read_file(src + "/config.json"));
+  nlohmann::json top = {{"model_type", "qwen3_5"},
+                        {"architectures", {"Qwen3_5ForConditionalGeneration"}},
+                        {"tie_word_embeddings", cfg["tie_word_embeddings"]},
+                        {"vision_config", {{"depth", 1}}},
+                        {"text_config", cfg}};
+  top["text_config"].erase("architectures");
+  {
+    std::ofstream f(dir + "/config.json");
+    f << top.dump(1);
+  }
+  auto a = load_hf_model(src, "cpu"), b = load_hf_model(dir, "cpu");
+  EXPECT_TRUE(b->config().from_multimodal);
+  Tensor ids = read_token_lines(src + "/tokens.txt"), labels = next_token_labels(ids);
+  const int64_t N = ids.numel(), V = a->config().vocab_size;
+  Tensor la = Tensor::empty({N, V}, DType::F32), lb = Tensor::empty({N, V}, DType::F32);
+  EXPECT_EQ(a->forward(ids, labels, &la), b->forward(ids, labels, &lb));
+  EXPECT_EQ(titan::testing::max_abs_diff(la, lb), 0.0);
 }
 
 TEST(Qwen3_5Config, MultimodalTextConfigAndRefusals) {
