@@ -53,6 +53,48 @@ const MoEFlavorRow kMoEFlavors[] = {
     {{"debug-moe", 151936, 256, 768, 4, 8, 4, 32, 2048, true}, 8, 2, 128},
 };
 
+// Qwen3.5 debug flavors (native, torchtitan's init): the Qwen3 tokenizer's vocabulary (so they
+// train on the bundled data), three Gated DeltaNet layers to one gated attention layer, linear
+// value heads twice the key heads, partial RoPE over a quarter of head_dim, tied embeddings.
+// "debug-qwen3_5-moe" routes every layer over 8 experts (top 2) plus a shared expert.
+struct Qwen35FlavorRow {
+  const char* name;
+  int64_t layers, experts;
+};
+const Qwen35FlavorRow kQwen35Flavors[] = {{"debug-qwen3_5", 4, 0}, {"debug-qwen3_5-moe", 4, 8}};
+
+ModelConfig qwen3_5_flavor(const Qwen35FlavorRow& f) {
+  ModelConfig c;
+  c.flavor = f.name;
+  c.model_type = f.experts > 0 ? "qwen3_5_moe" : "qwen3_5";
+  c.vocab_size = 151936;
+  c.hidden_size = 256;
+  c.intermediate_size = 768;
+  c.num_hidden_layers = f.layers;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 64;
+  c.max_position_embeddings = 2048;
+  c.rope_theta = 1e7;
+  c.partial_rotary_factor = 0.25;
+  c.tie_word_embeddings = true;
+  c.linear_num_key_heads = 4;
+  c.linear_num_value_heads = 8;
+  c.linear_key_head_dim = 32;
+  c.linear_value_head_dim = 32;
+  c.linear_conv_kernel_dim = 4;
+  for (int64_t i = 0; i < f.layers; ++i)
+    c.layer_mixers.push_back((i + 1) % 4 ? MixerKind::GatedDeltaNet : MixerKind::GatedAttention);
+  if (f.experts > 0) {
+    c.num_experts = f.experts;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 128;
+    c.shared_expert_intermediate_size = 256;
+    c.norm_topk_prob = true;
+  }
+  return c;
+}
+
 const char* hf_dtype_name(DType t) {
   switch (t) {
     case DType::F32: return "float32";
@@ -317,6 +359,7 @@ std::vector<std::string> flavor_names() {
   std::vector<std::string> names;
   for (const auto& f : kFlavors) names.push_back(f.name);
   for (const auto& f : kMoEFlavors) names.push_back(f.base.name);
+  for (const auto& f : kQwen35Flavors) names.push_back(f.name);
   return names;
 }
 
@@ -338,6 +381,12 @@ ModelConfig base_config(const FlavorRow& f) {
 }  // namespace
 
 ModelConfig flavor_config(const std::string& name) {
+  for (const auto& f : kQwen35Flavors) {
+    if (name != f.name) continue;
+    ModelConfig c = qwen3_5_flavor(f);
+    c.validate("flavor " + name);
+    return c;
+  }
   for (const auto& f : kMoEFlavors) {
     if (name != f.base.name) continue;
     ModelConfig c = base_config(f.base);
