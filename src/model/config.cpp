@@ -53,6 +53,48 @@ const MoEFlavorRow kMoEFlavors[] = {
     {{"debug-moe", 151936, 256, 768, 4, 8, 4, 32, 2048, true}, 8, 2, 128},
 };
 
+// Qwen3.5 debug flavors (native, torchtitan's init): the Qwen3 tokenizer's vocabulary (so they
+// train on the bundled data), three Gated DeltaNet layers to one gated attention layer, linear
+// value heads twice the key heads, partial RoPE over a quarter of head_dim, tied embeddings.
+// "debug-qwen3_5-moe" routes every layer over 8 experts (top 2) plus a shared expert.
+struct Qwen35FlavorRow {
+  const char* name;
+  int64_t layers, experts;
+};
+const Qwen35FlavorRow kQwen35Flavors[] = {{"debug-qwen3_5", 4, 0}, {"debug-qwen3_5-moe", 4, 8}};
+
+ModelConfig qwen3_5_flavor(const Qwen35FlavorRow& f) {
+  ModelConfig c;
+  c.flavor = f.name;
+  c.model_type = f.experts > 0 ? "qwen3_5_moe" : "qwen3_5";
+  c.vocab_size = 151936;
+  c.hidden_size = 256;
+  c.intermediate_size = 768;
+  c.num_hidden_layers = f.layers;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 64;
+  c.max_position_embeddings = 2048;
+  c.rope_theta = 1e7;
+  c.partial_rotary_factor = 0.25;
+  c.tie_word_embeddings = true;
+  c.linear_num_key_heads = 4;
+  c.linear_num_value_heads = 8;
+  c.linear_key_head_dim = 32;
+  c.linear_value_head_dim = 32;
+  c.linear_conv_kernel_dim = 4;
+  for (int64_t i = 0; i < f.layers; ++i)
+    c.layer_mixers.push_back((i + 1) % 4 ? MixerKind::GatedDeltaNet : MixerKind::GatedAttention);
+  if (f.experts > 0) {
+    c.num_experts = f.experts;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 128;
+    c.shared_expert_intermediate_size = 256;
+    c.norm_topk_prob = true;
+  }
+  return c;
+}
+
 const char* hf_dtype_name(DType t) {
   switch (t) {
     case DType::F32: return "float32";
@@ -143,7 +185,11 @@ class Fields {
 
 // rope_scaling (transformers 4.x) / rope_parameters (5.x): plain RoPE ("default") or Llama 3's
 // frequency scaling ("llama3", into *scaling). Returns rope_theta when the object carries one, else NaN.
-double check_rope_object(const json& v, const char* key, const std::string& origin, ModelConfig::RopeScaling* scaling) {
+// partial (Qwen3.5, else null: refused): receives partial_rotary_factor; mrope_section and
+// mrope_interleaved are accepted there (text positions: the three sections get the same position,
+// so the multimodal layout reduces to plain RoPE).
+double check_rope_object(const json& v, const char* key, const std::string& origin, ModelConfig::RopeScaling* scaling,
+                         double* partial = nullptr) {
   if (v.is_null()) return NAN;
   TITAN_CHECK(v.is_object(), origin, ": field \"", key, "\" must be an object or null, got ", printable(v.dump(), 60));
   double theta = NAN;
@@ -170,6 +216,9 @@ double check_rope_object(const json& v, const char* key, const std::string& orig
     if (k == "rope_theta") {
       theta = num(k, *it);
     } else if (k == "rope_type" || k == "type") {
+    } else if (k == "partial_rotary_factor" && partial) {
+      *partial = num(k, *it);
+    } else if (partial && (k == "mrope_section" || k == "mrope_interleaved")) {
     } else if (k == "partial_rotary_factor") {
       TITAN_CHECK(num(k, *it) == 1.0, origin, ": field \"", key, ".partial_rotary_factor\" ", it->dump(),
                   " is not supported (only 1: RoPE over the whole head)");
@@ -204,9 +253,12 @@ const char* architecture_of(const std::string& model_type) {
   if (model_type == "qwen3_moe") return "Qwen3MoeForCausalLM";
   if (model_type == "llama") return "LlamaForCausalLM";
   if (model_type == "qwen2") return "Qwen2ForCausalLM";
+  if (model_type == "qwen3_5") return "Qwen3_5ForCausalLM";
+  if (model_type == "qwen3_5_moe") return "Qwen3_5MoeForCausalLM";
   return nullptr;
 }
-constexpr const char* kKnownTypes = "\"qwen3\", \"qwen3_moe\", \"llama\" or \"qwen2\"";
+constexpr const char* kKnownTypes =
+    "\"qwen3\", \"qwen3_moe\", \"llama\", \"qwen2\", \"qwen3_5\" or \"qwen3_5_moe\" (or their \"_text\" configs)";
 
 }  // namespace
 
@@ -222,6 +274,11 @@ LayerKind ModelConfig::layer_kind(int64_t layer) const {
   if (!layer_mixers.empty()) k.mixer = layer_mixers.at(size_t(layer));
   k.mlp = layer_is_sparse(layer) ? MlpKind::MoE : MlpKind::Dense;
   return k;
+}
+
+int64_t ModelConfig::rotary_dim() const {
+  const int64_t d = int64_t(double(head_dim) * partial_rotary_factor);  // transformers: int(head_dim * factor)
+  return d;
 }
 
 int64_t ModelConfig::num_sparse_layers() const {
@@ -259,6 +316,31 @@ void ModelConfig::validate(const std::string& origin) const {
               ": initializer_range must be non-negative, got ", initializer_range);
   TITAN_CHECK(hf_dtype_name(torch_dtype) != nullptr, origin, ": torch_dtype must be a floating type, got ",
               dtype_name(torch_dtype));
+  if (is_qwen3_5()) {
+    const Limit lin[] = {{"linear_num_key_heads", linear_num_key_heads, 4096},
+                         {"linear_num_value_heads", linear_num_value_heads, 4096},
+                         {"linear_key_head_dim", linear_key_head_dim, 4096},
+                         {"linear_value_head_dim", linear_value_head_dim, 4096},
+                         {"linear_conv_kernel_dim", linear_conv_kernel_dim, 64}};
+    for (const auto& l : lin)
+      TITAN_CHECK(l.value > 0 && l.value <= l.max, origin, ": ", l.name, " must be in [1, ", l.max, "], got ", l.value);
+    TITAN_CHECK(linear_num_value_heads % linear_num_key_heads == 0, origin, ": linear_num_value_heads (",
+                linear_num_value_heads, ") must be a multiple of linear_num_key_heads (", linear_num_key_heads, ")");
+    TITAN_CHECK(partial_rotary_factor > 0 && partial_rotary_factor <= 1 && rotary_dim() >= 2 && rotary_dim() % 2 == 0,
+                origin, ": partial_rotary_factor ", partial_rotary_factor, " must give an even rotary dim in [2, head_dim]",
+                " (got ", rotary_dim(), " of ", head_dim, ")");
+    TITAN_CHECK(int64_t(layer_mixers.size()) == num_hidden_layers, origin, ": qwen3.5 needs a mixer per layer (",
+                layer_mixers.size(), " for ", num_hidden_layers, " layers)");
+    for (MixerKind m : layer_mixers)
+      TITAN_CHECK(m != MixerKind::Attention, origin, ": qwen3.5 layers are gated_attention or gated_deltanet");
+    if (model_type == "qwen3_5_moe")
+      TITAN_CHECK(shared_expert_intermediate_size >= 0 && shared_expert_intermediate_size <= (int64_t(1) << 22), origin,
+                  ": shared_expert_intermediate_size must be in [0, ", int64_t(1) << 22, "], got ",
+                  shared_expert_intermediate_size);
+  } else {
+    for (MixerKind m : layer_mixers)
+      TITAN_CHECK(m == MixerKind::Attention, origin, ": ", model_type, " layers are softmax attention only");
+  }
   if (!is_moe()) return;
   TITAN_CHECK(num_experts >= 0 && num_experts <= 65536, origin, ": num_experts must be in [0, 65536], got ", num_experts);
   TITAN_CHECK(decoder_sparse_step >= 1 && decoder_sparse_step <= 4096, origin,
@@ -277,6 +359,7 @@ std::vector<std::string> flavor_names() {
   std::vector<std::string> names;
   for (const auto& f : kFlavors) names.push_back(f.name);
   for (const auto& f : kMoEFlavors) names.push_back(f.base.name);
+  for (const auto& f : kQwen35Flavors) names.push_back(f.name);
   return names;
 }
 
@@ -298,6 +381,12 @@ ModelConfig base_config(const FlavorRow& f) {
 }  // namespace
 
 ModelConfig flavor_config(const std::string& name) {
+  for (const auto& f : kQwen35Flavors) {
+    if (name != f.name) continue;
+    ModelConfig c = qwen3_5_flavor(f);
+    c.validate("flavor " + name);
+    return c;
+  }
   for (const auto& f : kMoEFlavors) {
     if (name != f.base.name) continue;
     ModelConfig c = base_config(f.base);
@@ -322,17 +411,126 @@ ModelConfig flavor_config(const std::string& name) {
        "; known flavors: ", known);
 }
 
+namespace {
+
+// Qwen3_5ForConditionalGeneration / Qwen3_5MoeForConditionalGeneration: the text model is
+// text_config (the vision tower's config is not read; its weights are skipped on load). The top
+// level's tie_word_embeddings is the one transformers ties by.
+bool unwrap_text_config(json& j, const std::string& origin) {
+  auto mt = j.find("model_type");
+  if (mt == j.end() || !mt->is_string()) return false;
+  const std::string t = mt->get<std::string>();
+  if ((t != "qwen3_5" && t != "qwen3_5_moe") || !j.contains("text_config")) return false;
+  const std::string arch = t == "qwen3_5" ? "Qwen3_5ForConditionalGeneration" : "Qwen3_5MoeForConditionalGeneration";
+  if (const auto a = j.find("architectures"); a != j.end() && !a->is_null()) {
+    TITAN_CHECK(a->is_array(), origin, ": field \"architectures\" must be a list");
+    bool ok = a->empty();
+    for (const auto& e : *a)
+      ok |= e.is_string() && (e.get<std::string>() == arch || e.get<std::string>() == architecture_of(t));
+    TITAN_CHECK(ok, origin, ": architectures ", printable(a->dump(), 80), " has no \"", arch, "\"");
+  }
+  json text = j["text_config"];
+  TITAN_CHECK(text.is_object(), origin, ": field \"text_config\" must be an object");
+  if (j.contains("tie_word_embeddings")) text["tie_word_embeddings"] = j["tie_word_embeddings"];
+  else if (!text.contains("tie_word_embeddings")) text["tie_word_embeddings"] = false;
+  for (const char* k : {"torch_dtype", "dtype"})
+    if (j.contains(k) && !text.contains(k)) text[k] = j[k];
+  if (!text.contains("model_type")) text["model_type"] = t + "_text";
+  text.erase("architectures");
+  j = std::move(text);
+  return true;
+}
+
+// The keys a Qwen3.5 text config may carry; any other is refused by name (it may change the
+// computation in a way this engine does not know).
+bool qwen3_5_key_known(const std::string& k, bool moe) {
+  static const char* const kKeys[] = {
+      "model_type", "architectures", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+      "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act", "max_position_embeddings",
+      "initializer_range", "rms_norm_eps", "use_cache", "tie_word_embeddings", "rope_parameters", "rope_scaling",
+      "rope_theta", "partial_rotary_factor", "attention_bias", "attention_dropout", "linear_conv_kernel_dim",
+      "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
+      "layer_types", "full_attention_interval", "pad_token_id", "bos_token_id", "eos_token_id", "torch_dtype", "dtype",
+      "transformers_version", "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", "attn_output_gate",
+      "output_attentions", "output_hidden_states", "return_dict", "chunk_size_feed_forward", "is_encoder_decoder",
+      "id2label", "label2id", "problem_type", "tokenizer_class", "use_return_dict", "quantization_config"};
+  static const char* const kMoe[] = {"moe_intermediate_size", "shared_expert_intermediate_size", "num_experts_per_tok",
+                                     "num_experts", "num_local_experts", "output_router_logits", "router_aux_loss_coef",
+                                     "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"};
+  if (!k.empty() && k[0] == '_') return true;  // _name_or_path, _attn_implementation, ...
+  for (const char* x : kKeys)
+    if (k == x) return true;
+  if (moe)
+    for (const char* x : kMoe)
+      if (k == x) return true;
+  return false;
+}
+
+// The Qwen3.5 fields (dense and MoE) after the common ones.
+void parse_qwen3_5(const json& j, const Fields& f, ModelConfig& c, const std::string& origin) {
+  const bool moe = c.model_type == "qwen3_5_moe";
+  for (auto it = j.begin(); it != j.end(); ++it)
+    TITAN_CHECK(qwen3_5_key_known(it.key(), moe), origin, ": field ", quote(printable(it.key(), 60)),
+                " is not supported for ", c.model_type);
+  c.linear_num_key_heads = f.positive("linear_num_key_heads", false, 16);
+  c.linear_num_value_heads = f.positive("linear_num_value_heads", false, 32);
+  c.linear_key_head_dim = f.positive("linear_key_head_dim", false, 128);
+  c.linear_value_head_dim = f.positive("linear_value_head_dim", false, 128);
+  c.linear_conv_kernel_dim = f.positive("linear_conv_kernel_dim", false, 4);
+  if (f.present("mtp_num_hidden_layers")) f.integer("mtp_num_hidden_layers", false, 0);  // MTP heads: skipped on load
+  TITAN_CHECK(f.boolean("attn_output_gate", true), origin,
+              ": attn_output_gate false is not supported (Qwen3.5's full attention always has its gate)");
+  if (moe) {
+    c.shared_expert_intermediate_size = f.integer("shared_expert_intermediate_size", false, 512);
+    if (c.shared_expert_intermediate_size < 0) f.bad("shared_expert_intermediate_size", "a non-negative integer",
+                                                     *f.find("shared_expert_intermediate_size"));
+    // Qwen3_5MoeTextConfig: every layer routed, top-k weights always renormalised.
+    TITAN_CHECK(f.integer("decoder_sparse_step", false, 1) == 1, origin,
+                ": decoder_sparse_step other than 1 is not supported for qwen3_5_moe (every layer is sparse)");
+    TITAN_CHECK(c.mlp_only_layers.empty(), origin, ": mlp_only_layers is not supported for qwen3_5_moe");
+    TITAN_CHECK(f.boolean("norm_topk_prob", true), origin,
+                ": norm_topk_prob false is not supported for qwen3_5_moe (its router always renormalises)");
+    c.norm_topk_prob = true;
+  }
+  // Mixers: layer_types, else every full_attention_interval-th layer full (transformers' default 4).
+  c.layer_mixers.clear();
+  if (const json* lt = f.find("layer_types"); lt && !lt->is_null()) {
+    TITAN_CHECK(lt->is_array(), origin, ": field \"layer_types\" must be a list");
+    TITAN_CHECK(int64_t(lt->size()) == c.num_hidden_layers, origin, ": layer_types has ", lt->size(),
+                " entries but num_hidden_layers is ", c.num_hidden_layers);
+    for (size_t i = 0; i < lt->size(); ++i) {
+      const json& e = (*lt)[i];
+      const std::string s = e.is_string() ? e.get<std::string>() : std::string();
+      TITAN_CHECK(s == "linear_attention" || s == "full_attention", origin, ": layer_types[", i, "] is ",
+                  printable(e.dump(), 40), " (expected \"linear_attention\" or \"full_attention\")");
+      c.layer_mixers.push_back(s == "full_attention" ? MixerKind::GatedAttention : MixerKind::GatedDeltaNet);
+    }
+  } else {
+    const int64_t every = f.positive("full_attention_interval", false, 4);
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      c.layer_mixers.push_back((i + 1) % every ? MixerKind::GatedDeltaNet : MixerKind::GatedAttention);
+  }
+}
+
+}  // namespace
+
 ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
   json j = parse_json_strict(text, origin);
   TITAN_CHECK(j.is_object(), origin, ": config.json must be a JSON object, got ", json_kind(j));
+  const bool multimodal = unwrap_text_config(j, origin);
   Fields f(j, origin);
   ModelConfig c;
   c.flavor = "";
+  c.from_multimodal = multimodal;
   c.model_type = f.string("model_type", true, "");
+  // Qwen3.5's text configs ("qwen3_5_text", or the flat "qwen3_5") are the family "qwen3_5".
+  if (c.model_type == "qwen3_5_text") c.model_type = "qwen3_5";
+  if (c.model_type == "qwen3_5_moe_text") c.model_type = "qwen3_5_moe";
+  const bool q35 = c.is_qwen3_5();
   TITAN_CHECK(architecture_of(c.model_type), origin, ": model_type ", quote(c.model_type), " is not supported (expected ",
               kKnownTypes, ")");
   const bool moe = c.is_moe();
-  const bool qwen3 = c.model_type == "qwen3" || moe;  // else llama or qwen2 (their configs' defaults)
+  const bool qwen3 = c.model_type == "qwen3" || moe || q35;  // else llama or qwen2 (their configs' defaults)
   const char* arch = architecture_of(c.model_type);
   if (const json* a = f.find("architectures"); a && !a->is_null()) {
     TITAN_CHECK(a->is_array(), origin, ": field \"architectures\" must be a list");
@@ -344,19 +542,19 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
 
   c.vocab_size = f.positive("vocab_size", true, 0);
   c.hidden_size = f.positive("hidden_size", true, 0);
-  c.intermediate_size = f.positive("intermediate_size", !moe, 6144);
+  c.intermediate_size = f.positive("intermediate_size", !moe, q35 ? 512 : 6144);
   if (moe) {  // Qwen3MoeConfig's defaults for absent fields
     // transformers 5 writes the expert count as "num_local_experts" (its attribute_map alias of
     // num_experts); 4.x writes "num_experts". Either, or both when they agree.
     const bool has_local = f.find("num_local_experts") != nullptr, has_plain = f.find("num_experts") != nullptr;
     const char* key = has_local && !has_plain ? "num_local_experts" : "num_experts";
-    c.num_experts = f.integer(key, false, 128);
+    c.num_experts = f.integer(key, false, q35 ? 256 : 128);
     if (c.num_experts < 0) f.bad(key, "a non-negative integer", *f.find(key));
     if (has_local && has_plain)
       TITAN_CHECK(f.integer("num_local_experts", false, 0) == c.num_experts, origin, ": num_experts (", c.num_experts,
                   ") and num_local_experts (", f.integer("num_local_experts", false, 0), ") disagree");
     c.num_experts_per_tok = f.positive("num_experts_per_tok", false, 8);
-    c.moe_intermediate_size = f.positive("moe_intermediate_size", false, 768);
+    c.moe_intermediate_size = f.positive("moe_intermediate_size", false, q35 ? 512 : 768);
     c.norm_topk_prob = f.boolean("norm_topk_prob", false);
     c.decoder_sparse_step = f.positive("decoder_sparse_step", false, 1);
     c.router_aux_loss_coef = f.number("router_aux_loss_coef", 0.001);
@@ -379,7 +577,7 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
   // Absent (or null) head_dim: Qwen3Config's default 128 (HF uses it, not hidden/heads); Llama and
   // Qwen2 derive hidden_size / num_attention_heads.
   if (qwen3) {
-    c.head_dim = f.positive("head_dim", false, 128);
+    c.head_dim = f.positive("head_dim", false, q35 ? 256 : 128);
   } else if (f.present("head_dim")) {
     c.head_dim = f.positive("head_dim", false, 0);
   } else {
@@ -397,11 +595,17 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
   // RoPE: plain rotary only; theta from rope_parameters (transformers 5) or rope_theta (4.x).
   double theta_top = f.present("rope_theta") ? f.number("rope_theta", 0) : NAN;
   ModelConfig::RopeScaling from_params, from_scaling;
-  double theta_params = f.find("rope_parameters")
-                            ? check_rope_object(*f.find("rope_parameters"), "rope_parameters", origin, &from_params)
-                            : NAN;
+  // Qwen3.5: partial_rotary_factor (default 0.25) at the top level or in the rope object.
+  double partial = q35 ? (f.present("partial_rotary_factor") ? f.number("partial_rotary_factor", 0.25) : 0.25) : 1.0;
+  double* partial_p = q35 ? &partial : nullptr;
+  double theta_params =
+      f.find("rope_parameters")
+          ? check_rope_object(*f.find("rope_parameters"), "rope_parameters", origin, &from_params, partial_p)
+          : NAN;
   double theta_scaling =
-      f.find("rope_scaling") ? check_rope_object(*f.find("rope_scaling"), "rope_scaling", origin, &from_scaling) : NAN;
+      f.find("rope_scaling") ? check_rope_object(*f.find("rope_scaling"), "rope_scaling", origin, &from_scaling, partial_p)
+                             : NAN;
+  c.partial_rotary_factor = partial;
   // Both present (transformers 5 may write the two): they must say the same.
   if (!from_params.rope_type.empty() && !from_scaling.rope_type.empty())
     TITAN_CHECK(from_params.factor == from_scaling.factor && from_params.low_freq_factor == from_scaling.low_freq_factor &&
@@ -409,7 +613,7 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
                     from_params.original_max_position_embeddings == from_scaling.original_max_position_embeddings,
                 origin, ": rope_scaling and rope_parameters disagree");
   c.rope_scaling = !from_params.rope_type.empty() ? from_params : from_scaling;
-  if (f.present("partial_rotary_factor"))
+  if (f.present("partial_rotary_factor") && !q35)
     TITAN_CHECK(f.number("partial_rotary_factor", 1.0) == 1.0, origin,
                 ": partial_rotary_factor ", f.number("partial_rotary_factor", 1.0), " is not supported (only 1)");
   double theta = 10000.0;  // Qwen3Config's default
@@ -441,7 +645,7 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
               ": use_sliding_window is true; sliding-window attention is not supported");
   if (const json* sw = f.find("sliding_window"); sw && !sw->is_null() && !sw->is_number_integer())
     f.bad("sliding_window", "an integer or null", *sw);
-  if (const json* lt = f.find("layer_types"); lt && !lt->is_null()) {
+  if (const json* lt = f.find("layer_types"); lt && !lt->is_null() && !q35) {
     TITAN_CHECK(lt->is_array(), origin, ": field \"layer_types\" must be a list");
     TITAN_CHECK(int64_t(lt->size()) == c.num_hidden_layers, origin, ": layer_types has ", lt->size(),
                 " entries but num_hidden_layers is ", c.num_hidden_layers);
@@ -468,6 +672,10 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
   double dropout = f.number("attention_dropout", 0.0);
   TITAN_CHECK(dropout == 0.0, origin, ": attention_dropout ", dropout, " is not supported (only 0)");
   TITAN_CHECK(!f.present("quantization_config"), origin, ": quantized checkpoints (quantization_config) are not supported");
+  if (q35) {
+    TITAN_CHECK(c.rope_scaling.rope_type.empty(), origin, ": qwen3.5 takes plain RoPE only (rope_type \"default\")");
+    parse_qwen3_5(j, f, c, origin);
+  }
 
   c.validate(origin);
   return c;
@@ -475,10 +683,59 @@ ModelConfig parse_hf_config(std::string_view text, const std::string& origin) {
 
 ModelConfig load_hf_config(const std::string& path) { return parse_hf_config(read_regular_file(path), path); }
 
+namespace {
+// Qwen3.5: the text model's config (Qwen3_5TextConfig / Qwen3_5MoeTextConfig field names), for
+// Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM, whatever the source (a multimodal checkpoint's text part too).
+std::string qwen3_5_config_json(const ModelConfig& c, const char* dt) {
+  json j = json::object();
+  const bool moe = c.model_type == "qwen3_5_moe";
+  j["architectures"] = json::array({architecture_of(c.model_type)});
+  j["model_type"] = moe ? "qwen3_5_moe_text" : "qwen3_5_text";
+  j["attention_bias"] = false;
+  j["attention_dropout"] = 0.0;
+  j["bos_token_id"] = c.bos_token_id >= 0 ? json(c.bos_token_id) : json(nullptr);
+  j["eos_token_id"] = c.eos_token_id >= 0 ? json(c.eos_token_id) : json(nullptr);
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = "silu";
+  j["hidden_size"] = c.hidden_size;
+  j["initializer_range"] = c.initializer_range;
+  if (!moe) j["intermediate_size"] = c.intermediate_size;
+  json types = json::array();
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) types.push_back(hf_layer_type(c.layer_kind(l).mixer));
+  j["layer_types"] = types;
+  j["linear_conv_kernel_dim"] = c.linear_conv_kernel_dim;
+  j["linear_key_head_dim"] = c.linear_key_head_dim;
+  j["linear_num_key_heads"] = c.linear_num_key_heads;
+  j["linear_num_value_heads"] = c.linear_num_value_heads;
+  j["linear_value_head_dim"] = c.linear_value_head_dim;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c.rope_theta},
+                          {"partial_rotary_factor", c.partial_rotary_factor}};
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["torch_dtype"] = dt;
+  j["use_cache"] = true;
+  j["vocab_size"] = c.vocab_size;
+  if (moe) {
+    j["moe_intermediate_size"] = c.moe_intermediate_size;
+    j["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
+    j["num_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["output_router_logits"] = c.output_router_logits;
+    j["router_aux_loss_coef"] = c.router_aux_loss_coef;
+  }
+  return j.dump(2) + "\n";
+}
+}  // namespace
+
 std::string hf_config_json(const ModelConfig& c, DType export_dtype) {
   const char* dt = hf_dtype_name(export_dtype);
   TITAN_CHECK(dt, "config.json export: dtype ", dtype_name(export_dtype), " is not a floating type");
   json j = json::object();
+  if (c.is_qwen3_5()) return qwen3_5_config_json(c, dt);
   j["architectures"] = json::array({architecture_of(c.model_type)});
   j["model_type"] = c.model_type;
   if (c.model_type != "qwen2") j["attention_bias"] = false;

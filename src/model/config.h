@@ -55,9 +55,33 @@ struct ModelConfig {
   double router_aux_loss_coef = 0.001;
   bool output_router_logits = false;  // true: the loss includes router_aux_loss_coef * aux loss
 
-  bool is_moe() const { return model_type == "qwen3_moe"; }
-  // Per-head RMSNorm of q and k after the projections (q_norm / k_norm weights): Qwen3 only.
-  bool has_qk_norm() const { return model_type == "qwen3" || model_type == "qwen3_moe"; }
+  // Qwen3.5 (model/layers/gated_deltanet.cpp, gated_attention.cpp; docs/qwen3_5.md): "qwen3_5"
+  // (dense) and "qwen3_5_moe" (every layer routed experts plus a shared expert with a sigmoid
+  // gate). Each layer is a Gated DeltaNet (layer_types "linear_attention") or a gated attention
+  // layer ("full_attention": q_proj gives the query and an output gate, RoPE on the first
+  // partial_rotary_factor of head_dim); every RMSNorm but the delta-net's gated one is
+  // zero-centred (x^ (1 + w), w initialised to 0).
+  int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0, linear_value_head_dim = 0;
+  int64_t linear_conv_kernel_dim = 4;
+  double partial_rotary_factor = 1.0;
+  int64_t shared_expert_intermediate_size = 0;  // qwen3_5_moe
+  // The config came as the text_config of Qwen3_5ForConditionalGeneration (a checkpoint that may
+  // hold vision weights, skipped on load); export writes the text model (Qwen3_5ForCausalLM).
+  bool from_multimodal = false;
+  bool is_qwen3_5() const { return model_type == "qwen3_5" || model_type == "qwen3_5_moe"; }
+  bool zero_centered_norm() const { return is_qwen3_5(); }
+  bool has_shared_expert() const { return model_type == "qwen3_5_moe" && shared_expert_intermediate_size > 0; }
+  int64_t rotary_dim() const;  // head_dim * partial_rotary_factor (even)
+  int64_t linear_key_dim() const { return linear_num_key_heads * linear_key_head_dim; }
+  int64_t linear_value_dim() const { return linear_num_value_heads * linear_value_head_dim; }
+  int64_t linear_conv_dim() const { return 2 * linear_key_dim() + linear_value_dim(); }
+  // The fused in_proj rows of a delta-net layer: qkv (conv_dim), z (value_dim), b, a (value heads each).
+  int64_t linear_in_rows() const { return linear_conv_dim() + linear_value_dim() + 2 * linear_num_value_heads; }
+
+  bool is_moe() const { return model_type == "qwen3_moe" || model_type == "qwen3_5_moe"; }
+  // Per-head RMSNorm of q and k after the projections (q_norm / k_norm weights): Qwen3 and Qwen3.5.
+  bool has_qk_norm() const { return model_type == "qwen3" || model_type == "qwen3_moe" || is_qwen3_5(); }
   // Biases on q_proj / k_proj / v_proj (not o_proj): Qwen2 only.
   bool has_qkv_bias() const { return model_type == "qwen2"; }
   bool layer_is_sparse(int64_t layer) const;

@@ -134,7 +134,7 @@ RopeCache DecoderModel::rope_cache(int64_t max_pos) const {
     s.factor = r.factor, s.low_freq_factor = r.low_freq_factor, s.high_freq_factor = r.high_freq_factor;
     s.original_max_position_embeddings = r.original_max_position_embeddings;
   }
-  return make_rope_cache(cfg_.rope_theta, cfg_.head_dim, max_pos, s);
+  return make_rope_cache(cfg_.rope_theta, cfg_.is_qwen3_5() ? cfg_.rotary_dim() : cfg_.head_dim, max_pos, s);
 }
 
 DecoderModel::~DecoderModel() = default;
@@ -159,6 +159,10 @@ void DecoderModel::build_params() {
     Layer& L = layers_[size_t(l)];
     L.kind = cfg_.layer_kind(l);
     kinds_.push_back(L.kind);
+    if (cfg_.is_qwen3_5()) {  // model/layers/qwen3_5_layer.cpp
+      build_qwen3_5_layer(size_t(l));
+      continue;
+    }
     // The kinds this decoder builds today; a new kind is its own file in model/layers/.
     TITAN_CHECK(L.kind.mixer == MixerKind::Attention, describe_layer(l, L.kind), ": the ",
                 mixer_kind_name(L.kind.mixer), " mixer is not built into this decoder yet");
@@ -290,6 +294,12 @@ void DecoderModel::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) 
   auto init = [&](Tensor& w, const ParamSpec& s) {
     if (s.init == InitKind::Ones) return w.fill_(1.0f);
     if (s.init == InitKind::Zeros) return w.fill_(0.0f);  // linear biases (qwen2), as HF and torchtitan
+    if (s.init == InitKind::LogDecay) {  // transformers: A_log = log(uniform(0.01, 16)), either scheme
+      fill_uniform(w, 0.01, 16.0, rng(s.name));
+      float* p = w.data<float>();
+      for (int64_t j = 0; j < w.numel(); ++j) p[j] = std::log(p[j]);
+      return;
+    }
     if (scheme == InitScheme::HF)  // PreTrainedModel._init_weights: normal(0, initializer_range)
       return fill_normal(w, 0.0, 0.02, rng(s.name));
     // torchtitan (Qwen3 / Llama family): embeddings N(0, 1); input-side projections (q/k/v, gate,
@@ -300,6 +310,7 @@ void DecoderModel::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) 
       case InitKind::Output:
         return fill_trunc_normal(w, 0.0, out_std, -3 * out_std, 3 * out_std, rng("lm_head.weight"));
       case InitKind::Embedding: return fill_normal(w, 0.0, 1.0, rng(s.name));
+      case InitKind::LogDecay: return;  // below
       case InitKind::OutputSide:
         return fill_trunc_normal(w, 0.0, 0.02 / std::sqrt(2.0 * double(s.layer + 1)), -2.0, 2.0, rng(s.name));
       default: return fill_trunc_normal(w, 0.0, 0.02, -2.0, 2.0, rng(s.name));
@@ -455,7 +466,7 @@ double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* lo
   const KernelSet& hk = kernels_.back();
   const int64_t Tr = hid.x.dim(0);
   Tensor xf = f32({Tr, H}), rstd = f32({Tr});
-  hk.rmsnorm->forward(hid.x, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
+  hk.rmsnorm->forward(hid.x, norm_weight(params_.at("model.norm.weight").value), float(cfg_.rms_norm_eps), xf, rstd);
   xf = tp_gather_rows(xf);  // sequence parallel: the head reads every token
   const std::vector<int64_t> rows = logits_out ? std::vector<int64_t>() : sparse_label_rows(labels);
   // A head stored in bf16 (an untied lm_head of a bf16 model) is read as it is (compute is bf16).
@@ -518,7 +529,7 @@ void DecoderModel::forward_cached(const Tensor& ids, InferenceState& cache, Tens
   for (int64_t b = 0; b < B; ++b)
     std::memcpy(last.data<float>() + b * H, hid.x.data<float>() + (b * S + S - 1) * H, size_t(H) * sizeof(float));
   hid = Hidden();
-  hk.rmsnorm->forward(last, params_.at("model.norm.weight").value, float(cfg_.rms_norm_eps), xf, rstd);
+  hk.rmsnorm->forward(last, norm_weight(params_.at("model.norm.weight").value), float(cfg_.rms_norm_eps), xf, rstd);
   // The head reads V x H weights per step, as many as several layers: held in bf16 with the rest.
   if (hold_wbf_ && compute_ == DType::BF16 && !head_bf16_.defined()) head_bf16_ = to_bf16(lm_head_weight());
   hk.linear->forward(xf, head_bf16_.defined() ? head_bf16_ : lm_head_weight(), logits, compute_);
@@ -574,7 +585,7 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
   double loss;
   if (tp_.on()) {  // the final norm on this rank's rows; the head over the vocabulary shards
     Tensor xn = f32({Tr, H}), rstd = f32({Tr}), dxf = f32({T, H});
-    hk.rmsnorm->forward(store.x[n], norm.value, float(cfg_.rms_norm_eps), xn, rstd);
+    hk.rmsnorm->forward(store.x[n], norm_weight(norm.value), float(cfg_.rms_norm_eps), xn, rstd);
     const Tensor xf = tp_gather_rows(xn);
     const std::vector<int64_t> rows = sparse_label_rows(labels);
     Tensor& gw = lm_head_grad();
@@ -589,14 +600,14 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
     Tensor& gn = params_.at("model.norm.weight").grad;
     if (tp_norm_grads_partial()) {
       Tensor part = Tensor::zeros({H}, DType::F32);
-      hk.rmsnorm->backward(store.x[n], norm.value, rstd, dxn, dx, part);
+      hk.rmsnorm->backward(store.x[n], norm_weight(norm.value), rstd, dxn, dx, part);
       tp_grad_sum(part, gn);
     } else {
-      hk.rmsnorm->backward(store.x[n], norm.value, rstd, dxn, dx, gn);
+      hk.rmsnorm->backward(store.x[n], norm_weight(norm.value), rstd, dxn, dx, gn);
     }
   } else {
     Tensor xf = f32({T, H}), rstd = f32({T}), dxf = f32({T, H});
-    hk.rmsnorm->forward(store.x[n], norm.value, float(cfg_.rms_norm_eps), xf, rstd);
+    hk.rmsnorm->forward(store.x[n], norm_weight(norm.value), float(cfg_.rms_norm_eps), xf, rstd);
     const std::vector<int64_t> rows = sparse_label_rows(labels);
     if (rows.empty()) {
       loss = hk.cross_entropy->forward_backward(xf, lm_head_weight(), labels.view({T}), grad_scale, dxf,
@@ -607,7 +618,7 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
                                                 grad_scale, dxc, lm_head_grad(), compute_);
       scatter_rows(dxc, rows, dxf);
     }
-    hk.rmsnorm->backward(store.x[n], norm.value, rstd, dxf, dx, params_.at("model.norm.weight").grad);
+    hk.rmsnorm->backward(store.x[n], norm_weight(norm.value), rstd, dxf, dx, params_.at("model.norm.weight").grad);
   }
   backward_layers(store, dx, dlogits, B, S, pos, steps);
   steps.at(0, Phase::Backward);

@@ -209,6 +209,23 @@ class DecoderModel {
   void moe_mlp_forward(size_t l, LayerActs& a, const Tensor& residual, Tensor* out, int64_t T);
   void moe_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T, const Tensor* dlogits_extra);
   MoEArgs moe_args(size_t l, const LayerActs& a) const;
+  // Qwen3.5 (model/layers/qwen3_5_layer.cpp, gated_deltanet.cpp, gated_attention.cpp): a layer's
+  // parameters, its two mixer kinds (the same block contract as attention_forward/backward), the
+  // MoE block's shared expert (y += sigmoid(x Wg^T) shared(x); backward dxn2 +=), and the norm
+  // weight a norm computes with (w, or 1 + w for the family's zero-centred norms).
+  std::pair<Tensor, Tensor> new_param(const Shape& s, DType dt) const;
+  void build_qwen3_5_layer(size_t l);
+  Tensor norm_weight(const Tensor& w) const;
+  void gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& a, int64_t B, int64_t S, Positions pos,
+                              InferenceState* cache);
+  void gated_deltanet_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S,
+                               Positions pos);
+  void gated_attention_forward(size_t l, const Tensor& x, LayerActs& a, int64_t B, int64_t S, Positions pos,
+                               InferenceState* cache);
+  void gated_attention_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S,
+                                Positions pos);
+  void shared_expert_forward(size_t l, LayerActs& a, Tensor& y, int64_t T);
+  void shared_expert_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T);
   // LoRA on one projection group of layer l (model/decoder_lora.cpp; no-ops without adapters
   // there): forward adds each adapter into its rows of the group's output y (y null: only the
   // saved x A^T, for a recomputation); backward takes d(output) and adds into dx.

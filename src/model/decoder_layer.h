@@ -32,6 +32,14 @@ struct LayerActs {
   Tensor xn2, rstd2;      // [T, H], [T]
   Tensor gu, act;         // [T, 2I], [T, I]  (dense MLP)
   MoESaved moe;           // sparse MLP: routing and the variant's saved activations
+  Tensor sgu, sact, sgate;  // qwen3_5_moe shared expert: [T, 2 SI], [T, SI], sigmoid(gate logit) [T]
+  // Gated attention (Qwen3.5): attn above is the attention output, gated = attn * sigmoid(gate) [T, Q].
+  Tensor gated;
+  // Gated DeltaNet (model/layers/gated_deltanet.cpp): qkv above holds the fused in_proj output
+  // [T, C + VD + 2 Hv]; conv_x its conv input [B, S, C], conv_y = silu(conv) [B, S, C]; q, k, v the
+  // delta rule's operands; g, beta [B, S, Hv]; o its output [B, S, Hv, dv]; z the gate [T * Hv, dv];
+  // y = gated_rmsnorm(o, z) [T, VD] (out_proj's input).
+  Tensor conv_x, conv_y, lq, lk, lv, lg, lbeta, lo, lz, ly;
   std::vector<Tensor> lora_t;  // per adapter of the layer (DecoderModel::lora_layer_): x A^T [T, r]
   bool have_attn = false, have_mlp = false;
 };
@@ -46,6 +54,12 @@ struct DecoderModel::Layer {
   Tensor w_in, w_qkv, w_qn, w_kn, w_o, w_post, w_gu, w_down;  // fused storage
   Tensor g_in, g_qkv, g_qn, g_kn, g_o, g_post, g_gu, g_down;  // their grads
   Tensor b_qkv, gb_qkv;  // q/k/v biases [Q + 2K] and grad (qwen2; undefined otherwise)
+  // Qwen3.5. Gated attention: w_qkv is [2Q + 2K, H] (q_proj's query/gate rows, k, v). Gated
+  // DeltaNet: w_qkv is the fused in_proj [C + VD + 2 Hv, H] (qkv, z, b, a), w_o the out_proj, and
+  // these its conv1d [C, 1, K], dt_bias, A_log [Hv] and gated norm [dv].
+  Tensor w_conv, w_dt, w_alog, w_gnorm, g_conv, g_dt, g_alog, g_gnorm;
+  // qwen3_5_moe: the shared expert's gate/up [2 SI, H], down [H, SI] and its gate [1, H].
+  Tensor w_sgu, w_sdown, w_sgate, g_sgu, g_sdown, g_sgate;
   // Its mixer and MLP (ModelConfig::layer_kind); the weights below are those of its kinds.
   LayerKind kind;
   bool moe() const { return kind.mlp == MlpKind::MoE; }

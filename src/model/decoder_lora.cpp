@@ -18,6 +18,8 @@ const GemmKernel& lora_gemm(const LinearKernel& lin) {
 void DecoderModel::enable_lora(const LoraConfig& c, uint64_t seed) {
   TITAN_CHECK(lora_.empty(), "LoRA is already enabled on this model");
   TITAN_CHECK(!tp_.on(), "LoRA: not with tensor parallelism in this build ([parallelism] tensor_parallel_degree = 1)");
+  TITAN_CHECK(!cfg_.is_qwen3_5(), "LoRA on qwen3_5 models is not implemented yet (its gated attention and Gated "
+              "DeltaNet projections have no adapters)");
   c.validate("lora");
   lora_cfg_ = c;
   lora_seed_ = seed;

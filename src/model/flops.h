@@ -14,6 +14,8 @@
 // Qwen3-MoE: a token runs the router and only num_experts_per_tok of the num_experts experts of
 // each sparse layer, so N (and the FLOPs) count the ACTIVE parameters: every parameter minus, per
 // sparse layer, the (E - K) experts a token does not use (torchtitan counts MoE FLOPs the same way).
+// Qwen3.5: the attention term over its full-attention layers only, plus the chunked delta rule's
+// FLOPs of its linear layers (linear_attention_flops; flops.cpp gives the count).
 // MFU = flops_per_token * tokens/s / peak FLOP/s (the peak: train/peak_flops.h).
 #pragma once
 #include <cstdint>
@@ -28,6 +30,7 @@ struct ModelSize {
   int64_t active_params = 0;      // parameters one token uses (= params for dense models)
   int64_t matmul_params = 0;      // N above (active parameters only)
   double flops_per_token = 0;     // training (forward + backward)
+  double linear_attention_flops = 0;  // Qwen3.5: the delta rule's part of flops_per_token (flops.cpp)
   int64_t non_embedding_params() const { return params - embedding_params; }
   // Training state bytes in f32: weights, grads, AdamW exp_avg + exp_avg_sq.
   int64_t param_bytes() const { return params * 4; }

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -69,18 +70,23 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
   ck.specs_ = model_param_specs(ck.config_);
   ck.folder_ = SafetensorsFolder::open(dir);
   const SafetensorsFolder& folder = ck.folder_;
+  // Qwen3.5's multimodal layout: the text model under model.language_model.
+  if (ck.config_.is_qwen3_5() && !folder.contains("model.embed_tokens.weight") &&
+      folder.contains("model.language_model.embed_tokens.weight"))
+    ck.text_prefix_ = "model.language_model.";
 
   // Every parameter present with the config's shape, in a floating dtype.
   std::set<std::string> expected;
   const ModelConfig& mc = ck.config_;
   for (int64_t l = 0; l < mc.num_hidden_layers && mc.is_moe(); ++l) {  // fused expert layers first
     if (!mc.layer_is_sparse(l)) continue;
-    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    const std::string p = ck.stored("model.layers." + std::to_string(l) + ".mlp.experts.");
     const std::string gu = p + "gate_up_proj", dn = p + "down_proj";
     const bool has_gu = folder.contains(gu), has_dn = folder.contains(dn);
     if (!has_gu && !has_dn) continue;
     TITAN_CHECK(has_gu && has_dn, dir, ": layer ", l, " has ", quote(has_gu ? gu : dn), " but not ", quote(has_gu ? dn : gu),
                 " (the fused expert layout needs both)");
+    const std::string spec_p = "model.layers." + std::to_string(l) + ".mlp.experts.";
     TITAN_CHECK(!folder.contains(p + "0.gate_proj.weight"), dir, ": layer ", l,
                 " stores its experts both fused (", quote(gu), ") and per expert (", quote(p + "0.gate_proj.weight"), ")");
     const int64_t E = mc.num_experts, I = mc.moe_intermediate_size, H = mc.hidden_size;
@@ -96,7 +102,7 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
     }
     ck.fused_layers_[l] = FusedExperts{gu, dn};
     for (int64_t e = 0; e < E; ++e) {
-      const std::string x = p + std::to_string(e) + ".";
+      const std::string x = spec_p + std::to_string(e) + ".";
       ck.fused_[x + "gate_proj.weight"] = ExpertSlice{gu, e, 0, I};
       ck.fused_[x + "up_proj.weight"] = ExpertSlice{gu, e, I, I};
       ck.fused_[x + "down_proj.weight"] = ExpertSlice{dn, e, 0, H};
@@ -104,28 +110,41 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
   }
   for (const auto& s : ck.specs_) {
     if (ck.fused_.count(s.name)) continue;  // checked above as part of its fused tensor
-    expected.insert(s.name);
-    TITAN_CHECK(folder.contains(s.name), dir, ": missing tensor ", quote(s.name), " (shape ", shape_str(s.shape),
+    const std::string sn = ck.stored(s.name);
+    expected.insert(sn);
+    TITAN_CHECK(folder.contains(sn), dir, ": missing tensor ", quote(sn), " (shape ", shape_str(s.shape),
                 ") in the checkpoint");
-    const SafetensorsFile& f = folder.file_of(s.name);
-    const SafetensorsEntry& e = *f.find(s.name);
+    const SafetensorsFile& f = folder.file_of(sn);
+    const SafetensorsEntry& e = *f.find(sn);
     TITAN_CHECK(e.shape == s.shape, f.origin(), ": tensor ", quote(s.name), " has shape ", shape_str(e.shape),
                 " but config.json implies ", shape_str(s.shape));
     TITAN_CHECK(e.dtype == "F32" || e.dtype == "BF16" || e.dtype == "F16", f.origin(), ": tensor ", quote(s.name),
                 " has dtype ", e.dtype, "; parameters must be F32, BF16 or F16");
   }
   std::vector<std::string> unexpected;
+  int64_t vision = 0, mtp = 0;
   for (const auto& [name, fi] : folder.tensors()) {
     if (expected.count(name)) continue;
+    if (ck.config_.is_qwen3_5()) {  // not the text model: skipped, and said so below
+      if (name.rfind("model.visual.", 0) == 0 || name.rfind("visual.", 0) == 0) {
+        ++vision;
+        continue;
+      }
+      if (name.rfind("mtp.", 0) == 0) {
+        ++mtp;
+        continue;
+      }
+    }
     if (name == "lm_head.weight" && ck.config_.tie_word_embeddings) {
+      const std::string emb = ck.stored("model.embed_tokens.weight");
       const SafetensorsFile& f = folder.files()[fi];
-      const SafetensorsFile& fe = folder.file_of("model.embed_tokens.weight");
-      TITAN_CHECK(f.find(name)->shape == fe.find("model.embed_tokens.weight")->shape, f.origin(),
+      const SafetensorsFile& fe = folder.file_of(emb);
+      TITAN_CHECK(f.find(name)->shape == fe.find(emb)->shape, f.origin(),
                   ": lm_head.weight has shape ", shape_str(f.find(name)->shape), " but the embedding is tied (",
-                  shape_str(fe.find("model.embed_tokens.weight")->shape), ")");
+                  shape_str(fe.find(emb)->shape), ")");
       TITAN_CHECK(f.dtype(name) == DType::F32 || f.dtype(name) == DType::BF16 || f.dtype(name) == DType::F16, f.origin(),
                   ": lm_head.weight has dtype ", f.find(name)->dtype);
-      TITAN_CHECK(same_values(f, name, fe, "model.embed_tokens.weight"), f.origin(),
+      TITAN_CHECK(same_values(f, name, fe, emb), f.origin(),
                   ": tie_word_embeddings is true but lm_head.weight differs from model.embed_tokens.weight");
       continue;
     }
@@ -137,16 +156,25 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir_in) {
     if (unexpected.size() > 3) list += " and " + std::to_string(unexpected.size() - 3) + " more";
     fail(dir, ": unexpected tensor", unexpected.size() > 1 ? "s " : " ", list, " (not parameters of this Qwen3 config)");
   }
+  if (vision > 0 || mtp > 0)
+    std::fprintf(stderr, "%s: skipping %lld vision-tower tensors (visual.*) and %lld multi-token-prediction tensors (mtp.*): "
+                 "only the text model is loaded\n", dir.c_str(), static_cast<long long>(vision),
+                 static_cast<long long>(mtp));
   return ck;
 }
 
+std::string HfCheckpoint::stored(const std::string& name) const {
+  if (text_prefix_.empty() || name.rfind("model.", 0) != 0 || name.rfind(text_prefix_, 0) == 0) return name;
+  return text_prefix_ + name.substr(6);
+}
+
 const SafetensorsFile& HfCheckpoint::file_of(const std::string& name) const {
-  return folder_.file_of(name);
+  return folder_.file_of(stored(name));
 }
 
 Tensor HfCheckpoint::get(const std::string& name, DType dt) const {
   auto it = fused_.find(name);
-  if (it == fused_.end()) return file_of(name).get(name, dt);
+  if (it == fused_.end()) return file_of(name).get(stored(name), dt);
   const ExpertSlice& x = it->second;
   Tensor all = file_of(x.fused).get(x.fused, dt);  // [E, R, C]
   const Tensor one = all.slice0(x.expert, x.expert + 1).view({all.dim(1), all.dim(2)});
@@ -154,7 +182,7 @@ Tensor HfCheckpoint::get(const std::string& name, DType dt) const {
 }
 
 void HfCheckpoint::read_into(const std::string& name, Tensor& dst) const {
-  if (!fused_.count(name)) return file_of(name).read_into(name, dst);
+  if (!fused_.count(name)) return file_of(name).read_into(stored(name), dst);
   Tensor src = get(name, dst.dtype());
   TITAN_CHECK(src.shape() == dst.shape(), dir_, ": tensor ", quote(name), " has shape ", shape_str(src.shape()),
               ", expected ", shape_str(dst.shape()));
@@ -162,11 +190,11 @@ void HfCheckpoint::read_into(const std::string& name, Tensor& dst) const {
 }
 
 void HfCheckpoint::drop_pages(const std::string& name) const {
-  if (!fused_.count(name)) file_of(name).drop_pages(name);
+  if (!fused_.count(name)) file_of(name).drop_pages(stored(name));
 }
 
 void HfCheckpoint::prefault(const std::string& name) const {
-  if (!fused_.count(name)) file_of(name).prefault(name);
+  if (!fused_.count(name)) file_of(name).prefault(stored(name));
 }
 
 HfCheckpoint::FusedExperts HfCheckpoint::fused_experts(int64_t layer) const {

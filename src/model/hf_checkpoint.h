@@ -76,6 +76,11 @@ class HfCheckpoint {
   };
   std::map<std::string, ExpertSlice> fused_;  // per-expert name -> where it lives in a fused tensor
   std::map<int64_t, FusedExperts> fused_layers_;
+  // Qwen3_5ForConditionalGeneration stores its text model under "model.language_model." (and the
+  // vision tower under "model.visual.", skipped): the prefix the text parameters' "model." is
+  // stored as ("" for a text-only checkpoint). stored(name) is the tensor's name in the files.
+  std::string text_prefix_;
+  std::string stored(const std::string& name) const;
 };
 
 // Shortcut: open `dir`, return all parameters as f32 and, when config is given, the config.

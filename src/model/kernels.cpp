@@ -15,6 +15,9 @@ KernelSet kernel_set(const std::string& variant) {
   k.residual = &kernel<ResidualKernel>(variant);
   k.bias = &kernel<BiasKernel>(variant);
   k.cross_entropy = &kernel<CrossEntropyKernel>(variant);
+  k.gated_delta = &kernel<GatedDeltaKernel>(variant);
+  k.conv1d = &kernel<CausalConv1dKernel>(variant);
+  k.gated_rmsnorm = &kernel<GatedRMSNormKernel>(variant);
   k.moe = &kernel<MoEKernel>(variant == "cpu" ? "grouped_gemm" : "reference");
   return k;
 }

@@ -5,6 +5,9 @@
 
 #include "ops/attention/attention.h"
 #include "ops/bias/bias.h"
+#include "ops/causal_conv1d/causal_conv1d.h"
+#include "ops/gated_delta/gated_delta.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/embedding/embedding.h"
 #include "ops/matmul/matmul.h"
@@ -27,6 +30,10 @@ struct KernelSet {
   const BiasKernel* bias = nullptr;  // q/k/v projection biases (qwen2)
   const CrossEntropyKernel* cross_entropy = nullptr;
   const MoEKernel* moe = nullptr;  // sparse MLP blocks (qwen3_moe)
+  // Qwen3.5's Gated DeltaNet layers (docs/qwen3_5.md)
+  const GatedDeltaKernel* gated_delta = nullptr;
+  const CausalConv1dKernel* conv1d = nullptr;
+  const GatedRMSNormKernel* gated_rmsnorm = nullptr;
 };
 
 // All ops from one variant set; error if any op lacks that variant. The MoE op has no "cpu"

@@ -17,6 +17,68 @@ std::vector<int64_t> ParamSpec::local_shape(int64_t tp) const {
   return s;
 }
 
+namespace {
+
+// One Qwen3.5 decoder layer: input_layernorm; its mixer (self_attn: q_proj [2 Q, H] holding each
+// head's query then its output gate, k/v/o_proj, q/k_norm; or linear_attn: in_proj_qkv/z/b/a, one
+// fused buffer in the model, conv1d, dt_bias, A_log, the gated norm, out_proj);
+// post_attention_layernorm; the MLP (dense, or the MoE router, experts, shared expert and its
+// gate). Tensor placement: replicated (the mixers have no tensor-parallel form yet).
+void qwen3_5_layer_specs(const ModelConfig& c, int64_t i, std::vector<ParamSpec>& specs) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim, Q = c.q_dim(), KV = c.kv_dim();
+  const std::string p = "model.layers." + std::to_string(i) + ".";
+  const int64_t u = 1 + i;
+  auto add = [&](std::string name, std::vector<int64_t> shape, ParamRole role, InitKind init, Placement pl = {}) {
+    specs.push_back({std::move(name), std::move(shape), u, i, role, init, pl});
+  };
+  const Placement expert{-1, true};
+  add(p + "input_layernorm.weight", {H}, ParamRole::Norm, InitKind::Zeros);
+  if (c.layer_kind(i).mixer == MixerKind::GatedDeltaNet) {
+    const std::string a = p + "linear_attn.";
+    const int64_t Hv = c.linear_num_value_heads, VD = c.linear_value_dim(), C = c.linear_conv_dim();
+    add(a + "in_proj_qkv.weight", {C, H}, ParamRole::Matmul, InitKind::InputSide);
+    add(a + "in_proj_z.weight", {VD, H}, ParamRole::Matmul, InitKind::InputSide);
+    add(a + "in_proj_b.weight", {Hv, H}, ParamRole::Matmul, InitKind::InputSide);
+    add(a + "in_proj_a.weight", {Hv, H}, ParamRole::Matmul, InitKind::InputSide);
+    add(a + "conv1d.weight", {C, 1, c.linear_conv_kernel_dim}, ParamRole::Mixer, InitKind::InputSide);
+    add(a + "dt_bias", {Hv}, ParamRole::Mixer, InitKind::Ones);
+    add(a + "A_log", {Hv}, ParamRole::Mixer, InitKind::LogDecay);
+    add(a + "norm.weight", {c.linear_value_head_dim}, ParamRole::Norm, InitKind::Ones);
+    add(a + "out_proj.weight", {H, VD}, ParamRole::Matmul, InitKind::OutputSide);
+  } else {
+    const std::string a = p + "self_attn.";
+    add(a + "q_proj.weight", {2 * Q, H}, ParamRole::Matmul, InitKind::InputSide);
+    add(a + "k_proj.weight", {KV, H}, ParamRole::Matmul, InitKind::InputSide);
+    add(a + "v_proj.weight", {KV, H}, ParamRole::Matmul, InitKind::InputSide);
+    add(a + "o_proj.weight", {H, Q}, ParamRole::Matmul, InitKind::OutputSide);
+    add(a + "q_norm.weight", {D}, ParamRole::Norm, InitKind::Zeros);
+    add(a + "k_norm.weight", {D}, ParamRole::Norm, InitKind::Zeros);
+  }
+  add(p + "post_attention_layernorm.weight", {H}, ParamRole::Norm, InitKind::Zeros);
+  if (c.layer_kind(i).mlp == MlpKind::MoE) {
+    const int64_t E = c.num_experts, MI = c.moe_intermediate_size, SI = c.shared_expert_intermediate_size;
+    add(p + "mlp.gate.weight", {E, H}, ParamRole::Router, InitKind::InputSide);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+      add(x + "gate_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::InputSide, expert);
+      add(x + "up_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::OutputSide, expert);
+      add(x + "down_proj.weight", {H, MI}, ParamRole::Matmul, InitKind::OutputSide, expert);
+    }
+    if (c.has_shared_expert()) {
+      add(p + "mlp.shared_expert.gate_proj.weight", {SI, H}, ParamRole::Matmul, InitKind::InputSide);
+      add(p + "mlp.shared_expert.up_proj.weight", {SI, H}, ParamRole::Matmul, InitKind::OutputSide);
+      add(p + "mlp.shared_expert.down_proj.weight", {H, SI}, ParamRole::Matmul, InitKind::OutputSide);
+      add(p + "mlp.shared_expert_gate.weight", {1, H}, ParamRole::Router, InitKind::InputSide);
+    }
+    return;
+  }
+  add(p + "mlp.gate_proj.weight", {I, H}, ParamRole::Matmul, InitKind::InputSide);
+  add(p + "mlp.up_proj.weight", {I, H}, ParamRole::Matmul, InitKind::OutputSide);
+  add(p + "mlp.down_proj.weight", {H, I}, ParamRole::Matmul, InitKind::OutputSide);
+}
+
+}  // namespace
+
 std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
   const int64_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   const int64_t Q = c.q_dim(), KV = c.kv_dim(), L = c.num_hidden_layers;
@@ -31,9 +93,15 @@ std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
   // The tied embedding is also the output layer, whose init torchtitan writes last (it wins).
   add("model.embed_tokens.weight", {V, H}, 0, -1, ParamRole::Embedding,
       c.tie_word_embeddings ? InitKind::Output : InitKind::Embedding, col);
+  // Qwen3.5's zero-centred RMSNorms (x^ (1 + w)) start at w = 0.
+  const InitKind norm_init = c.zero_centered_norm() ? InitKind::Zeros : InitKind::Ones;
   for (int64_t i = 0; i < L; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     const int64_t u = 1 + i;
+    if (c.is_qwen3_5()) {
+      qwen3_5_layer_specs(c, i, specs);
+      continue;
+    }
     add(p + "input_layernorm.weight", {H}, u, i, ParamRole::Norm, InitKind::Ones);
     const bool bias = c.has_qkv_bias();
     const char* proj[3] = {"q_proj", "k_proj", "v_proj"};
@@ -63,7 +131,7 @@ std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
     add(p + "mlp.up_proj.weight", {I, H}, u, i, ParamRole::Matmul, InitKind::OutputSide, col);
     add(p + "mlp.down_proj.weight", {H, I}, u, i, ParamRole::Matmul, InitKind::OutputSide, row);
   }
-  add("model.norm.weight", {H}, L + 1, -1, ParamRole::Norm, InitKind::Ones);
+  add("model.norm.weight", {H}, L + 1, -1, ParamRole::Norm, norm_init);
   if (!c.tie_word_embeddings) add("lm_head.weight", {V, H}, L + 1, -1, ParamRole::Matmul, InitKind::Output, col);
   return specs;
 }
@@ -81,6 +149,7 @@ const char* param_role_name(ParamRole r) {
     case ParamRole::Norm: return "norm";
     case ParamRole::Bias: return "bias";
     case ParamRole::Router: return "router";
+    case ParamRole::Mixer: return "mixer";
   }
   return "?";
 }
@@ -93,6 +162,7 @@ const char* init_kind_name(InitKind k) {
     case InitKind::Output: return "output";
     case InitKind::InputSide: return "input_side";
     case InitKind::OutputSide: return "output_side";
+    case InitKind::LogDecay: return "log_decay";
   }
   return "?";
 }

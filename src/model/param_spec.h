@@ -21,6 +21,7 @@ enum class ParamRole : uint8_t {
   Norm,       // RMSNorm weights
   Bias,       // q/k/v projection biases (Qwen2)
   Router,     // an MoE layer's router (mlp.gate.weight): f32, it picks the experts
+  Mixer,      // a Gated DeltaNet layer's small f32 parameters: conv1d.weight, dt_bias, A_log
 };
 
 // How init_weights fills a parameter (torchtitan's scheme; the HF scheme draws every non-norm,
@@ -32,6 +33,7 @@ enum class InitKind : uint8_t {
   Output,      // the output layer (lm_head, or the tied embedding): trunc_normal(dim^-0.5, +-3 std)
   InputSide,   // q/k/v, gate_proj, the router: trunc_normal(0.02, [-2, 2])
   OutputSide,  // o_proj, up_proj, down_proj: trunc_normal(0.02 / sqrt(2 (layer + 1)), [-2, 2])
+  LogDecay,    // a Gated DeltaNet's A_log: log(uniform(0.01, 16)) (transformers' init, both schemes)
 };
 
 // Where a parameter lives on the mesh. Tensor parallelism as Megatron lays it out: column-parallel

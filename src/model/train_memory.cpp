@@ -16,6 +16,7 @@ int64_t ce_rows(int64_t n, int64_t v) { return ce_detail::chunk_rows(n, v); }
 TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Checkpointing ckpt, DType compute,
                                  const LoraConfig* lora, DType base) {
   TITAN_CHECK(!c.is_moe(), "memory prediction covers dense models only (not yet qwen3_moe)");
+  TITAN_CHECK(!c.is_qwen3_5(), "memory prediction covers the attention families only (not yet qwen3_5's linear layers)");
   TITAN_CHECK(base == DType::F32 || (base == DType::BF16 && lora && compute == DType::BF16),
               "memory prediction: a bf16 base is a frozen LoRA base computing in bf16");
   const ModelSize ms = model_size(c, S);

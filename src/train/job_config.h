@@ -27,7 +27,7 @@ namespace titan {
 
 // Keys with a fixed set of values are enums. Job files and overrides spell the values as
 // torchtitan does (OptionNames<E>); this table is the only place those spellings are parsed.
-enum class ModelName { Qwen3, Qwen3Moe, Llama, Qwen2 };
+enum class ModelName { Qwen3, Qwen3Moe, Llama, Qwen2, Qwen3_5 };
 enum class OptimizerName { AdamW };
 enum class DecayType { Linear, Sqrt, Cosine };
 enum class ReshardAfterForward { Default, Always, Never };
@@ -50,7 +50,8 @@ struct OptionNames<ModelName> {
   static constexpr std::pair<ModelName, const char*> values[] = {{ModelName::Qwen3, "qwen3"},
                                                                  {ModelName::Qwen3Moe, "qwen3_moe"},
                                                                  {ModelName::Llama, "llama"},
-                                                                 {ModelName::Qwen2, "qwen2"}};
+                                                                 {ModelName::Qwen2, "qwen2"},
+                                                                 {ModelName::Qwen3_5, "qwen3_5"}};
 };
 template <>
 struct OptionNames<OptimizerName> {

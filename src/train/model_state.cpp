@@ -38,6 +38,9 @@ ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>
     TITAN_CHECK(mc.model_type == want, "[model] name is ", want, " but the model (",
                 mc.flavor.empty() ? std::string("config.json") : "flavor " + mc.flavor, ") is a ", mc.model_type);
   }
+  // "qwen3_5": a Qwen3.5 model, dense or MoE (flavor debug-qwen3_5*, or a Qwen3.5 config.json).
+  TITAN_CHECK(cfg.model.name != ModelName::Qwen3_5 || mc.is_qwen3_5(), "[model] name is qwen3_5 but the model (",
+              mc.flavor.empty() ? std::string("config.json") : "flavor " + mc.flavor, ") is a ", mc.model_type);
   TITAN_CHECK(cfg.model.name != ModelName::Qwen3Moe || mc.is_moe(), "[model] name is qwen3_moe but the model (",
               mc.flavor.empty() ? std::string("config.json") : "flavor " + mc.flavor, ") is a dense qwen3");
   TITAN_CHECK(mc.is_moe() || (cfg.model.num_experts < 0 && cfg.model.top_k < 0),
@@ -46,6 +49,7 @@ ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>
     TITAN_CHECK(cfg.model.n_layers <= mc.num_hidden_layers, "[model] n_layers ", cfg.model.n_layers,
                 " exceeds the model's ", mc.num_hidden_layers, " layers");
     mc.num_hidden_layers = cfg.model.n_layers;
+    if (!mc.layer_mixers.empty()) mc.layer_mixers.resize(size_t(cfg.model.n_layers));  // the first n layers' kinds
   }
   if (cfg.model.num_experts > 0) {
     TITAN_CHECK(!ckpt || cfg.model.num_experts == mc.num_experts, "[model] num_experts ", cfg.model.num_experts,

@@ -34,6 +34,7 @@ void DecoderModel::moe_mlp_forward(size_t l, LayerActs& a, const Tensor& residua
   }
   Tensor y = out ? *out : f32({T, cfg_.hidden_size});
   k.moe->forward(m, y, a.moe);
+  if (layers_[l].w_sgu.defined()) shared_expert_forward(l, a, y, T);  // qwen3_5_moe (qwen3_5_layer.cpp)
   if (out) k.residual->forward(y, residual, y);
 }
 
@@ -68,6 +69,7 @@ void DecoderModel::moe_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Te
     }
   }
   k.moe->backward(m, a.moe, dy, g);
+  if (L.w_sgu.defined()) shared_expert_backward(l, a, dy, dxn2, T);  // qwen3_5_moe: dxn2 +=
   if (drouter_part.defined()) tp_grad_sum(drouter_part, L.g_router);
   a.moe = MoESaved();
   merged = LoraMoeWeights();

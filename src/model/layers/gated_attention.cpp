@@ -1,0 +1,214 @@
+// Qwen3.5's full-attention mixer (transformers' Qwen3_5Attention), forward and backward:
+//   qkv = xn1 @ [q_proj; k_proj; v_proj]^T, q_proj's rows giving each head its query then its
+//   output gate ([T, heads, 2 D] -> query [.., :D], gate [.., D:]);
+//   q, k <- zero-centred per-head RMSNorm (1 + q_norm / k_norm), then RoPE on the first
+//   rotary_dim = head_dim * partial_rotary_factor of each head (rotate_half within that part);
+//   attn = softmax attention (GQA, causal or block-causal); gated = attn * sigmoid(gate);
+//   h = x + gated @ o_proj^T.
+// The attention kernel is the one of the plain attention layer; the query and gate are copied
+// out of the fused projection (they interleave per head), k and v read in place.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/threading.h"
+#include "model/decoder_layer.h"
+#include "model/inference_state.h"
+#include "ops/attention/cached.h"
+
+namespace titan {
+
+using namespace layer_util;
+
+namespace {
+
+// Partial RoPE in place on rows x (B * S rows of h vectors of width D >= rd): the first rd
+// entries of each vector rotated as HF's x * cos + rotate_half(x) * sin over those rd, at the
+// token's position (pos_of(row)); cache: [P, rd]. backward: the transposed rotation.
+template <class PosOf>
+void rope_partial(const RowView& x, int64_t rd, const RopeCache& cache, bool backward, PosOf pos_of) {
+  const int64_t half = rd / 2;
+  const float* cp = cache.cos.data<float>();
+  const float* sp = cache.sin.data<float>();
+  const auto xs = x.ptr<float>();
+  const float sign = backward ? -1.0f : 1.0f;
+  parallel_for(x.n, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t p = pos_of(row);
+      if (p < 0) continue;  // a padding column of a generating batch: left as it is
+      const float* c = cp + p * rd;
+      const float* s = sp + p * rd;
+      for (int64_t h = 0; h < x.h; ++h) {
+        float* a = xs.row(row) + h * x.d;
+        float* b = a + half;
+        for (int64_t j = 0; j < half; ++j) {
+          const float x1 = a[j], x2 = b[j], sj = sign * s[j];
+          a[j] = x1 * c[j] - x2 * sj;
+          b[j] = x2 * c[j + half] + x1 * s[j + half] * sign;
+        }
+      }
+    }
+  });
+}
+
+float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
+
+}  // namespace
+
+void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs& a, int64_t B, int64_t S,
+                                           Positions pos, InferenceState* cache) {
+  const Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
+  const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
+  const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
+  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, W = 2 * Q + 2 * K;
+  const int64_t rd = cfg_.rotary_dim();
+  const float eps = float(cfg_.rms_norm_eps);
+  a.xn1 = Tensor::empty({T, H}, gemm_input_dtype(compute_));
+  a.rstd1 = f32({T});
+  k.rmsnorm->forward(x, norm_weight(L.w_in), eps, a.xn1, a.rstd1);
+  a.qkv = f32({T, W});
+  k.linear->forward(a.xn1, Wqkv, a.qkv, compute_);
+  // query and gate out of q_proj's per-head [query | gate] pairs
+  Tensor qraw = f32({T, nh, D});
+  a.gated = f32({T, Q});  // the gate logits for now; gated output below
+  {
+    const float* s = a.qkv.data<float>();
+    float* qd = qraw.data<float>();
+    float* gd = a.gated.data<float>();
+    parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t h = 0; h < nh; ++h) {
+          std::memcpy(qd + (t * nh + h) * D, s + t * W + h * 2 * D, size_t(D) * sizeof(float));
+          std::memcpy(gd + (t * nh + h) * D, s + t * W + h * 2 * D + D, size_t(D) * sizeof(float));
+        }
+    });
+  }
+  a.q = f32({B, S, nh, D});
+  a.k = f32({B, S, nkv, D});
+  a.rstd_q = f32({T * nh});
+  a.rstd_k = f32({T * nkv});
+  const RowView q = RowView::of(a.q, nh, D), kk = RowView::of(a.k, nkv, D);
+  k.rmsnorm->forward_rows(RowView::of(qraw, nh, D), norm_weight(L.w_qn), eps, q, a.rstd_q);
+  k.rmsnorm->forward_rows(RowView::columns(a.qkv, 2 * Q, nkv, D), norm_weight(L.w_kn), eps, kk, a.rstd_k);
+  a.attn = f32({B, S, nh, D});
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  if (cache) {
+    // Generation: each row's real columns sit at positions column - first[b]; the new keys and
+    // values join the cache, the queries attend over it (padding masked).
+    InferenceState& c = *cache;
+    const int64_t cap = c.capacity();
+    TITAN_ASSERT(c.rows == B && c.len + S <= cap, "inference state cannot take ", B, " x ", S, " more");
+    auto pos_of = [&](int64_t row) { return c.len + row % S - c.first[size_t(row / S)]; };
+    rope_partial(q, rd, rope_, false, pos_of);
+    rope_partial(kk, rd, rope_, false, pos_of);
+    LayerState& st = c.layers[l];
+    float* kc = st.k.data<float>();
+    float* vc = st.v.data<float>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t dst = ((b * cap) + c.len + s) * K;
+        std::memcpy(kc + dst, a.k.data<float>() + (b * S + s) * K, size_t(K) * sizeof(float));
+        std::memcpy(vc + dst, a.qkv.data<float>() + (b * S + s) * W + 2 * Q + K, size_t(K) * sizeof(float));
+      }
+    attention_cached(q, st.k, st.v, c.first.data(), c.len + S, S, scale, a.attn);
+  } else {
+    auto pos_of = [&](int64_t row) {
+      const int64_t s = row % S;
+      return pos.doc_start ? s - pos.doc_start[row] : pos.start + s;
+    };
+    rope_partial(q, rd, rope_, false, pos_of);
+    rope_partial(kk, rd, rope_, false, pos_of);
+    a.lse = f32({B, nh, S});
+    k.attention->forward_rows_seg(q, kk, RowView::columns(a.qkv, 2 * Q + K, nkv, D), S, pos.doc_start, scale, a.attn,
+                                  a.lse);
+  }
+  a.attn = a.attn.view({T, Q});
+  {
+    const float* at = a.attn.data<float>();
+    float* g = a.gated.data<float>();
+    parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+      for (int64_t i = t0 * Q; i < t1 * Q; ++i) g[i] = at[i] * sigmoid(g[i]);
+    });
+  }
+  a.h = f32({T, H});
+  k.linear->forward_residual(a.gated, Wo, &x, a.h, compute_);
+}
+
+void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B,
+                                            int64_t S, Positions pos) {
+  Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
+  const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
+  const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
+  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, W = 2 * Q + 2 * K;
+  const int64_t rd = cfg_.rotary_dim();
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  Tensor dgated = f32({T, Q});
+  k.linear->backward(a.gated, Wo, dx, &dgated, grad_or_null(L.g_o), compute_);
+  a.gated = Tensor();
+  // gated = attn * sigmoid(gate): d(attn) = d(gated) s, d(gate) = d(gated) attn s (1 - s)
+  Tensor dattn = f32({T, Q}), dgate = f32({T, Q});
+  {
+    const float* s = a.qkv.data<float>();
+    const float* at = a.attn.data<float>();
+    const float* dg = dgated.data<float>();
+    float* da = dattn.data<float>();
+    float* dz = dgate.data<float>();
+    parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t h = 0; h < nh; ++h)
+          for (int64_t j = 0; j < D; ++j) {
+            const int64_t i = (t * nh + h) * D + j;
+            const float sg = sigmoid(s[t * W + h * 2 * D + D + j]);
+            da[i] = dg[i] * sg;
+            dz[i] = dg[i] * at[i] * sg * (1.0f - sg);
+          }
+    });
+  }
+  dgated = Tensor();
+  Tensor dqkv = f32({T, W});
+  Tensor dq = f32({B, S, nh, D});
+  const RowView dqv = RowView::of(dq, nh, D), dk = RowView::columns(dqkv, 2 * Q, nkv, D);
+  k.attention->backward_rows_seg(RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
+                                 RowView::columns(a.qkv, 2 * Q + K, nkv, D), a.attn.view({B, S, nh, D}), a.lse,
+                                 dattn.view({B, S, nh, D}), S, pos.doc_start, scale, dqv, dk,
+                                 RowView::columns(dqkv, 2 * Q + K, nkv, D));
+  dattn = Tensor();
+  auto pos_of = [&](int64_t row) {
+    const int64_t s = row % S;
+    return pos.doc_start ? s - pos.doc_start[row] : pos.start + s;
+  };
+  rope_partial(dqv, rd, rope_, true, pos_of);
+  rope_partial(dk, rd, rope_, true, pos_of);
+  // q norm backward from the raw query (copied out of qkv again), into its q_proj columns
+  Tensor qraw = f32({T, nh, D}), dqraw = f32({T, nh, D});
+  {
+    const float* s = a.qkv.data<float>();
+    float* qd = qraw.data<float>();
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < nh; ++h)
+        std::memcpy(qd + (t * nh + h) * D, s + t * W + h * 2 * D, size_t(D) * sizeof(float));
+  }
+  k.rmsnorm->backward_rows(RowView::of(qraw, nh, D), norm_weight(L.w_qn), a.rstd_q, dqv, RowView::of(dqraw, nh, D),
+                           L.g_qn, false);
+  k.rmsnorm->backward_rows(RowView::columns(a.qkv, 2 * Q, nkv, D), norm_weight(L.w_kn), a.rstd_k, dk, dk, L.g_kn,
+                           false);
+  {
+    float* d = dqkv.data<float>();
+    const float* dqp = dqraw.data<float>();
+    const float* dgp = dgate.data<float>();
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < nh; ++h) {
+        std::memcpy(d + t * W + h * 2 * D, dqp + (t * nh + h) * D, size_t(D) * sizeof(float));
+        std::memcpy(d + t * W + h * 2 * D + D, dgp + (t * nh + h) * D, size_t(D) * sizeof(float));
+      }
+  }
+  Tensor dxn1 = f32({T, H});
+  k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
+  k.rmsnorm->backward_add(x, norm_weight(L.w_in), a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
+}
+
+}  // namespace titan

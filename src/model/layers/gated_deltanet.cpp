@@ -1,0 +1,220 @@
+// Qwen3.5's linear-attention mixer (transformers' Qwen3_5GatedDeltaNet), forward and backward,
+// composed of the ops of docs/qwen3_5.md:
+//   p = xn1 @ [in_proj_qkv; in_proj_z; in_proj_b; in_proj_a]^T   (one GEMM over the fused rows)
+//   y = silu(causal_conv1d(p[:, :C]))  -> q [.., Hk, dk], k [.., Hk, dk], v [.., Hv, dv]
+//   z = p[:, C:C+VD];  beta = sigmoid(b);  g = -exp(A_log) softplus(a + dt_bias)
+//   o = gated_delta(q, k, v, g, beta)   (q, k L2-normalised in the op, q scaled by dk^-1/2; the
+//       chunked form; the state restarts at each packed document)
+//   h = x + gated_rmsnorm(o, z) @ out_proj^T
+// With an inference state (generation) the conv window and the recurrent state of each row are
+// carried between calls: a prefill runs the chunked form from a zero state, each later call
+// continues from the held states (one token: the op's decode step).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/threading.h"
+#include "model/decoder_layer.h"
+#include "model/inference_state.h"
+
+namespace titan {
+
+using namespace layer_util;
+
+namespace {
+
+// dst [T, n] = columns [c0, c0 + n) of src [T, W]; and back (dst columns <- src).
+void take_columns(const Tensor& src, int64_t c0, Tensor& dst) {
+  const int64_t T = src.dim(0), W = src.dim(1), n = dst.numel() / T;
+  const float* s = src.data<float>();
+  float* d = dst.data<float>();
+  parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) std::memcpy(d + t * n, s + t * W + c0, size_t(n) * sizeof(float));
+  });
+}
+void put_columns(const Tensor& src, Tensor& dst, int64_t c0) {
+  const int64_t T = dst.dim(0), W = dst.dim(1), n = src.numel() / T;
+  const float* s = src.data<float>();
+  float* d = dst.data<float>();
+  parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) std::memcpy(d + t * W + c0, s + t * n, size_t(n) * sizeof(float));
+  });
+}
+
+// torch's softplus (beta 1, threshold 20) and its derivative.
+inline double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+inline double softplus_grad(double x) { return x > 20 ? 1.0 : 1.0 / (1.0 + std::exp(-x)); }
+
+}  // namespace
+
+void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& a, int64_t B, int64_t S,
+                                          Positions pos, InferenceState* cache) {
+  const Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  const ExecContext& ctx = ExecContext::host();
+  const Tensor& Win = wbf_ ? wbf_->qkv[l] : L.w_qkv;
+  const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
+  const int64_t T = B * S, H = cfg_.hidden_size, C = cfg_.linear_conv_dim(), VD = cfg_.linear_value_dim();
+  const int64_t Hk = cfg_.linear_num_key_heads, Hv = cfg_.linear_num_value_heads;
+  const int64_t dk = cfg_.linear_key_head_dim, dv = cfg_.linear_value_head_dim, KD = Hk * dk;
+  const int64_t R = cfg_.linear_in_rows(), Kc = cfg_.linear_conv_kernel_dim;
+  const float eps = float(cfg_.rms_norm_eps);
+  a.xn1 = Tensor::empty({T, H}, gemm_input_dtype(compute_));
+  a.rstd1 = f32({T});
+  k.rmsnorm->forward(x, norm_weight(L.w_in), eps, a.xn1, a.rstd1);
+  a.qkv = f32({T, R});
+  k.linear->forward(a.xn1, Win, a.qkv, compute_);
+  // Generation: the per-row states (zero at the prefill), made on first use.
+  LayerState* st = nullptr;
+  if (cache) {
+    st = &cache->layers.at(l);
+    if (!st->conv.defined()) {
+      st->conv = Tensor::zeros({B, C, Kc - 1}, DType::F32);
+      st->recurrent = Tensor::zeros({B, Hv, dk, dv}, DType::F32);
+    }
+  }
+  a.conv_x = f32({B, S, C});
+  take_columns(a.qkv, 0, a.conv_x);
+  a.conv_y = f32({B, S, C});
+  const Tensor wc = L.w_conv.view({C, Kc});
+  if (st) {
+    // A left-padded prompt: its padding columns are zero inputs (transformers masks them so),
+    // and the rows' states start at zero.
+    if (cache->len == 0) {
+      float* cx = a.conv_x.data<float>();
+      for (int64_t b = 0; b < B; ++b)
+        std::fill_n(cx + b * S * C, cache->first[size_t(b)] * C, 0.0f);
+    }
+    Tensor next = f32({B, C, Kc - 1});
+    k.conv1d->forward(ctx, a.conv_x, wc, nullptr, st->conv, a.conv_y, next);
+    st->conv = next;
+  } else {
+    Tensor none;
+    k.conv1d->forward(ctx, a.conv_x, wc, pos.doc_start, Tensor(), a.conv_y, none);
+  }
+  a.lq = f32({B, S, Hk, dk});
+  a.lk = f32({B, S, Hk, dk});
+  a.lv = f32({B, S, Hv, dv});
+  const Tensor cy = a.conv_y.view({T, C});
+  take_columns(cy, 0, a.lq);
+  take_columns(cy, KD, a.lk);
+  take_columns(cy, 2 * KD, a.lv);
+  a.lz = f32({T * Hv, dv});
+  take_columns(a.qkv, C, a.lz);
+  a.lg = f32({B, S, Hv});
+  a.lbeta = f32({B, S, Hv});
+  {
+    const float* p = a.qkv.data<float>();
+    const float* alog = L.w_alog.data<float>();
+    const float* dt = L.w_dt.data<float>();
+    float* g = a.lg.data<float>();
+    float* be = a.lbeta.data<float>();
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < Hv; ++h) {
+        const double bb = p[t * R + C + VD + h], aa = p[t * R + C + VD + Hv + h];
+        be[t * Hv + h] = float(1.0 / (1.0 + std::exp(-bb)));
+        g[t * Hv + h] = float(-std::exp(double(alog[h])) * softplus(aa + double(dt[h])));
+      }
+  }
+  if (st && cache->len == 0) {
+    // padding columns: beta 0 and g 0 leave the state as it is (zero) through them
+    float* g = a.lg.data<float>();
+    float* be = a.lbeta.data<float>();
+    for (int64_t b = 0; b < B; ++b) {
+      std::fill_n(g + b * S * Hv, cache->first[size_t(b)] * Hv, 0.0f);
+      std::fill_n(be + b * S * Hv, cache->first[size_t(b)] * Hv, 0.0f);
+    }
+  }
+  a.lo = f32({B, S, Hv, dv});
+  GatedDeltaOptions o;
+  if (st) {
+    Tensor fin = f32({B, Hv, dk, dv});
+    k.gated_delta->forward(ctx, a.lq, a.lk, a.lv, a.lg, a.lbeta, nullptr, st->recurrent, o, a.lo, fin);
+    st->recurrent = fin;
+  } else {
+    Tensor none;
+    k.gated_delta->forward(ctx, a.lq, a.lk, a.lv, a.lg, a.lbeta, pos.doc_start, Tensor(), o, a.lo, none);
+  }
+  a.ly = f32({T, VD});
+  Tensor ly = a.ly.view({T * Hv, dv});
+  k.gated_rmsnorm->forward(ctx, a.lo.view({T * Hv, dv}), a.lz, L.w_gnorm, eps, ly);
+  a.h = f32({T, H});
+  k.linear->forward_residual(a.ly, Wo, &x, a.h, compute_);
+}
+
+void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B,
+                                           int64_t S, Positions pos) {
+  Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  const ExecContext& ctx = ExecContext::host();
+  const Tensor& Win = wbf_ ? wbf_->qkv[l] : L.w_qkv;
+  const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
+  const int64_t T = B * S, H = cfg_.hidden_size, C = cfg_.linear_conv_dim(), VD = cfg_.linear_value_dim();
+  const int64_t Hk = cfg_.linear_num_key_heads, Hv = cfg_.linear_num_value_heads;
+  const int64_t dk = cfg_.linear_key_head_dim, dv = cfg_.linear_value_head_dim, KD = Hk * dk;
+  const int64_t R = cfg_.linear_in_rows(), Kc = cfg_.linear_conv_kernel_dim;
+  const float eps = float(cfg_.rms_norm_eps);
+  Tensor dly = f32({T, VD});
+  k.linear->backward(a.ly, Wo, dx, &dly, grad_or_null(L.g_o), compute_);
+  a.ly = Tensor();
+  Tensor dlo = f32({B, S, Hv, dv}), dlz = f32({T * Hv, dv});
+  Tensor gn_scratch;
+  Tensor& dgn = L.g_gnorm.defined() ? L.g_gnorm : (gn_scratch = Tensor::zeros(L.w_gnorm.shape(), DType::F32));
+  Tensor dlo2 = dlo.view({T * Hv, dv});
+  k.gated_rmsnorm->backward(ctx, a.lo.view({T * Hv, dv}), a.lz, L.w_gnorm, eps, dly.view({T * Hv, dv}), dlo2, dlz,
+                            dgn);
+  dly = Tensor();
+  Tensor dq = f32(a.lq.shape()), dkk = f32(a.lk.shape()), dv_ = f32(a.lv.shape()), dg = f32(a.lg.shape()),
+         dbeta = f32(a.lbeta.shape()), none;
+  GatedDeltaOptions o;
+  k.gated_delta->backward(ctx, a.lq, a.lk, a.lv, a.lg, a.lbeta, pos.doc_start, Tensor(), dlo, Tensor(), o, dq, dkk,
+                          dv_, dg, dbeta, none);
+  dlo = Tensor();
+  Tensor dcy = f32({T, C});
+  put_columns(dq, dcy, 0);
+  put_columns(dkk, dcy, KD);
+  put_columns(dv_, dcy, 2 * KD);
+  dq = dkk = dv_ = Tensor();
+  Tensor dqkv = f32({T, R});
+  {
+    Tensor dcx = f32({B, S, C});
+    Tensor wsc;
+    Tensor dwc = L.g_conv.defined() ? L.g_conv.view({C, Kc}) : (wsc = Tensor::zeros({C, Kc}, DType::F32));
+    Tensor dsin;
+    k.conv1d->backward(ctx, a.conv_x, L.w_conv.view({C, Kc}), pos.doc_start, Tensor(), dcy.view({B, S, C}), dcx,
+                       dwc, dsin);
+    put_columns(dcx.view({T, C}), dqkv, 0);
+  }
+  put_columns(dlz.view({T, VD}), dqkv, C);
+  {
+    const float* p = a.qkv.data<float>();
+    const float* alog = L.w_alog.data<float>();
+    const float* dt = L.w_dt.data<float>();
+    const float* g = a.lg.data<float>();
+    const float* be = a.lbeta.data<float>();
+    const float* dgp = dg.data<float>();
+    const float* dbp = dbeta.data<float>();
+    float* d = dqkv.data<float>();
+    std::vector<double> ddt(size_t(Hv), 0.0), dalog(size_t(Hv), 0.0);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < Hv; ++h) {
+        const int64_t i = t * Hv + h;
+        d[t * R + C + VD + h] = float(double(dbp[i]) * double(be[i]) * (1.0 - double(be[i])));
+        // g = -exp(A_log) softplus(a + dt_bias): dg/da = -exp(A_log) sigmoid(a + dt_bias), dg/dA_log = g
+        const double u = double(p[t * R + C + VD + Hv + h]) + double(dt[h]);
+        const double da = double(dgp[i]) * -std::exp(double(alog[h])) * softplus_grad(u);
+        d[t * R + C + VD + Hv + h] = float(da);
+        ddt[size_t(h)] += da;
+        dalog[size_t(h)] += double(dgp[i]) * double(g[i]);
+      }
+    if (L.g_dt.defined())
+      for (int64_t h = 0; h < Hv; ++h) L.g_dt.data<float>()[h] += float(ddt[size_t(h)]);
+    if (L.g_alog.defined())
+      for (int64_t h = 0; h < Hv; ++h) L.g_alog.data<float>()[h] += float(dalog[size_t(h)]);
+  }
+  Tensor dxn1 = f32({T, H});
+  k.linear->backward(a.xn1, Win, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
+  k.rmsnorm->backward_add(x, norm_weight(L.w_in), a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
+}
+
+}  // namespace titan

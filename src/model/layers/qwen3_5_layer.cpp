@@ -1,0 +1,186 @@
+// Qwen3.5 decoder layers (dense and MoE): their parameters (the storage behind the ParamSpecs of
+// model/param_spec.cpp, in that order), the family's zero-centred RMSNorm weight, and the MoE
+// block's shared expert with its sigmoid gate. The two mixers are gated_attention.cpp and
+// gated_deltanet.cpp.
+#include <cmath>
+#include <cstring>
+
+#include "core/threading.h"
+#include "model/decoder_layer.h"
+
+namespace titan {
+
+using namespace layer_util;
+
+std::pair<Tensor, Tensor> DecoderModel::new_param(const Shape& s, DType dt) const {
+  if (deferred_) return {Tensor::deferred(s, dt), base_frozen_ ? Tensor() : Tensor::deferred(s, DType::F32)};
+  return {Tensor::zeros(s, dt), base_frozen_ ? Tensor() : Tensor::zeros(s, DType::F32)};
+}
+
+// x^ (1 + w): the rmsnorm op with weight 1 + w computes it, and its weight gradient (sum dy x^)
+// is the gradient of w, so the op's dw goes straight into w's gradient.
+Tensor DecoderModel::norm_weight(const Tensor& w) const {
+  if (!cfg_.zero_centered_norm()) return w;
+  Tensor one = Tensor::empty(w.shape(), DType::F32);
+  const float* s = w.data<float>();
+  float* d = one.data<float>();
+  for (int64_t i = 0; i < w.numel(); ++i) d[i] = 1.0f + s[i];
+  return one;
+}
+
+void DecoderModel::build_qwen3_5_layer(size_t l) {
+  Layer& L = layers_[l];
+  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
+  const int64_t Q = cfg_.q_dim(), K = cfg_.kv_dim();
+  const DType wdt = weight_dtype_;
+  auto rows = [](const Tensor& t, int64_t b, int64_t e) { return t.defined() ? t.slice0(b, e) : Tensor(); };
+  const std::string p = "model.layers." + std::to_string(l) + ".";
+  std::tie(L.w_in, L.g_in) = new_param({H}, DType::F32);
+  std::tie(L.w_post, L.g_post) = new_param({H}, DType::F32);
+  params_.add(p + "input_layernorm.weight", L.w_in, L.g_in);
+  if (L.kind.mixer == MixerKind::GatedDeltaNet) {
+    const std::string a = p + "linear_attn.";
+    const int64_t C = cfg_.linear_conv_dim(), VD = cfg_.linear_value_dim(), Hv = cfg_.linear_num_value_heads;
+    const int64_t R = cfg_.linear_in_rows(), Kc = cfg_.linear_conv_kernel_dim;
+    std::tie(L.w_qkv, L.g_qkv) = new_param({R, H}, wdt);
+    std::tie(L.w_conv, L.g_conv) = new_param({C, 1, Kc}, DType::F32);
+    std::tie(L.w_dt, L.g_dt) = new_param({Hv}, DType::F32);
+    std::tie(L.w_alog, L.g_alog) = new_param({Hv}, DType::F32);
+    std::tie(L.w_gnorm, L.g_gnorm) = new_param({cfg_.linear_value_head_dim}, DType::F32);
+    std::tie(L.w_o, L.g_o) = new_param({H, VD}, wdt);
+    const int64_t cuts[5] = {0, C, C + VD, C + VD + Hv, R};
+    const char* proj[4] = {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"};
+    for (int j = 0; j < 4; ++j)
+      params_.add(a + proj[j] + ".weight", L.w_qkv.slice0(cuts[j], cuts[j + 1]), rows(L.g_qkv, cuts[j], cuts[j + 1]));
+    params_.add(a + "conv1d.weight", L.w_conv, L.g_conv);
+    params_.add(a + "dt_bias", L.w_dt, L.g_dt);
+    params_.add(a + "A_log", L.w_alog, L.g_alog);
+    params_.add(a + "norm.weight", L.w_gnorm, L.g_gnorm);
+    params_.add(a + "out_proj.weight", L.w_o, L.g_o);
+  } else {
+    const std::string a = p + "self_attn.";
+    std::tie(L.w_qkv, L.g_qkv) = new_param({2 * Q + 2 * K, H}, wdt);
+    std::tie(L.w_o, L.g_o) = new_param({H, Q}, wdt);
+    std::tie(L.w_qn, L.g_qn) = new_param({D}, DType::F32);
+    std::tie(L.w_kn, L.g_kn) = new_param({D}, DType::F32);
+    const int64_t cuts[4] = {0, 2 * Q, 2 * Q + K, 2 * Q + 2 * K};
+    const char* proj[3] = {"q_proj", "k_proj", "v_proj"};
+    for (int j = 0; j < 3; ++j)
+      params_.add(a + proj[j] + ".weight", L.w_qkv.slice0(cuts[j], cuts[j + 1]), rows(L.g_qkv, cuts[j], cuts[j + 1]));
+    params_.add(a + "o_proj.weight", L.w_o, L.g_o);
+    params_.add(a + "q_norm.weight", L.w_qn, L.g_qn);
+    params_.add(a + "k_norm.weight", L.w_kn, L.g_kn);
+  }
+  params_.add(p + "post_attention_layernorm.weight", L.w_post, L.g_post);
+  if (L.moe()) {
+    const int64_t E = cfg_.num_experts, MI = cfg_.moe_intermediate_size, SI = cfg_.shared_expert_intermediate_size;
+    std::tie(L.w_router, L.g_router) = new_param({E, H}, DType::F32);
+    std::tie(L.w_egu, L.g_egu) = new_param({E, 2 * MI, H}, wdt);
+    std::tie(L.w_edown, L.g_edown) = new_param({E, H, MI}, wdt);
+    params_.add(p + "mlp.gate.weight", L.w_router, L.g_router);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+      Tensor wgu = L.w_egu.slice0(e, e + 1).view({2 * MI, H});
+      Tensor ggu = L.g_egu.defined() ? L.g_egu.slice0(e, e + 1).view({2 * MI, H}) : Tensor();
+      params_.add(x + "gate_proj.weight", wgu.slice0(0, MI), rows(ggu, 0, MI));
+      params_.add(x + "up_proj.weight", wgu.slice0(MI, 2 * MI), rows(ggu, MI, 2 * MI));
+      params_.add(x + "down_proj.weight", L.w_edown.slice0(e, e + 1).view({H, MI}),
+                  L.g_edown.defined() ? L.g_edown.slice0(e, e + 1).view({H, MI}) : Tensor());
+    }
+    if (cfg_.has_shared_expert()) {
+      std::tie(L.w_sgu, L.g_sgu) = new_param({2 * SI, H}, wdt);
+      std::tie(L.w_sdown, L.g_sdown) = new_param({H, SI}, wdt);
+      std::tie(L.w_sgate, L.g_sgate) = new_param({1, H}, DType::F32);
+      params_.add(p + "mlp.shared_expert.gate_proj.weight", L.w_sgu.slice0(0, SI), rows(L.g_sgu, 0, SI));
+      params_.add(p + "mlp.shared_expert.up_proj.weight", L.w_sgu.slice0(SI, 2 * SI), rows(L.g_sgu, SI, 2 * SI));
+      params_.add(p + "mlp.shared_expert.down_proj.weight", L.w_sdown, L.g_sdown);
+      params_.add(p + "mlp.shared_expert_gate.weight", L.w_sgate, L.g_sgate);
+    }
+    return;
+  }
+  std::tie(L.w_gu, L.g_gu) = new_param({2 * I, H}, wdt);
+  std::tie(L.w_down, L.g_down) = new_param({H, I}, wdt);
+  params_.add(p + "mlp.gate_proj.weight", L.w_gu.slice0(0, I), rows(L.g_gu, 0, I));
+  params_.add(p + "mlp.up_proj.weight", L.w_gu.slice0(I, 2 * I), rows(L.g_gu, I, 2 * I));
+  params_.add(p + "mlp.down_proj.weight", L.w_down, L.g_down);
+}
+
+// y [T, H] += sigmoid(xn2 . w_gate) * down(swiglu(gate_up(xn2))) (Qwen3_5MoeSparseMoeBlock's
+// shared expert). The gate is one dot product per token, in f32.
+void DecoderModel::shared_expert_forward(size_t l, LayerActs& a, Tensor& y, int64_t T) {
+  const Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size;
+  a.sgu = f32({T, 2 * SI});
+  k.linear->forward(a.xn2, L.w_sgu, a.sgu, compute_);
+  a.sact = f32({T, SI});
+  k.swiglu->forward(a.sgu, a.sact);
+  Tensor out = f32({T, H});
+  k.linear->forward(a.sact, L.w_sdown, out, compute_);
+  a.sgate = f32({T});
+  const float* x = a.xn2.data<float>();
+  const float* wg = L.w_sgate.data<float>();
+  float* gp = a.sgate.data<float>();
+  float* yp = y.data<float>();
+  const float* op = out.data<float>();
+  parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      double z = 0;
+      for (int64_t h = 0; h < H; ++h) z += double(x[t * H + h]) * double(wg[h]);
+      const float s = float(1.0 / (1.0 + std::exp(-z)));
+      gp[t] = s;
+      for (int64_t h = 0; h < H; ++h) yp[t * H + h] += s * op[t * H + h];
+    }
+  });
+}
+
+// dy [T, H] = d(block output); dxn2 += the shared expert's and its gate's input gradients.
+void DecoderModel::shared_expert_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T) {
+  Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size;
+  // out = down(act) again (not kept), for the gate's gradient d(logit) = s (1 - s) (dy . out).
+  Tensor out = f32({T, H});
+  k.linear->forward(a.sact, L.w_sdown, out, compute_);
+  Tensor dout = f32({T, H}), dlogit = f32({T});
+  const float* dyp = dy.data<float>();
+  const float* op = out.data<float>();
+  const float* gp = a.sgate.data<float>();
+  float* dop = dout.data<float>();
+  float* dl = dlogit.data<float>();
+  parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      double d = 0;
+      for (int64_t h = 0; h < H; ++h) {
+        d += double(dyp[t * H + h]) * double(op[t * H + h]);
+        dop[t * H + h] = gp[t] * dyp[t * H + h];
+      }
+      dl[t] = float(d * double(gp[t]) * (1.0 - double(gp[t])));
+    }
+  });
+  out = Tensor();
+  Tensor dact = f32({T, SI});
+  k.linear->backward(a.sact, L.w_sdown, dout, &dact, grad_or_null(L.g_sdown), compute_);
+  Tensor dgu = f32({T, 2 * SI});
+  k.swiglu->backward(a.sgu, dact, dgu);
+  Tensor dx = f32({T, H});
+  k.linear->backward(a.xn2, L.w_sgu, dgu, &dx, grad_or_null(L.g_sgu), compute_);
+  // gate: dxn2 += dlogit w_gate; d(w_gate) += sum_t dlogit x
+  const float* x = a.xn2.data<float>();
+  const float* wg = L.w_sgate.data<float>();
+  float* dxp = dxn2.data<float>();
+  const float* dsp = dx.data<float>();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) dxp[t * H + h] += dsp[t * H + h] + dl[t] * wg[h];
+  if (L.g_sgate.defined()) {
+    float* dw = L.g_sgate.data<float>();
+    for (int64_t h = 0; h < H; ++h) {
+      double s = 0;
+      for (int64_t t = 0; t < T; ++t) s += double(dl[t]) * double(x[t * H + h]);
+      dw[h] += float(s);
+    }
+  }
+  a.sgu = a.sact = a.sgate = Tensor();
+}
+
+}  // namespace titan
