@@ -50,7 +50,12 @@ if(TITAN_NVCC_FOUND)
   foreach(arch ${TITAN_CUDA_ARCHS})
     list(APPEND TITAN_NVCC_FLAGS -gencode arch=compute_${arch},code=sm_${arch})
   endforeach()
-  find_program(TITAN_CCACHE ccache)
+  # ccache in front of nvcc where the machine has it (nothing depends on it: a bare machine has none).
+  find_program(TITAN_CCACHE_PROGRAM ccache)
+  set(TITAN_NVCC_LAUNCHER "")
+  if(TITAN_CCACHE_PROGRAM)
+    set(TITAN_NVCC_LAUNCHER ${TITAN_CCACHE_PROGRAM})
+  endif()
   set(TITAN_CU_OBJECTS "")
   set(TITAN_CU_LOGS "")
   foreach(cu ${TITAN_CU_SOURCES})
@@ -59,7 +64,7 @@ if(TITAN_NVCC_FOUND)
     set(obj ${CMAKE_BINARY_DIR}/cuda/${flat}.o)
     set(log ${CMAKE_BINARY_DIR}/cuda/${flat}.ptxas.txt)
     add_custom_command(OUTPUT ${obj} ${log}
-      COMMAND bash ${CMAKE_SOURCE_DIR}/tools/cuda/nvcc_ptxas.sh ${log} ${TITAN_CCACHE} ${TITAN_NVCC} ${TITAN_NVCC_FLAGS}
+      COMMAND bash ${CMAKE_SOURCE_DIR}/tools/cuda/nvcc_ptxas.sh ${log} ${TITAN_NVCC_LAUNCHER} ${TITAN_NVCC} ${TITAN_NVCC_FLAGS}
               -MD -MF ${obj}.d -c ${cu} -o ${obj}
       DEPFILE ${obj}.d
       DEPENDS ${cu} ${CMAKE_SOURCE_DIR}/tools/cuda/nvcc_ptxas.sh

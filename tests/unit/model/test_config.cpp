@@ -94,7 +94,7 @@ TEST(Flavors, DebugFlavorsAndUnknownName) {
   ModelConfig t = flavor_config("debug-tiny");
   EXPECT_LE(t.vocab_size, 1024);
   EXPECT_NE(t.head_dim, t.hidden_size / t.num_attention_heads);
-  EXPECT_EQ(flavor_names().size(), 12u);  // 9 dense (debug-chat too) + 3 qwen3_moe
+  EXPECT_EQ(flavor_names().size(), 14u);  // 9 dense (debug-chat too) + 3 qwen3_moe + 2 qwen3_5
   EXPECT_ONE_LINE_HAS(test::error_of([] { flavor_config("4b"); }),
                       "unknown model flavor \"4b\" (did you mean \"4B\"?)");
 }
