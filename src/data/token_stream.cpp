@@ -33,14 +33,18 @@ void DocStream::seek(const DocPosition& p) {
 
 void DocStream::next(std::string* text) {
   Document d;
+  next(&d);
+  *text = std::move(d.text);
+}
+
+void DocStream::next(Document* d) {
   for (int empty_files = 0;;) {
     if (!reader_) {
       reader_ = open_doc_reader(files_[pos_.file], opt_);
     }
-    if (reader_->next(&d)) {
+    if (reader_->next(d)) {
       pos_.row = reader_->rows();
       ++docs_this_epoch_;
-      *text = std::move(d.text);
       return;
     }
     if (reader_->skipped() && log_)

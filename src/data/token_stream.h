@@ -44,6 +44,7 @@ class DocStream {
  public:
   DocStream(std::string name, std::vector<std::string> files, DocOptions opt, LogFn log);
   void next(std::string* text);         // the next document's text
+  void next(Document* doc);             // the next document (a conversation with DocOptions::chat)
   DocPosition position() const { return pos_; }  // seek(position()) then next() gives the same document
   void seek(const DocPosition& p);
   const std::string& name() const { return name_; }

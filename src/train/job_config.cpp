@@ -475,8 +475,6 @@ void JobConfig::validate(const std::string& o) const {
           "dataset_mix", "mixes text datasets only (dataset_format = \"text\")");
   require(training.dataset_mix.empty() || training.dataset_streaming != DatasetStreaming::Off, o, "training",
           "dataset_streaming", "= \"off\" cannot serve a dataset_mix (mixtures are streamed)");
-  require(training.dataset_streaming != DatasetStreaming::On || training.dataset_format == DatasetFormat::Text, o,
-          "training", "dataset_streaming", "= \"on\" streams text datasets only (chat data is packed whole)");
   require(!model.flavor.empty() || !model.hf_assets_path.empty(), o, "model", "flavor",
           "is empty and no [model] hf_assets_path is given");
   // Both factors are bounded above, so these products cannot overflow.

@@ -43,6 +43,21 @@ bool should_stream(const JobConfig& cfg, const std::vector<std::string>& files) 
   return bytes > kStreamAboveBytes;
 }
 
+data::DocOptions chat_doc_options(const JobConfig& cfg) {
+  data::DocOptions opt;
+  opt.skip_bad_rows = cfg.training.skip_bad_rows;
+  opt.bad_row_hint = kBadRowHint;
+  opt.field = cfg.training.dataset_column;
+  return opt;
+}
+
+// The model folder's chat template where it has one, else the bundled Qwen3 tokenizer's.
+data::ChatEncoder chat_encoder(const JobConfig& cfg, const data::Tokenizer& tok) {
+  const std::string dir = cfg.model.hf_assets_path;
+  const std::string tdir = !dir.empty() && data::ChatTemplate::available(dir) ? dir : data::Tokenizer::default_dir();
+  return data::ChatEncoder(data::ChatTemplate::load(tdir), tok);
+}
+
 }  // namespace
 
 void add_document_positions(Batch& b, uint32_t separator) {
@@ -55,15 +70,10 @@ DataRows::DataRows(const JobConfig& cfg, const data::Tokenizer& tok, const std::
       block_causal_(cfg.model.attn_mask_type == AttnMaskType::BlockCausal),
       eot_(tok.eot_id()) {
   if (cfg.training.dataset_format == DatasetFormat::Chat) {
-    const std::string dir = cfg.model.hf_assets_path;
-    const std::string tdir = !dir.empty() && data::ChatTemplate::available(dir) ? dir : data::Tokenizer::default_dir();
-    data::ChatEncoder enc(data::ChatTemplate::load(tdir), tok);
-    data::DocOptions opt;
-    opt.skip_bad_rows = cfg.training.skip_bad_rows;
-    opt.bad_row_hint = kBadRowHint;
-    opt.field = cfg.training.dataset_column;
-    chat_ = std::make_shared<const data::ChatRows>(data::ChatRows::load(
-        data::resolve_dataset_files(files_or_name), enc, seq_len, cfg.training.train_on_prompt, opt));
+    chat_ = std::make_shared<const data::ChatRows>(data::ChatRows::load(data::resolve_dataset_files(files_or_name),
+                                                                        chat_encoder(cfg, tok), seq_len,
+                                                                        cfg.training.train_on_prompt,
+                                                                        chat_doc_options(cfg)));
   } else {
     text_ = data::TokenDataset::load(text_spec(cfg, files_or_name), tok);
   }
@@ -115,7 +125,17 @@ TrainData::TrainData(const JobConfig& cfg, const ModelConfig& model)
               tok_->vocab_size(), " ids but the model's vocab_size is ", model.vocab_size);
   const std::string source = cfg.training.dataset_path.empty() ? cfg.training.dataset : cfg.training.dataset_path;
   if (cfg.training.dataset_format == DatasetFormat::Chat) {
-    chat_ = std::make_unique<DataRows>(cfg, *tok_, source, seq_len_);
+    std::vector<std::string> files = data::resolve_dataset_files(source);
+    if (!should_stream(cfg, files)) {
+      chat_ = std::make_unique<DataRows>(cfg, *tok_, source, seq_len_);
+      return;
+    }
+    chat_encoder_ = std::make_unique<data::ChatEncoder>(chat_encoder(cfg, *tok_));
+    data::ChatStreamOptions so;
+    so.doc = chat_doc_options(cfg);
+    so.train_on_prompt = cfg.training.train_on_prompt;
+    so.threads = int(cfg.training.dataset_threads);
+    chat_stream_ = std::make_unique<data::ChatStream>(source, std::move(files), *chat_encoder_, seq_len_, so);
     return;
   }
   std::vector<data::StreamSource> sources;
@@ -141,6 +161,7 @@ TrainData::TrainData(const JobConfig& cfg, const ModelConfig& model)
 
 std::string TrainData::describe() const {
   if (chat_) return "chat data: " + chat_->describe();
+  if (chat_stream_) return "chat data: " + chat_stream_->describe();
   if (stream_) return "data: " + stream_->describe();
   return "";
 }
@@ -156,6 +177,11 @@ std::vector<std::pair<std::string, uint64_t>> TrainData::dataset_tokens() const 
 // Chat rows are sharded as text windows are (data/packed_loader.h): global micro-batch g is rows
 // [g G, (g + 1) G), G = local_batch x world, rank r taking local_batch of them from r x local_batch.
 Batch TrainData::next(int64_t rank, int64_t world) {
+  if (chat_stream_) {
+    Batch b = chat_stream_->next_batch(local_batch_, int(rank), int(world));
+    if (block_causal_) add_document_positions(b, tok_->eot_id());
+    return b;
+  }
   if (chat_) {
     Batch b = chat_->rows(chat_position_ + uint64_t(rank * local_batch_), local_batch_);
     chat_position_ += uint64_t(local_batch_ * world);
@@ -169,6 +195,7 @@ Batch TrainData::next(int64_t rank, int64_t world) {
 }
 
 std::string TrainData::state() const {
+  if (chat_stream_) return chat_stream_->state().to_json();
   if (chat_) return nlohmann::json{{"chat_rows_consumed", chat_position_}, {"chat_rows", chat_->size()}}.dump();
   if (stream_) return stream_->state().to_json();
   return loader_->state().to_json();
@@ -176,6 +203,17 @@ std::string TrainData::state() const {
 
 void TrainData::restore(const std::string& s) {
   const std::string origin = "checkpoint data state";
+  data::ChatStreamState cs;
+  const bool is_chat_stream = data::ChatStreamState::from_json(s, origin, &cs);
+  if (chat_stream_) {
+    TITAN_CHECK(is_chat_stream, origin, ": not a chat stream position (the run encoded its chat data first, or "
+                "trained on text; keep [training] dataset_streaming and dataset_format as they were)");
+    return chat_stream_->restore(cs);
+  }
+  TITAN_CHECK(!is_chat_stream, origin, ": a chat stream position, but this run ",
+              chat_ ? "encodes its chat data first (set [training] dataset_streaming = \"on\" as the run that saved "
+                      "it had)"
+                    : "trains on text data (dataset_format = \"chat\" saved it)");
   data::StreamState st;
   const bool is_stream = data::StreamState::from_json(s, origin, &st);
   if (stream_) {

@@ -1,13 +1,16 @@
 // The trainer's data: the tokenizer ([model] hf_assets_path's tokenizer.json, else the bundled
 // Qwen3 tokenizer), the dataset ([training] dataset_path, else the registry name [training]
 // dataset) in its format ([training] dataset_format: a text stream packed by data/packed_loader.h,
-// or chat conversations packed whole by data/chat_data.h), the resumable position, and with
+// or chat conversations packed whole by data/chat_data.h), tokenized first or streamed while
+// training ([training] dataset_streaming; data/token_stream.h, data/chat_stream.h: the same
+// tokens either way), the resumable position, and with
 // [model] attn_mask_type = "block_causal" each batch's document positions.
 #pragma once
 #include <memory>
 #include <string>
 
 #include "data/chat_data.h"
+#include "data/chat_stream.h"
 #include "data/packed_loader.h"
 #include "data/token_stream.h"
 #include "data/tokenizer.h"
@@ -57,8 +60,10 @@ class TrainData {
   bool block_causal_;
   std::unique_ptr<data::PackedLoader> loader_;  // text, tokenized first (the token cache)
   std::unique_ptr<data::TokenStream> stream_;   // text, streamed (data/token_stream.h)
-  std::unique_ptr<DataRows> chat_;              // chat: rows consumed so far in chat_position_
+  std::unique_ptr<DataRows> chat_;              // chat, encoded first: rows consumed so far in chat_position_
   uint64_t chat_position_ = 0;
+  std::unique_ptr<data::ChatEncoder> chat_encoder_;  // chat, streamed
+  std::unique_ptr<data::ChatStream> chat_stream_;
 };
 
 // Adds the document positions of `b` (block-causal: documents end at `separator`).

@@ -7,7 +7,10 @@
 #  - a Parquet dataset folder in the hub's layout (data/train-0000N-of-00002.parquet), text and
 #    chat (messages list<struct<role, content>>), written by pyarrow (skipped without it);
 #  - a dataset_mix of the two, with per-dataset token counts in metrics.jsonl;
-#  - a .jsonl.zst named as a dataset is read as JSON lines, and an unknown extension is an error.
+#  - a .jsonl.zst named as a dataset is read as JSON lines, and an unknown extension is an error;
+#  - chat data (JSON lines, gzip) streamed trains on the same rows as when encoded first, and its
+#    step-6 checkpoint resumes on 1 rank bit-exactly and on 2 ranks at the same data position;
+#  - the data position saved after a 2-rank resume is the uninterrupted run's, byte for byte.
 set -uo pipefail
 titan=$1 src=$2
 source "$src/tests/cli/distributed/env.sh"
@@ -32,23 +35,48 @@ run cached 1 --training.dataset_path "$c4" --training.dataset_streaming off --ch
 echo -n "streamed vs tokenized first: "; compare "$work/stream/metrics.jsonl" "$work/cached/metrics.jsonl" 0 ||
   fail "streaming changed the tokens"
 
-resume_from() {  # resume_from NAME NP: the stream run's step-6 checkpoint, resumed
-  mkdir -p "$work/$1/checkpoint"
-  cp -r "$work/stream/checkpoint/step-6" "$work/$1/checkpoint/"
-  run "$1" "$2" --training.dataset_path "$c4" --training.dataset_streaming on --checkpoint.enable true --checkpoint.interval 100
-  grep -q "resumed from .*step-6" "$work/$1.log" || fail "$1 did not resume"
-  [ "$(curve "$work/$1/metrics.jsonl" | head -1 | cut -d' ' -f1)" = 7 ] || fail "$1 does not start at step 7"
+resume_from() {  # resume_from NAME NP FROM ARGS...: run FROM's step-6 checkpoint, resumed with ARGS
+  local name=$1 np=$2 from=$3; shift 3
+  mkdir -p "$work/$name/checkpoint"
+  cp -r "$work/$from/checkpoint/step-6" "$work/$name/checkpoint/"
+  run "$name" "$np" "$@" --checkpoint.enable true --checkpoint.interval 100
+  grep -q "resumed from .*step-6" "$work/$name.log" || fail "$name did not resume"
+  [ "$(curve "$work/$name/metrics.jsonl" | head -1 | cut -d' ' -f1)" = 7 ] || fail "$name does not start at step 7"
 }
-resume_from again 1
-echo -n "streamed resume on 1 rank vs uninterrupted: "
-compare "$work/stream/metrics.jsonl" "$work/again/metrics.jsonl" 0 || fail "1-rank resume is not bit-exact"
-if command -v mpirun > /dev/null; then
-  resume_from two 2
-  echo -n "streamed resume on 2 ranks vs uninterrupted: "
-  compare "$work/stream/metrics.jsonl" "$work/two/metrics.jsonl" || fail "2-rank resume"
-else
-  echo "mpirun not found; the 2-rank resume is skipped"
-fi
+# data_position RUN: the data state of RUN's step-12 checkpoint (the stream position, hex)
+data_position() { grep -o '"data_state_hex": *"[0-9a-f]*"' "$work/$1/checkpoint/step-12/state.json"; }
+# resumes RUN ARGS...: RUN's step-6 checkpoint resumed on 1 rank (bit-exact losses) and, with
+# mpirun, on 2 ranks (losses within the data-parallel tolerance, the same data position after).
+resumes() {
+  local from=$1; shift
+  resume_from "$from-again" 1 "$from" "$@"
+  echo -n "$from: resume on 1 rank vs uninterrupted: "
+  compare "$work/$from/metrics.jsonl" "$work/$from-again/metrics.jsonl" 0 || fail "$from: 1-rank resume is not bit-exact"
+  if command -v mpirun > /dev/null; then
+    resume_from "$from-two" 2 "$from" "$@"
+    echo -n "$from: resume on 2 ranks vs uninterrupted: "
+    compare "$work/$from/metrics.jsonl" "$work/$from-two/metrics.jsonl" || fail "$from: 2-rank resume"
+    [ -n "$(data_position "$from")" ] && [ "$(data_position "$from")" = "$(data_position "$from-two")" ] ||
+      fail "$from: the 2-rank resume ends at another data position: $(data_position "$from-two") vs $(data_position "$from")"
+    echo "$from: the 2-rank resume ends at the uninterrupted run's data position"
+  else
+    echo "mpirun not found; the 2-rank resume is skipped"
+  fi
+}
+resumes stream --training.dataset_path "$c4" --training.dataset_streaming on
+
+# Chat data streamed: the same rows as encoding it first, resumable at another rank count.
+"$titan" data make-arithmetic --output "$work/arith" --max-operand 30 --valid 10 > "$work/arith.log" 2>&1 ||
+  fail "make-arithmetic: $(tail -2 "$work/arith.log")"
+gzip -c "$work/arith/train.jsonl" > "$work/arith/train.jsonl.gz"
+chat=(--training.dataset_format chat --training.dataset_path "$work/arith/train.jsonl.gz" --training.seq_len 64)
+run chat_stream 1 "${chat[@]}" --training.dataset_streaming on --checkpoint.enable true --checkpoint.interval 6
+grep -q "chat data: streaming chat conversations" "$work/chat_stream.log" || fail "chat data was not streamed: $(grep 'chat data' "$work/chat_stream.log")"
+run chat_whole 1 "${chat[@]}" --training.dataset_streaming off --checkpoint.enable false
+grep -q "chat data: 951 conversations" "$work/chat_whole.log" || fail "chat data encoded first: $(grep 'chat data' "$work/chat_whole.log")"
+echo -n "chat streamed vs encoded first: "
+compare "$work/chat_stream/metrics.jsonl" "$work/chat_whole/metrics.jsonl" 0 || fail "chat streaming changed the rows"
+resumes chat_stream "${chat[@]}" --training.dataset_streaming on
 
 # Compressed JSON lines by their extension; unknown extensions are errors.
 split -n l/2 -d -a 1 "$work/c4/part0" "$work/c4/z"
