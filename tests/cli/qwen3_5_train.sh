@@ -31,3 +31,32 @@ for flavor in debug-qwen3_5 debug-qwen3_5-moe; do
     fail "$flavor: loss did not fall: ${L[*]}"
   echo "ok: $flavor trains; losses ${L[*]}"
 done
+
+# The HF path (recipes/qwen3_5_0_8b_finetune.toml) on a stand-in for the published checkpoint: the
+# debug model's HF export (Qwen3_5ForCausalLM; one step at a negligible lr, so it is still the
+# random init and has not seen the windows the fine-tune starts on) is loaded, fine-tuned with
+# falling loss in bf16 mixed precision, and exported back with the same tensor names, which score
+# and generate read.
+"$titan" train --config "$src/recipes/qwen3_5_debug.toml" --model.n_layers 4 --training.seq_len 32 \
+  --training.local_batch_size 1 --training.steps 1 --optimizer.lr 1e-9 --metrics.enable_tensorboard false --checkpoint.interval 1 \
+  --job.dump_folder "$work/base" > "$work/base.log" 2>&1 || { tail -5 "$work/base.log"; fail "base export"; }
+base=$(ls -d "$work"/base/checkpoint/step-1-hf) || fail "no HF export of the base run"
+grep -q '"Qwen3_5ForCausalLM"' "$base/config.json" || fail "base export's architectures: $(grep -A1 architectures "$base/config.json")"
+"$titan" train --config "$src/recipes/qwen3_5_0_8b_finetune.toml" --model.hf_assets_path "$base" \
+  --checkpoint.initial_load_path "$base" --training.seq_len 32 --training.steps 4 --optimizer.lr 3e-3 \
+  --lr_scheduler.warmup_steps 1 --checkpoint.interval 4 --checkpoint.export_dtype float32 \
+  --activation_checkpoint.mode full --metrics.enable_tensorboard false --job.dump_folder "$work/ft" \
+  > "$work/ft.log" 2>&1 || { tail -20 "$work/ft.log"; fail "the HF-path recipe"; }
+mapfile -t L < <(grep -o '"loss": *[0-9.e+-]*' "$work/ft/metrics.jsonl" | sed 's/.*: *//')
+[ "${#L[@]}" -eq 4 ] || fail "HF path: expected 4 logged losses, got ${#L[@]}"
+awk -v a="${L[0]}" -v b="${L[3]}" 'BEGIN { exit !(a == a + 0 && b == b + 0 && b < a) }' ||
+  fail "HF path: loss did not fall: ${L[*]}"
+out="$work/ft/checkpoint/step-4-hf"
+names() { grep -ao '"model\.[^"]*"' "$1"/*.safetensors | sed 's/^[^:]*://' | sort -u; }
+[ "$(names "$base" | grep -c linear_attn)" -gt 10 ] || fail "no Gated DeltaNet tensors named in $base: $(names "$base" | head -3)"
+[ "$(names "$base")" = "$(names "$out")" ] || fail "the export's tensor names differ from the loaded checkpoint's"
+printf '1 2 3 4 5 6 7 8\n' > "$work/ids.txt"
+"$titan" score --model "$out" --tokens "$work/ids.txt" --json > "$work/score.json" || fail "score the export: $(cat "$work/score.json")"
+"$titan" generate --model "$out" --prompt "The" --temperature 0 --max-new-tokens 4 > "$work/gen.txt" 2>&1 ||
+  fail "generate from the export: $(tail -2 "$work/gen.txt")"
+echo "ok: the HF-path recipe loads a Qwen3_5ForCausalLM folder, trains (losses ${L[*]}) and exports the same names"
