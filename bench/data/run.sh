@@ -7,6 +7,8 @@
 # in tokens/s per core, T = 1 and all cores; then the token rate a streamed training run's reader
 # sustains against what its steps consume (the data share of the step line).
 #   usage: bench/data/run.sh [TITAN_BINARY=build/titan] [SIZE_MB=1000]
+#   BASELINE_MAX_SECONDS=S: the Python side reads each file for about S seconds only (its rate over
+#   the file's first part); titan always reads the whole file.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 titan="${1:-$root/build/titan}"
@@ -43,10 +45,14 @@ printf "%-34s %-12s %7s %14s %14s %7s\n" "reader" "file" "threads" "tokens/s" "p
 for file in c4.parquet c4.jsonl.gz; do
   kind=json; [ "$file" = c4.parquet ] && kind=parquet
   for threads in 1 "$nproc"; do
-    read -r docs hf_tokens hf_time < <(RAYON_NUM_THREADS=$threads TOKENIZERS_PARALLELISM=true "$py" "$root/bench/data/python_baseline.py" "$tok/tokenizer.json" "$kind" "$work/$file")
+    read -r docs hf_tokens hf_time capped < <(RAYON_NUM_THREADS=$threads TOKENIZERS_PARALLELISM=true "$py" "$root/bench/data/python_baseline.py" "$tok/tokenizer.json" "$kind" "$work/$file")
     t=$(titan_time "$threads" "$work/$file")
     tokens=$(sed -nE 's/.*, ([0-9]+) tokens incl. separators.*/\1/p' "$work/tok.log")
-    [ "$tokens" = "$hf_tokens" ] || echo "WARNING: token counts differ (titan $tokens, Python $hf_tokens)"
+    if [ "$capped" = 1 ]; then
+      echo "(Python: the first $docs documents, $hf_tokens tokens in ${hf_time%.*} s, BASELINE_MAX_SECONDS=$BASELINE_MAX_SECONDS; titan: the whole file, $tokens tokens in ${t%.*} s)"
+    else
+      [ "$tokens" = "$hf_tokens" ] || echo "WARNING: token counts differ (titan $tokens, Python $hf_tokens)"
+    fi
     h=$(awk -v n="$hf_tokens" -v t="$hf_time" 'BEGIN{printf "%.0f", n/t}')
     r=$(awk -v n="$tokens" -v t="$t" 'BEGIN{printf "%.0f", n/t}')
     printf "%-34s %-12s %7s %14s %14s %7s\n" "datasets + tokenizers" "$file" "$threads" "$h" "$((h / threads))" "1.00"
@@ -61,10 +67,23 @@ done
   --training.steps 20 --checkpoint.enable false --checkpoint.last_save_in_hf false --metrics.enable_tensorboard false \
   --metrics.log_freq 5 --job.dump_folder "$work/run" > "$work/train.log" 2>&1
 grep -E "^step:|summary" "$work/train.log" | tail -4
-"$py" - "$work/run/metrics.jsonl" << 'PY'
+share() {  # share NAME METRICS: the data share of a run's steady steps
+"$py" - "$1" "$2" << 'PY'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if '"tps"' in l]
+rows = [json.loads(l) for l in open(sys.argv[2]) if '"tps"' in l]
 steady = [r for r in rows if not r.get("warmup")]
-print(f"streamed training: {len(rows)} logged steps, data share of the steady steps: "
+print(f"{sys.argv[1]}: {len(rows)} logged steps, data share of the steady steps: "
       f"max {max(r['data_pct'] for r in steady):.2f}%, consumption {sum(r['tps'] for r in steady) / len(steady):.0f} tokens/s")
 PY
+}
+share "streamed training (text, Parquet)" "$work/run/metrics.jsonl"
+
+# The SFT recipe with its chat data streamed (the template and the tokenizer run on the reader's
+# threads while the small debug-chat model's short steps consume rows quickly).
+"$titan" data make-arithmetic --output "$work/arith" > /dev/null
+"$titan" train --config "$root/recipes/sft_arithmetic.toml" --training.dataset_path "$work/arith/train.jsonl" \
+  --training.dataset_streaming on --validation.enable false --training.steps 100 --checkpoint.enable false \
+  --checkpoint.last_save_in_hf false --metrics.enable_tensorboard false --metrics.log_freq 10 \
+  --job.dump_folder "$work/sft" > "$work/sft.log" 2>&1
+grep -E "chat data" "$work/sft.log" | head -1
+share "streamed training (chat, SFT recipe)" "$work/sft/metrics.jsonl"
