@@ -160,7 +160,7 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("training", "dataset_mix", &c.training.dataset_mix,
             "[{path = ..., weight = ...}, ...]: datasets whose documents are drawn by weight (seeded)"),
       field("training", "dataset_streaming", &c.training.dataset_streaming,
-            "tokenize while training (on), all first (off: text into the token cache); auto: mixtures and data > 1 GiB; text and chat"),
+            "text and chat: tokenize while training (on) or all first (off); auto: mixtures, data > 1 GiB"),
       field("training", "dataset_threads", &c.training.dataset_threads,
             "tokenization threads of a streamed dataset", {at_least_1, {[](int64_t v) { return v <= 256; }, "must be <= 256"}}),
       field("training", "skip_bad_rows", &c.training.skip_bad_rows,
