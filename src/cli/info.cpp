@@ -176,12 +176,15 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
   if (state > 24.0 * gib)
     std::printf("fits             NO: %.2f GiB of f32 training state exceeds a 24 GiB machine%s\n", state / gib,
                 state > double(machine_memory_bytes()) ? " and this one" : "");
+  char heap[96] = "";
+  if (step && step->mem.heap > 0)
+    std::snprintf(heap, sizeof heap, " (%.3f GiB of them the delta rule's heap)", double(step->mem.heap) / gib);
   if (step && dp == 1)
     std::printf("step memory      %.3f GiB predicted peak for %s, batch %lld x seq %lld: weights %.3f + grads %.3f + "
-                "adamw %.3f + activations %.3f GiB\n",
+                "adamw %.3f + activations %.3f GiB%s\n",
                 double(step->mem.total()) / gib, step->what.c_str(), (long long)step->batch, (long long)seq,
                 double(step->mem.weights) / gib, double(step->mem.grads) / gib, double(step->mem.optimizer) / gib,
-                double(step->mem.activations) / gib);
+                double(step->mem.activations) / gib, heap);
   if (dp > 1 && lora)
     std::printf("per rank (FSDP over %lld ranks, LoRA r=%lld) %.3f GiB between steps: frozen base shard + adapters "
                 "%.3f + adapter grads %.3f + adapter adamw %.3f GiB, comm buffers %.3f GiB; a step gathers up to "

@@ -53,43 +53,68 @@ const MoEFlavorRow kMoEFlavors[] = {
     {{"debug-moe", 151936, 256, 768, 4, 8, 4, 32, 2048, true}, 8, 2, 128},
 };
 
-// Qwen3.5 debug flavors (native, torchtitan's init): the Qwen3 tokenizer's vocabulary (so they
-// train on the bundled data), three Gated DeltaNet layers to one gated attention layer, linear
-// value heads twice the key heads, partial RoPE over a quarter of head_dim, tied embeddings.
-// "debug-qwen3_5-moe" routes every layer over 8 experts (top 2) plus a shared expert.
+// Qwen3.5 flavors (native, torchtitan's init). Published sizes: the text model (text_config of
+// Qwen/Qwen3.5-*'s config.json; torchtitan's models/qwen3_5/flavors.py has the same shapes), every
+// fourth layer gated attention (full_attention_interval 4), head_dim 256 with RoPE over a quarter
+// of it (partial_rotary_factor 0.25, theta 1e7), linear heads of 128 with a conv kernel of 4, the
+// 248320-token vocabulary, 262144 positions; 0.8B, 2B and 4B tie the lm_head to the embedding.
+// The vision tower and the MTP layer of the published checkpoints are not part of the text model.
+// Their names are "qwen3_5-<size>" (unique among all flavors, for `titan info --model`); with
+// [model] name = "qwen3_5" the bare size ("4B") names them too (torchtitan keys flavors per model).
+//
+// Debug flavors: the Qwen3 tokenizer's vocabulary (so they train on the bundled data), three Gated
+// DeltaNet layers to one gated attention layer, linear value heads twice the key heads, partial
+// RoPE over a quarter of head_dim, tied embeddings. "debug-qwen3_5-moe" routes every layer over 8
+// experts (top 2) plus a shared expert.
 struct Qwen35FlavorRow {
   const char* name;
-  int64_t layers, experts;
+  int64_t vocab, hidden, inter, layers, heads, kv_heads, head_dim;
+  int64_t lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim;
+  int64_t max_pos;
+  double rope_theta;
+  bool tied;
+  int64_t experts, top_k, moe_inter, shared_inter;  // experts 0: dense
 };
-const Qwen35FlavorRow kQwen35Flavors[] = {{"debug-qwen3_5", 4, 0}, {"debug-qwen3_5-moe", 4, 8}};
+constexpr const char* kQwen35Prefix = "qwen3_5-";
+const Qwen35FlavorRow kQwen35Flavors[] = {
+    {"qwen3_5-0.8B", 248320, 1024, 3584, 24, 8, 2, 256, 16, 16, 128, 128, 262144, 1e7, true, 0, 0, 0, 0},
+    {"qwen3_5-2B", 248320, 2048, 6144, 24, 8, 2, 256, 16, 16, 128, 128, 262144, 1e7, true, 0, 0, 0, 0},
+    {"qwen3_5-4B", 248320, 2560, 9216, 32, 16, 4, 256, 16, 32, 128, 128, 262144, 1e7, true, 0, 0, 0, 0},
+    {"qwen3_5-9B", 248320, 4096, 12288, 32, 16, 4, 256, 16, 32, 128, 128, 262144, 1e7, false, 0, 0, 0, 0},
+    {"qwen3_5-27B", 248320, 5120, 17408, 64, 24, 4, 256, 16, 48, 128, 128, 262144, 1e7, false, 0, 0, 0, 0},
+    // MoE: intermediate_size is unused (every layer routed; config.json carries none).
+    {"qwen3_5-35B-A3B", 248320, 2048, 512, 40, 16, 2, 256, 16, 32, 128, 128, 262144, 1e7, false, 256, 8, 512, 512},
+    {"debug-qwen3_5", 151936, 256, 768, 4, 4, 2, 64, 4, 8, 32, 32, 2048, 1e7, true, 0, 0, 0, 0},
+    {"debug-qwen3_5-moe", 151936, 256, 768, 4, 4, 2, 64, 4, 8, 32, 32, 2048, 1e7, true, 8, 2, 128, 256},
+};
 
 ModelConfig qwen3_5_flavor(const Qwen35FlavorRow& f) {
   ModelConfig c;
   c.flavor = f.name;
   c.model_type = f.experts > 0 ? "qwen3_5_moe" : "qwen3_5";
-  c.vocab_size = 151936;
-  c.hidden_size = 256;
-  c.intermediate_size = 768;
+  c.vocab_size = f.vocab;
+  c.hidden_size = f.hidden;
+  c.intermediate_size = f.inter;
   c.num_hidden_layers = f.layers;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 64;
-  c.max_position_embeddings = 2048;
-  c.rope_theta = 1e7;
+  c.num_attention_heads = f.heads;
+  c.num_key_value_heads = f.kv_heads;
+  c.head_dim = f.head_dim;
+  c.max_position_embeddings = f.max_pos;
+  c.rope_theta = f.rope_theta;
   c.partial_rotary_factor = 0.25;
-  c.tie_word_embeddings = true;
-  c.linear_num_key_heads = 4;
-  c.linear_num_value_heads = 8;
-  c.linear_key_head_dim = 32;
-  c.linear_value_head_dim = 32;
+  c.tie_word_embeddings = f.tied;
+  c.linear_num_key_heads = f.lin_k_heads;
+  c.linear_num_value_heads = f.lin_v_heads;
+  c.linear_key_head_dim = f.lin_k_dim;
+  c.linear_value_head_dim = f.lin_v_dim;
   c.linear_conv_kernel_dim = 4;
-  for (int64_t i = 0; i < f.layers; ++i)
+  for (int64_t i = 0; i < f.layers; ++i)  // full_attention_interval 4
     c.layer_mixers.push_back((i + 1) % 4 ? MixerKind::GatedDeltaNet : MixerKind::GatedAttention);
   if (f.experts > 0) {
     c.num_experts = f.experts;
-    c.num_experts_per_tok = 2;
-    c.moe_intermediate_size = 128;
-    c.shared_expert_intermediate_size = 256;
+    c.num_experts_per_tok = f.top_k;
+    c.moe_intermediate_size = f.moe_inter;
+    c.shared_expert_intermediate_size = f.shared_inter;
     c.norm_topk_prob = true;
   }
   return c;
@@ -380,7 +405,12 @@ ModelConfig base_config(const FlavorRow& f) {
 }
 }  // namespace
 
-ModelConfig flavor_config(const std::string& name) {
+ModelConfig flavor_config(const std::string& name, const std::string& family) {
+  if (family == "qwen3_5" && name.rfind(kQwen35Prefix, 0) != 0) {
+    const std::string qualified = kQwen35Prefix + name;  // "4B" -> "qwen3_5-4B"
+    for (const auto& f : kQwen35Flavors)
+      if (qualified == f.name) return flavor_config(qualified);
+  }
   for (const auto& f : kQwen35Flavors) {
     if (name != f.name) continue;
     ModelConfig c = qwen3_5_flavor(f);

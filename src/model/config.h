@@ -96,9 +96,13 @@ struct ModelConfig {
   void validate(const std::string& origin) const;  // shapes consistent; error names origin
 };
 
-// Built-in flavors: "0.6B", "1.7B", "4B", "8B", "14B", "32B" (published Qwen3 shapes) and debug
-// flavors ("debugmodel", "debug-tiny"). Unknown name: error listing the known ones.
-ModelConfig flavor_config(const std::string& name);
+// Built-in flavors: "0.6B", "1.7B", "4B", "8B", "14B", "32B" (published Qwen3 shapes), "30B-A3B",
+// "235B-A22B" (Qwen3-MoE), "qwen3_5-0.8B", "qwen3_5-2B", "qwen3_5-4B", "qwen3_5-9B", "qwen3_5-27B",
+// "qwen3_5-35B-A3B" (Qwen3.5 text models) and debug flavors ("debugmodel", "debug-tiny",
+// "debug-qwen3_5", ...). family "qwen3_5" ([model] name) also resolves a Qwen3.5 size without
+// its prefix ("4B" -> "qwen3_5-4B"), as torchtitan keys flavors per model; any other family, or a
+// name the family's table lacks, looks the name up as given. Unknown name: error listing the known ones.
+ModelConfig flavor_config(const std::string& name, const std::string& family = "");
 std::vector<std::string> flavor_names();
 
 // Parse a Hugging Face config.json (path names the file in errors).

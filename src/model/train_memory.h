@@ -1,5 +1,7 @@
-// Predicted peak memory of one training step (what the allocator's peak counts: tensors), for
-// `titan info` and the LoRA memory benchmark. Dense Qwen3 models on one process; the parts:
+// Predicted peak memory of one training step (what the allocator's peak counts: tensors, plus the
+// heap a kernel keeps beside them: `heap`), for `titan info` and the LoRA memory benchmark. Dense
+// models (Qwen3, Llama, Qwen2 and dense Qwen3.5, whose Gated DeltaNet and gated attention layers
+// save their own tensors, model/layers/) on one process; the parts:
 //   weights    f32 parameters (and LoRA adapters), and the RoPE tables; with a bf16 base (LoRA's
 //              base_dtype) the matmul weights (q/k/v/o, MLP, an untied lm_head) at 2 bytes
 //   grads      f32 gradients of what is trained (every parameter, or only the adapters with the
@@ -27,6 +29,9 @@ struct TrainMemory {
   // Parts of the above: the RoPE tables (weights) and the whole model's per-step bf16 copies of
   // its f32 linear weights (activations), which a sharded rank holds only for its gathered layers.
   int64_t rope = 0, weight_copies = 0;
+  // Part of activations held outside the tensor allocator (so not in its peak): Qwen3.5's delta
+  // rule keeps its backward's normalised q/k, per-value-head dq/dk and chunk states on the heap.
+  int64_t heap = 0;
   int64_t total() const { return weights + grads + optimizer + activations; }
 };
 

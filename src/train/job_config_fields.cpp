@@ -93,7 +93,7 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("job", "description", &c.job.description, "free text naming the job"),
 
       field("model", "name", &c.model.name,
-            "model family: qwen3 runs any flavor or config.json, qwen3_moe insists on a mixture of experts"),
+            "family: qwen3 runs any model, qwen3_moe only MoE, qwen3_5 only Qwen3.5 (flavor \"4B\" = qwen3_5-4B)"),
       field("model", "flavor", &c.model.flavor,
             "built-in model size and shape (torchtitan init); unused when a config.json defines the model", {},
             &flavor_names),

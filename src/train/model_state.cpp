@@ -28,7 +28,7 @@ ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>
   } else if (!cfg.model.hf_assets_path.empty() && is_regular_file(cfg.model.hf_assets_path + "/config.json")) {
     mc = load_hf_config(cfg.model.hf_assets_path + "/config.json");
   } else {
-    mc = flavor_config(cfg.model.flavor);
+    mc = flavor_config(cfg.model.flavor, cfg.model.name == ModelName::Qwen3_5 ? "qwen3_5" : "");
   }
   // [model] name: "qwen3" runs whatever the flavor / config.json is (torchtitan's qwen3 family has
   // the MoE flavors too); "qwen3_moe" additionally insists on a mixture-of-experts model, and
@@ -38,7 +38,8 @@ ModelConfig job_model_config(const JobConfig& cfg, std::unique_ptr<HfCheckpoint>
     TITAN_CHECK(mc.model_type == want, "[model] name is ", want, " but the model (",
                 mc.flavor.empty() ? std::string("config.json") : "flavor " + mc.flavor, ") is a ", mc.model_type);
   }
-  // "qwen3_5": a Qwen3.5 model, dense or MoE (flavor debug-qwen3_5*, or a Qwen3.5 config.json).
+  // "qwen3_5": a Qwen3.5 model, dense or MoE (a qwen3_5 flavor -- the published sizes by their bare
+  // name, "4B", or as "qwen3_5-4B"; debug-qwen3_5* -- or a Qwen3.5 config.json).
   TITAN_CHECK(cfg.model.name != ModelName::Qwen3_5 || mc.is_qwen3_5(), "[model] name is qwen3_5 but the model (",
               mc.flavor.empty() ? std::string("config.json") : "flavor " + mc.flavor, ") is a ", mc.model_type);
   TITAN_CHECK(cfg.model.name != ModelName::Qwen3Moe || mc.is_moe(), "[model] name is qwen3_moe but the model (",

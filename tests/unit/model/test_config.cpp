@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "model/config.h"
+#include "model/flops.h"
 #include "common/test_util.h"
 
 using namespace titan;
@@ -94,9 +95,172 @@ TEST(Flavors, DebugFlavorsAndUnknownName) {
   ModelConfig t = flavor_config("debug-tiny");
   EXPECT_LE(t.vocab_size, 1024);
   EXPECT_NE(t.head_dim, t.hidden_size / t.num_attention_heads);
-  EXPECT_EQ(flavor_names().size(), 14u);  // 9 dense (debug-chat too) + 3 qwen3_moe + 2 qwen3_5
+  EXPECT_EQ(flavor_names().size(), 20u);  // 9 dense (debug-chat too) + 3 qwen3_moe + 6 + 2 qwen3_5
   EXPECT_ONE_LINE_HAS(test::error_of([] { flavor_config("4b"); }),
                       "unknown model flavor \"4b\" (did you mean \"4B\"?)");
+}
+
+// The text_config of each published Qwen3.5 config.json (Qwen/Qwen3.5-*; torchtitan's
+// models/qwen3_5/flavors.py has the same shapes). Common to all: head_dim 256, linear head dims
+// 128, conv kernel 4, partial_rotary_factor 0.25, rope_theta 1e7, vocab 248320,
+// full_attention_interval 4, max_position_embeddings 262144.
+struct Qwen35Published {
+  const char* name;
+  int64_t hidden, inter, layers, heads, kv_heads, lin_k_heads, lin_v_heads;
+  bool tied;
+  int64_t experts, top_k, moe_inter, shared_inter;
+  double card_billions;  // the model card's "Number of Parameters" (whole checkpoint, rounded)
+};
+const Qwen35Published kQwen35Published[] = {
+    {"0.8B", 1024, 3584, 24, 8, 2, 16, 16, true, 0, 0, 0, 0, 0.8},
+    {"2B", 2048, 6144, 24, 8, 2, 16, 16, true, 0, 0, 0, 0, 2},
+    {"4B", 2560, 9216, 32, 16, 4, 16, 32, true, 0, 0, 0, 0, 4},
+    {"9B", 4096, 12288, 32, 16, 4, 16, 32, false, 0, 0, 0, 0, 9},
+    {"27B", 5120, 17408, 64, 24, 4, 16, 48, false, 0, 0, 0, 0, 27},
+    {"35B-A3B", 2048, 0, 40, 16, 2, 16, 32, false, 256, 8, 512, 512, 35},
+};
+
+TEST(Flavors, Qwen35PublishedShapes) {
+  for (const auto& p : kQwen35Published) {
+    SCOPED_TRACE(p.name);
+    const ModelConfig c = flavor_config(std::string("qwen3_5-") + p.name);
+    EXPECT_EQ(c.model_type, p.experts ? "qwen3_5_moe" : "qwen3_5");
+    EXPECT_EQ(c.vocab_size, 248320);
+    EXPECT_EQ(c.hidden_size, p.hidden);
+    if (!p.experts) {
+      EXPECT_EQ(c.intermediate_size, p.inter);
+    }
+    EXPECT_EQ(c.num_hidden_layers, p.layers);
+    EXPECT_EQ(c.num_attention_heads, p.heads);
+    EXPECT_EQ(c.num_key_value_heads, p.kv_heads);
+    EXPECT_EQ(c.head_dim, 256);
+    EXPECT_EQ(c.rotary_dim(), 64);  // partial_rotary_factor 0.25
+    EXPECT_EQ(c.rope_theta, 1e7);
+    EXPECT_EQ(c.max_position_embeddings, 262144);
+    EXPECT_EQ(c.linear_num_key_heads, p.lin_k_heads);
+    EXPECT_EQ(c.linear_num_value_heads, p.lin_v_heads);
+    EXPECT_EQ(c.linear_key_head_dim, 128);
+    EXPECT_EQ(c.linear_value_head_dim, 128);
+    EXPECT_EQ(c.linear_conv_kernel_dim, 4);
+    EXPECT_EQ(c.tie_word_embeddings, p.tied);
+    ASSERT_EQ(int64_t(c.layer_mixers.size()), p.layers);
+    for (int64_t l = 0; l < p.layers; ++l)  // full_attention_interval 4
+      EXPECT_EQ(c.layer_kind(l).mixer, (l + 1) % 4 == 0 ? MixerKind::GatedAttention : MixerKind::GatedDeltaNet) << l;
+    EXPECT_EQ(c.num_experts, p.experts);
+    if (p.experts) {
+      EXPECT_EQ(c.num_experts_per_tok, p.top_k);
+      EXPECT_EQ(c.moe_intermediate_size, p.moe_inter);
+      EXPECT_EQ(c.shared_expert_intermediate_size, p.shared_inter);
+      EXPECT_TRUE(c.norm_topk_prob);
+      EXPECT_EQ(c.num_sparse_layers(), p.layers);
+    }
+    // With [model] name = "qwen3_5" the bare size names the same flavor.
+    const ModelConfig bare = flavor_config(p.name, "qwen3_5");
+    EXPECT_EQ(bare.flavor, c.flavor);
+    EXPECT_EQ(model_param_count(bare), model_param_count(c));
+  }
+  // Every other family keeps the names it had: "4B" is Qwen3-4B, "30B-A3B" Qwen3-30B-A3B.
+  EXPECT_EQ(flavor_config("4B").model_type, "qwen3");
+  EXPECT_EQ(flavor_config("4B", "qwen3").model_type, "qwen3");
+  EXPECT_EQ(flavor_config("30B-A3B", "qwen3_5").model_type, "qwen3_moe");  // not a qwen3_5 size: as given
+  EXPECT_EQ(flavor_config("debug-qwen3_5", "qwen3_5").flavor, "debug-qwen3_5");
+  EXPECT_EQ(flavor_config("qwen3_5-4B", "qwen3_5").flavor, "qwen3_5-4B");
+  EXPECT_ONE_LINE_HAS(test::error_of([] { flavor_config("5B", "qwen3_5"); }), "unknown model flavor \"5B\"");
+}
+
+// Parameter counts: equal to a hand count from the config values (each module's shapes as
+// transformers' Qwen3_5ForCausalLM builds them), and near the model card's figure. The card counts
+// the whole checkpoint (the vision tower too: about 0.1B at 0.8B, 0.3-0.45B from 2B up) and rounds,
+// so the text model lies within 7% of it; 35B-A3B: 35B total within 2%, and "A3B" active in [3, 3.5]B.
+TEST(Flavors, Qwen35ParameterCountsMatchPublishedSizes) {
+  for (const auto& p : kQwen35Published) {
+    SCOPED_TRACE(p.name);
+    const ModelConfig c = flavor_config(std::string("qwen3_5-") + p.name);
+    const int64_t H = p.hidden, V = 248320, hd = 256, Kd = p.lin_k_heads * 128, Vd = p.lin_v_heads * 128;
+    const int64_t attention = H * 2 * p.heads * hd          // q_proj: query and output gate
+                              + 2 * H * p.kv_heads * hd     // k_proj, v_proj
+                              + p.heads * hd * H + 2 * hd;  // o_proj, q_norm, k_norm
+    const int64_t deltanet = H * (2 * Kd + Vd) + H * Vd + 2 * H * p.lin_v_heads  // in_proj_qkv, _z, _b, _a
+                             + (2 * Kd + Vd) * 4                                 // conv1d (no bias)
+                             + 2 * p.lin_v_heads + 128                           // dt_bias, A_log, norm
+                             + Vd * H;                                           // out_proj
+    const int64_t mlp = p.experts ? p.experts * H + p.experts * 3 * H * p.moe_inter + 3 * H * p.shared_inter + H
+                                  : 3 * H * p.inter;
+    const int64_t full = p.layers / 4;
+    const int64_t hand = V * H * (p.tied ? 1 : 2) + H + p.layers * (2 * H + mlp) + full * attention +
+                         (p.layers - full) * deltanet;
+    EXPECT_EQ(model_param_count(c), hand);
+    const double billions = double(model_param_count(c)) / 1e9;
+    if (!p.experts) {
+      EXPECT_NEAR(billions / p.card_billions, 1.0, 0.07) << billions << "B";
+    } else {
+      EXPECT_NEAR(billions / p.card_billions, 1.0, 0.02) << billions << "B";
+      const double active = double(model_size(c, 4096).active_params) / 1e9;
+      EXPECT_GE(active, 3.0);
+      EXPECT_LE(active, 3.5);
+      EXPECT_EQ(model_size(c, 4096).active_params, hand - p.layers * (p.experts - p.top_k) * 3 * H * p.moe_inter);
+    }
+  }
+  // The counts themselves, pinned (text model, tied lm_head counted once).
+  EXPECT_EQ(model_param_count(flavor_config("qwen3_5-0.8B")), 752393024);
+  EXPECT_EQ(model_param_count(flavor_config("qwen3_5-2B")), 1881825088);
+  EXPECT_EQ(model_param_count(flavor_config("qwen3_5-4B")), 4205751296);
+  EXPECT_EQ(model_param_count(flavor_config("qwen3_5-9B")), 8953803264);
+  EXPECT_EQ(model_param_count(flavor_config("qwen3_5-27B")), 26895998464);
+  EXPECT_EQ(model_param_count(flavor_config("qwen3_5-35B-A3B")), 34660610688);
+}
+
+// The published config.json files (Qwen3_5ForConditionalGeneration / Qwen3_5MoeForConditionalGeneration
+// with the text model in text_config; the text-relevant fields of Qwen/Qwen3.5-27B and
+// Qwen/Qwen3.5-35B-A3B) parse to the flavors' shapes and parameter counts.
+TEST(Flavors, Qwen35FlavorsEqualThePublishedConfigJson) {
+  auto text = [](json t) {
+    t["model_type"] = t.contains("num_experts") ? "qwen3_5_moe_text" : "qwen3_5_text";
+    t["attn_output_gate"] = true;
+    t["full_attention_interval"] = 4;
+    t["head_dim"] = 256;
+    t["hidden_act"] = "silu";
+    t["linear_conv_kernel_dim"] = 4;
+    t["linear_key_head_dim"] = 128;
+    t["linear_value_head_dim"] = 128;
+    t["linear_num_key_heads"] = 16;
+    t["max_position_embeddings"] = 262144;
+    t["mtp_num_hidden_layers"] = 1;
+    t["rms_norm_eps"] = 1e-6;
+    t["vocab_size"] = 248320;
+    t["rope_parameters"] = json::parse(R"({"mrope_interleaved": true, "mrope_section": [11, 11, 10],
+        "partial_rotary_factor": 0.25, "rope_theta": 10000000, "rope_type": "default"})");
+    json layer_types = json::array();
+    for (int64_t l = 0; l < t["num_hidden_layers"].get<int64_t>(); ++l)
+      layer_types.push_back((l + 1) % 4 ? "linear_attention" : "full_attention");
+    t["layer_types"] = layer_types;
+    return t;
+  };
+  json dense = {{"architectures", {"Qwen3_5ForConditionalGeneration"}}, {"model_type", "qwen3_5"},
+                {"tie_word_embeddings", false},
+                {"text_config", text({{"hidden_size", 5120}, {"intermediate_size", 17408}, {"num_hidden_layers", 64},
+                                      {"num_attention_heads", 24}, {"num_key_value_heads", 4},
+                                      {"linear_num_value_heads", 48}})}};
+  json moe = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}}, {"model_type", "qwen3_5_moe"},
+              {"tie_word_embeddings", false},
+              {"text_config", text({{"hidden_size", 2048}, {"num_hidden_layers", 40}, {"num_attention_heads", 16},
+                                    {"num_key_value_heads", 2}, {"linear_num_value_heads", 32}, {"num_experts", 256},
+                                    {"num_experts_per_tok", 8}, {"moe_intermediate_size", 512},
+                                    {"shared_expert_intermediate_size", 512}})}};
+  for (const auto& [j, name] : {std::pair{dense, "qwen3_5-27B"}, std::pair{moe, "qwen3_5-35B-A3B"}}) {
+    SCOPED_TRACE(name);
+    const ModelConfig hf = parse(j), f = flavor_config(name);
+    EXPECT_EQ(hf.model_type, f.model_type);
+    EXPECT_EQ(hf.num_hidden_layers, f.num_hidden_layers);
+    EXPECT_EQ(hf.layer_mixers, f.layer_mixers);
+    EXPECT_EQ(hf.rotary_dim(), f.rotary_dim());
+    EXPECT_EQ(hf.rope_theta, f.rope_theta);
+    EXPECT_EQ(hf.linear_in_rows(), f.linear_in_rows());
+    EXPECT_EQ(hf.tie_word_embeddings, f.tie_word_embeddings);
+    EXPECT_EQ(hf.num_sparse_layers(), f.num_sparse_layers());
+    EXPECT_EQ(hf.shared_expert_intermediate_size, f.shared_expert_intermediate_size);
+    EXPECT_EQ(model_param_count(hf), model_param_count(f));
+  }
 }
 
 TEST(Flavors, ParamSpecsInModuleOrderWithShapes) {

@@ -50,3 +50,29 @@ TEST(Flops, BenchmarkModelMatchesTheIssueFigures) {
   ModelSize s = model_size(b, 512);
   EXPECT_NEAR(s.flops_per_token * 539 / 1e12, 0.35, 0.005);
 }
+
+TEST(Flops, Qwen35SmallConfigByHand) {
+  // Layers 0-2 Gated DeltaNet, layer 3 gated attention. H 8, I 16, V 100 (tied), 2/1 heads of 8;
+  // linear heads: 1 key, 2 value heads, dk = dv = 4, conv 4.
+  ModelConfig c = flavor_config("debug-qwen3_5");
+  c.vocab_size = 100, c.hidden_size = 8, c.intermediate_size = 16;
+  c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 8;
+  c.linear_num_key_heads = 1, c.linear_num_value_heads = 2, c.linear_key_head_dim = 4, c.linear_value_head_dim = 4;
+  ASSERT_EQ(c.num_hidden_layers, 4);
+  // Gated attention: q_proj (query + gate) 8*32, k/v 2*8*8, o 16*8, q/k norms 2*8 -> 528.
+  // Gated DeltaNet: key dim 4, value dim 8, conv dim 16; in_proj (qkv 16, z 8, b 2, a 2) 28*8 = 224,
+  // conv 16*4, dt_bias + A_log 2*2, gated norm 4, out_proj 8*8 -> 360.
+  // Each layer: MLP 3*8*16 = 384, two norms 16. Final norm 8, embedding 100*8.
+  const int64_t params = 3 * (360 + 384 + 16) + (528 + 384 + 16) + 8 + 800;
+  const int64_t S = 10;
+  ModelSize s = model_size(c, S);
+  EXPECT_EQ(s.params, params);
+  EXPECT_EQ(s.matmul_params, params);  // - embedding + the tied lm_head's matmul (the same 800)
+  // Softmax attention on the one full-attention layer: 12 * 1 * heads * head_dim * S.
+  const double attention = 12.0 * 1 * 2 * 8 * S;
+  // Delta rule (chunk 16), per linear layer and value head, forward 6 dk dv + 2 * 16 * (dk + dv)
+  // = 96 + 256, training = 3x forward: 3 layers * 2 heads * 3 * 352.
+  const double delta = 3.0 * 2 * 3 * (6 * 4 * 4 + 2 * 16 * (4 + 4));
+  EXPECT_DOUBLE_EQ(s.linear_attention_flops, delta);
+  EXPECT_DOUBLE_EQ(s.flops_per_token, 6.0 * double(params) + attention + delta);
+}

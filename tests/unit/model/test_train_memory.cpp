@@ -1,6 +1,7 @@
 // The predicted step memory (model/train_memory.h) against the allocator's measured peak of a
 // real step: weights, trained gradients and AdamW moments allocated as the trainer does, then one
-// forward_backward, for full fine-tuning and LoRA, each checkpointing mode, f32 and bf16 GEMMs.
+// forward_backward, for full fine-tuning and LoRA, each checkpointing mode, f32 and bf16 GEMMs;
+// and for Qwen3.5 (debug-qwen3_5's layers: Gated DeltaNet and gated attention) full fine-tuning.
 #include <gtest/gtest.h>
 
 #include "core/allocator.h"
@@ -18,12 +19,20 @@ ModelConfig small_config() {
   return c;
 }
 
+// debug-qwen3_5 (three Gated DeltaNet layers, then gated attention) with a small vocabulary.
+ModelConfig qwen3_5_config() {
+  ModelConfig c = flavor_config("debug-qwen3_5");
+  c.vocab_size = 1000;
+  return c;
+}
+
 struct Case {
   bool lora;
   Checkpointing ckpt;
   DType compute;
   double dropout = 0;  // LoRA dropout
   DType base = DType::F32;  // LoRA's base_dtype: the frozen base's matmul weights
+  bool qwen3_5 = false;
 };
 
 // A bf16 base's values, filled in place with small deterministic ones (not the init's scales)
@@ -41,7 +50,7 @@ class TrainMemoryTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TrainMemoryTest, PredictionWithinTenPercentOfTheMeasuredPeak) {
   const Case& c = GetParam();
-  const ModelConfig cfg = small_config();
+  const ModelConfig cfg = c.qwen3_5 ? qwen3_5_config() : small_config();
   const int64_t B = 2, S = 192;
   LoraConfig lc;
   lc.rank = 8, lc.alpha = 16, lc.dropout = c.dropout;
@@ -65,9 +74,10 @@ TEST_P(TrainMemoryTest, PredictionWithinTenPercentOfTheMeasuredPeak) {
     peak = cpu_allocator().stats().peak_bytes - before;
   }
   const TrainMemory m = predict_train_memory(cfg, B, S, c.ckpt, c.compute, c.lora ? &lc : nullptr, c.base);
-  const double ratio = double(m.total()) / double(peak);
-  std::printf("lora=%d%s dropout=%g ckpt=%d %s: predicted %.3f MiB, measured %.3f MiB (ratio %.3f)\n", int(c.lora), c.base == DType::BF16 ? " (bf16 base)" : "", c.dropout,
-              int(c.ckpt), dtype_name(c.compute), double(m.total()) / 1048576.0, double(peak) / 1048576.0, ratio);
+  // The allocator sees tensors only: the delta rule's heap (m.heap) is not in its peak.
+  const double ratio = double(m.total() - m.heap) / double(peak);
+  std::printf("%slora=%d%s dropout=%g ckpt=%d %s: predicted %.3f MiB, measured %.3f MiB (ratio %.3f)\n", c.qwen3_5 ? "qwen3_5 " : "", int(c.lora), c.base == DType::BF16 ? " (bf16 base)" : "", c.dropout,
+              int(c.ckpt), dtype_name(c.compute), double(m.total() - m.heap) / 1048576.0, double(peak) / 1048576.0, ratio);
   EXPECT_GT(ratio, 0.9);
   EXPECT_LT(ratio, 1.1);
 }
@@ -81,9 +91,44 @@ std::vector<Case> cases() {
   v.push_back({true, Checkpointing::Full, DType::BF16, 0.1});
   for (Checkpointing ck : {Checkpointing::None, Checkpointing::Full})
     v.push_back({true, ck, DType::BF16, 0, DType::BF16});  // [lora] base_dtype = "bfloat16"
+  for (Checkpointing ck : {Checkpointing::None, Checkpointing::Selective, Checkpointing::Full})
+    for (DType d : {DType::F32, DType::BF16}) v.push_back({false, ck, d, 0, DType::F32, true});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Steps, TrainMemoryTest, ::testing::ValuesIn(cases()));
 
 }  // namespace
+
+// Qwen3.5 without running a step: checkpointing saves what it should; the delta rule's heap is
+// counted when it sets the layer's peak (with debug-qwen3_5's and the published shapes the later
+// dqkv working set is larger, so there it is 0; with narrow value heads and wide key heads it is
+// not); what the planner does not cover yet is refused by name.
+TEST(TrainMemory, Qwen35HeapAndRefusals) {
+  ModelConfig c = qwen3_5_config();
+  const TrainMemory none = predict_train_memory(c, 1, 4096, Checkpointing::None, DType::F32, nullptr);
+  const TrainMemory sel = predict_train_memory(c, 1, 4096, Checkpointing::Selective, DType::F32, nullptr);
+  const TrainMemory full = predict_train_memory(c, 1, 4096, Checkpointing::Full, DType::F32, nullptr);
+  EXPECT_GT(none.activations, sel.activations);
+  EXPECT_GT(sel.activations, full.activations);
+  EXPECT_EQ(full.heap, 0);
+  EXPECT_EQ(none.weights - none.rope, model_param_count(c) * 4);
+  c.linear_num_key_heads = 2, c.linear_key_head_dim = 64, c.linear_num_value_heads = 8, c.linear_value_head_dim = 8;
+  c.num_attention_heads = 2;  // so that a delta-net layer, not the gated attention one, is the largest
+  const TrainMemory narrow = predict_train_memory(c, 1, 4096, Checkpointing::Full, DType::F32, nullptr);
+  // what the heap (the normalised q, k [T, KD], dq^, dk^ [T, Hv, dk], chunk states) adds to the
+  // layer's peak beyond its later dqkv working set: more than 0, less than the heap itself
+  EXPECT_GT(narrow.heap, 0);
+  EXPECT_LT(narrow.heap, int64_t(4096) * (2 * 128 + 2 * 2 + 2 * 8 * 64) * 4 + (1 << 20));
+  const auto msg = [](const ModelConfig& m, const LoraConfig* lora) {
+    try {
+      predict_train_memory(m, 1, 64, Checkpointing::None, DType::F32, lora);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(msg(flavor_config("debug-qwen3_5-moe"), nullptr).find("not yet qwen3_5_moe"), std::string::npos);
+  LoraConfig lc;
+  EXPECT_NE(msg(c, &lc).find("LoRA on qwen3_5"), std::string::npos);
+}

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "unit/train/checkpoint_test_util.h"
 #include "train/job_config.h"
+#include "train/model_state.h"
 
 using namespace titan;
 using titan::test::error_of;
@@ -155,6 +156,25 @@ TEST(JobConfig, CommandLineOverridesInBothForms) {
   EXPECT_NE(error_of([&] { parse_job_command_line({"--config", "/nonexistent/x.toml"}); }).find("/nonexistent/x.toml"),
             std::string::npos);
   std::filesystem::remove(path);
+}
+
+// [model] flavor resolves per [model] name, as torchtitan keys flavors per model: "4B" is Qwen3-4B
+// for qwen3 and Qwen3.5-4B for qwen3_5; the qualified Qwen3.5 names work under either name.
+TEST(JobConfig, FlavorResolvesPerModelName) {
+  auto model = [](std::vector<std::string> args) { return job_model_config(parse_job_command_line(args)); };
+  EXPECT_EQ(model({"--model.flavor", "4B"}).model_type, "qwen3");
+  ModelConfig q = model({"--model.name", "qwen3_5", "--model.flavor", "4B"});
+  EXPECT_EQ(q.model_type, "qwen3_5");
+  EXPECT_EQ(q.flavor, "qwen3_5-4B");
+  EXPECT_EQ(model({"--model.name", "qwen3_5", "--model.flavor", "35B-A3B"}).model_type, "qwen3_5_moe");
+  EXPECT_EQ(model({"--model.flavor", "qwen3_5-0.8B"}).flavor, "qwen3_5-0.8B");
+  EXPECT_EQ(model({"--model.name", "qwen3_5", "--model.flavor", "debug-qwen3_5"}).flavor, "debug-qwen3_5");
+  q = model({"--model.name", "qwen3_5", "--model.flavor", "9B", "--model.n_layers", "8"});
+  EXPECT_EQ(q.num_hidden_layers, 8);
+  EXPECT_EQ(q.layer_mixers.size(), 8u);
+  EXPECT_NE(error_of([&] { model({"--model.name", "qwen3_5", "--model.flavor", "30B-A3B"}); })
+                .find("[model] name is qwen3_5 but the model (flavor 30B-A3B) is a qwen3_moe"),
+            std::string::npos);
 }
 
 TEST(JobConfig, ValidationRefusesUnimplementedParallelismAndBadRanges) {
