@@ -18,8 +18,8 @@ const GemmKernel& lora_gemm(const LinearKernel& lin) {
 void DecoderModel::enable_lora(const LoraConfig& c, uint64_t seed) {
   TITAN_CHECK(lora_.empty(), "LoRA is already enabled on this model");
   TITAN_CHECK(!tp_.on(), "LoRA: not with tensor parallelism in this build ([parallelism] tensor_parallel_degree = 1)");
-  TITAN_CHECK(!cfg_.is_qwen3_5(), "LoRA on qwen3_5 models is not implemented yet (its gated attention and Gated "
-              "DeltaNet projections have no adapters)");
+  TITAN_CHECK(cfg_.model_type != "qwen3_5_moe", "LoRA on qwen3_5_moe models is not implemented yet (dense qwen3_5 "
+              "only: the MoE block's shared expert and its gate have no adapters)");
   c.validate("lora");
   lora_cfg_ = c;
   lora_seed_ = seed;
@@ -44,7 +44,8 @@ void DecoderModel::freeze_base() {
   for (auto& p : params_.all()) p.grad = Tensor();
   for (Layer& L : layers_)
     for (Tensor* g : {&L.g_in, &L.g_qkv, &L.g_qn, &L.g_kn, &L.g_o, &L.g_post, &L.g_gu, &L.g_down, &L.g_router,
-                      &L.g_egu, &L.g_edown})
+                      &L.g_egu, &L.g_edown, &L.g_conv, &L.g_dt, &L.g_alog, &L.g_gnorm, &L.g_sgu, &L.g_sdown,
+                      &L.g_sgate})
       *g = Tensor();
   base_frozen_ = true;
 }

@@ -35,10 +35,23 @@ std::vector<LoraAdapter> lora_candidates(const ModelConfig& cfg) {
       a.module = p + name, a.layer = l, a.group = g, a.row0 = row0, a.out = out, a.in = in;
       v.push_back(a);
     };
-    add("self_attn.q_proj", LoraGroup::Qkv, 0, Q, H);
-    add("self_attn.k_proj", LoraGroup::Qkv, Q, K, H);
-    add("self_attn.v_proj", LoraGroup::Qkv, Q + K, K, H);
-    add("self_attn.o_proj", LoraGroup::O, 0, H, Q);
+    const MixerKind mixer = cfg.layer_kind(l).mixer;
+    if (mixer == MixerKind::GatedDeltaNet) {
+      // Qwen3.5's linear attention: in_proj_qkv / z / b / a fused in that row order (linear_in_rows).
+      const int64_t C = cfg.linear_conv_dim(), VD = cfg.linear_value_dim(), Hv = cfg.linear_num_value_heads;
+      add("linear_attn.in_proj_qkv", LoraGroup::Qkv, 0, C, H);
+      add("linear_attn.in_proj_z", LoraGroup::Qkv, C, VD, H);
+      add("linear_attn.in_proj_b", LoraGroup::Qkv, C + VD, Hv, H);
+      add("linear_attn.in_proj_a", LoraGroup::Qkv, C + VD + Hv, Hv, H);
+      add("linear_attn.out_proj", LoraGroup::O, 0, H, VD);
+    } else {
+      // Gated attention: q_proj's 2Q rows give each head its query and its output gate, as in HF.
+      const int64_t Qp = mixer == MixerKind::GatedAttention ? 2 * Q : Q;
+      add("self_attn.q_proj", LoraGroup::Qkv, 0, Qp, H);
+      add("self_attn.k_proj", LoraGroup::Qkv, Qp, K, H);
+      add("self_attn.v_proj", LoraGroup::Qkv, Qp + K, K, H);
+      add("self_attn.o_proj", LoraGroup::O, 0, H, Q);
+    }
     if (cfg.layer_is_sparse(l)) continue;
     add("mlp.gate_proj", LoraGroup::GateUp, 0, I, H);
     add("mlp.up_proj", LoraGroup::GateUp, I, I, H);

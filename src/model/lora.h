@@ -9,6 +9,10 @@
 // of the decoder's linears: model.layers.N.self_attn.{q,k,v,o}_proj, model.layers.N.mlp.
 // {gate,up,down}_proj. The engine keeps q/k/v and gate/up fused (model/params.h), so an adapter
 // acts on its module's row range of the fused projection output (q_proj: rows [0, Q) of qkv).
+// Dense Qwen3.5: a gated-attention layer's q_proj has 2 Q rows (each head's query then its output
+// gate, HF's layout; the adapter covers them all, as PEFT's does); a Gated DeltaNet layer's
+// linear_attn.in_proj_{qkv,z,b,a} are rows of its fused in-projection (group Qkv) and
+// linear_attn.out_proj is its output projection (group O). qwen3_5_moe is refused for now.
 // Adapter parameters keep PEFT's names without its "base_model.model." prefix:
 //   model.layers.0.self_attn.q_proj.lora_A.weight [r, in], ...lora_B.weight [out, r].
 //

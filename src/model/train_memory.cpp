@@ -88,7 +88,7 @@ TrainMemory predict_qwen3_5(const ModelConfig& c, int64_t B, int64_t S, Checkpoi
 TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Checkpointing ckpt, DType compute,
                                  const LoraConfig* lora, DType base) {
   TITAN_CHECK(!c.is_moe(), "memory prediction covers dense models only (not yet ", c.model_type, ")");
-  TITAN_CHECK(!c.is_qwen3_5() || !lora, "memory prediction: LoRA on qwen3_5 is not supported (nor is the LoRA itself yet)");
+  TITAN_CHECK(!c.is_qwen3_5() || !lora, "memory prediction: LoRA on qwen3_5 is not modelled yet (predict without --lora-rank)");
   if (c.is_qwen3_5()) return predict_qwen3_5(c, B, S, ckpt, compute);
   TITAN_CHECK(base == DType::F32 || (base == DType::BF16 && lora && compute == DType::BF16),
               "memory prediction: a bf16 base is a frozen LoRA base computing in bf16");

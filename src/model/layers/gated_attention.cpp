@@ -5,6 +5,8 @@
 //   rotary_dim = head_dim * partial_rotary_factor of each head (rotate_half within that part);
 //   attn = softmax attention (GQA, causal or block-causal); gated = attn * sigmoid(gate);
 //   h = x + gated @ o_proj^T.
+// LoRA (model/lora.h) adds into the fused qkv output (q_proj's adapter covers its 2 Q rows, query
+// and gate interleaved per head, as PEFT's adapter on HF's q_proj does) and into h (o_proj).
 // The attention kernel is the one of the plain attention layer; the query and gate are copied
 // out of the fused projection (they interleave per head), k and v read in place.
 #include <algorithm>
@@ -70,6 +72,7 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
   k.rmsnorm->forward(x, norm_weight(L.w_in), eps, a.xn1, a.rstd1);
   a.qkv = f32({T, W});
   k.linear->forward(a.xn1, Wqkv, a.qkv, compute_);
+  lora_forward_group(l, LoraGroup::Qkv, a.xn1, &a.qkv, a);  // q_proj's adapter: query and gate rows alike
   // query and gate out of q_proj's per-head [query | gate] pairs
   Tensor qraw = f32({T, nh, D});
   a.gated = f32({T, Q});  // the gate logits for now; gated output below
@@ -134,6 +137,7 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
   }
   a.h = f32({T, H});
   k.linear->forward_residual(a.gated, Wo, &x, a.h, compute_);
+  lora_forward_group(l, LoraGroup::O, a.gated, &a.h, a);
 }
 
 void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B,
@@ -148,6 +152,7 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
   const float scale = float(1.0 / std::sqrt(double(D)));
   Tensor dgated = f32({T, Q});
   k.linear->backward(a.gated, Wo, dx, &dgated, grad_or_null(L.g_o), compute_);
+  lora_backward_group(l, LoraGroup::O, a.gated, a, dx, dgated);
   a.gated = Tensor();
   // gated = attn * sigmoid(gate): d(attn) = d(gated) s, d(gate) = d(gated) attn s (1 - s)
   Tensor dattn = f32({T, Q}), dgate = f32({T, Q});
@@ -208,6 +213,7 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
   }
   Tensor dxn1 = f32({T, H});
   k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
+  lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);
   k.rmsnorm->backward_add(x, norm_weight(L.w_in), a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
 }
 

@@ -6,6 +6,7 @@
 //   o = gated_delta(q, k, v, g, beta)   (q, k L2-normalised in the op, q scaled by dk^-1/2; the
 //       chunked form; the state restarts at each packed document)
 //   h = x + gated_rmsnorm(o, z) @ out_proj^T
+// LoRA (model/lora.h): in_proj_{qkv,z,b,a} adapters add into their rows of p, out_proj's into h.
 // With an inference state (generation) the conv window and the recurrent state of each row are
 // carried between calls: a prefill runs the chunked form from a zero state, each later call
 // continues from the held states (one token: the op's decode step).
@@ -64,6 +65,7 @@ void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& 
   k.rmsnorm->forward(x, norm_weight(L.w_in), eps, a.xn1, a.rstd1);
   a.qkv = f32({T, R});
   k.linear->forward(a.xn1, Win, a.qkv, compute_);
+  lora_forward_group(l, LoraGroup::Qkv, a.xn1, &a.qkv, a);  // in_proj_{qkv,z,b,a}: their rows of the fused output
   // Generation: the per-row states (zero at the prefill), made on first use.
   LayerState* st = nullptr;
   if (cache) {
@@ -140,6 +142,7 @@ void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& 
   k.gated_rmsnorm->forward(ctx, a.lo.view({T * Hv, dv}), a.lz, L.w_gnorm, eps, ly);
   a.h = f32({T, H});
   k.linear->forward_residual(a.ly, Wo, &x, a.h, compute_);
+  lora_forward_group(l, LoraGroup::O, a.ly, &a.h, a);  // out_proj
 }
 
 void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B,
@@ -156,6 +159,7 @@ void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs&
   const float eps = float(cfg_.rms_norm_eps);
   Tensor dly = f32({T, VD});
   k.linear->backward(a.ly, Wo, dx, &dly, grad_or_null(L.g_o), compute_);
+  lora_backward_group(l, LoraGroup::O, a.ly, a, dx, dly);
   a.ly = Tensor();
   Tensor dlo = f32({B, S, Hv, dv}), dlz = f32({T * Hv, dv});
   Tensor gn_scratch;
@@ -214,6 +218,7 @@ void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs&
   }
   Tensor dxn1 = f32({T, H});
   k.linear->backward(a.xn1, Win, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
+  lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);
   k.rmsnorm->backward_add(x, norm_weight(L.w_in), a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
 }
 
