@@ -186,7 +186,7 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("parallelism", "fsdp_reshard_after_forward", &c.parallelism.fsdp_reshard_after_forward,
             "free a layer's gathered parameters after its forward (default = always) or keep them for the backward"),
       field("parallelism", "fsdp_prefetch", &c.parallelism.fsdp_prefetch,
-            "gather the next layer on a communication thread while this one computes"),
+            "gather the next layer on a communication thread while this one computes (off under tp)"),
       field("parallelism", "pipeline_parallel_degree", &c.parallelism.pipeline_parallel_degree,
             "pipeline parallelism (not built yet)", {only_one()}),
       field("parallelism", "context_parallel_degree", &c.parallelism.context_parallel_degree,

@@ -22,7 +22,12 @@ namespace {
 distributed::Fsdp::Options fsdp_options(const JobConfig& cfg) {
   distributed::Fsdp::Options o;
   o.reshard_after_forward = cfg.parallelism.fsdp_reshard_after_forward != ReshardAfterForward::Never;
-  o.prefetch = cfg.parallelism.fsdp_prefetch;
+  // Prefetch runs FSDP's gathers on a thread of their own while the layer computes. Under tensor
+  // parallelism the layer itself calls collectives on this thread at the same time, which an MPI
+  // initialised MPI_THREAD_SERIALIZED does not allow (an 8-rank dp_replicate x dp_shard x tp run
+  // crashed inside MPI_Allgather about one run in two): there the gathers run on the calling
+  // thread, in the same order, with the same results.
+  o.prefetch = cfg.parallelism.fsdp_prefetch && cfg.parallelism.tensor_parallel_degree == 1;
   return o;
 }
 
