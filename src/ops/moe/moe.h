@@ -105,10 +105,24 @@ double moe_aux_loss(const std::vector<const Tensor*>& logits, int64_t top_k, std
 // tokens_per_expert: [E] i64 or f32 (summed over the step's micro-batches); bias: [E] f32.
 void moe_update_expert_bias(Tensor& bias, const Tensor& tokens_per_expert, float coeff);
 
-// Validates the argument shapes; returns {T, H, E, I}.
+// Validates the argument shapes; returns {T, H, E, I, K}. ep > 1: gate_up and down hold this
+// rank's E / ep experts (expert parallelism, expert_parallel.h), E = the router's rows.
 struct MoEDims {
   int64_t T, H, E, I, K;
 };
-MoEDims moe_check_args(const MoEArgs& a, const char* variant);
+MoEDims moe_check_args(const MoEArgs& a, const char* variant, int64_t ep = 1);
+// The gradient buffers' shapes against the arguments and the saved routing.
+void moe_check_grads(const MoEArgs& a, const MoESaved& s, const MoEGrads& g);
+
+// Pieces of the permuted variants (grouped_gemm.cpp, expert_parallel.cpp), in ops/moe/slots.cpp:
+// Step 1 of the forward: s.logits = x @ router^T (f32), the top-k choice and weights of every
+// token, s.tokens_per_expert = how many slots each expert got.
+void moe_route(const MoEArgs& a, int64_t T, int64_t H, int64_t E, int64_t K, MoESaved& s);
+// y[t] = sum_k w[t, k] * out[row[t K + k]] (rows of H floats), summed in k order.
+void moe_combine(const float* w, const int32_t* row, const float* out, int64_t T, int64_t H, int64_t K, float* y);
+// The end of the backward: dL/dw of every slot (dw [T K]) gives the router-logit gradient (plus
+// g.dlogits_extra); g.drouter += dlogits^T x; g.dx = dlogits @ router + sum_k dx_rows[row[t K + k]].
+void moe_router_and_input_grads(const MoEArgs& a, const MoESaved& s, const double* dw, const float* dx_rows,
+                                const int32_t* row, const MoEGrads& g);
 
 }  // namespace titan

@@ -9,7 +9,7 @@
 
 namespace titan {
 
-MoEDims moe_check_args(const MoEArgs& a, const char* variant) {
+MoEDims moe_check_args(const MoEArgs& a, const char* variant, int64_t ep) {
   TITAN_CHECK(a.x && a.router && a.gate_up && a.down, "moe.", variant, ": x, router, gate_up and down are required");
   opcheck::f32(*a.x, "moe", "x");
   opcheck::f32(*a.router, "moe", "router");
@@ -22,11 +22,13 @@ MoEDims moe_check_args(const MoEArgs& a, const char* variant) {
   TITAN_CHECK(a.router->ndim() == 2, "moe: router must be [E, H], got ", a.router->str());
   const int64_t T = a.x->dim(0), H = a.x->dim(1), E = a.router->dim(0);
   TITAN_CHECK(a.router->dim(1) == H && E > 0, "moe: router ", a.router->str(), " does not match x ", a.x->str());
-  TITAN_CHECK(a.gate_up->ndim() == 3 && a.gate_up->dim(0) == E && a.gate_up->dim(2) == H && a.gate_up->dim(1) % 2 == 0,
-              "moe: gate_up must be [E=", E, ", 2I, H=", H, "], got ", a.gate_up->str());
+  TITAN_CHECK(ep >= 1 && E % ep == 0, "moe: ", E, " experts do not divide over ", ep, " expert-parallel ranks");
+  const int64_t El = E / ep;  // the experts this rank holds
+  TITAN_CHECK(a.gate_up->ndim() == 3 && a.gate_up->dim(0) == El && a.gate_up->dim(2) == H && a.gate_up->dim(1) % 2 == 0,
+              "moe: gate_up must be [E=", El, ", 2I, H=", H, "], got ", a.gate_up->str());
   const int64_t I = a.gate_up->dim(1) / 2;
-  TITAN_CHECK(a.down->ndim() == 3 && a.down->dim(0) == E && a.down->dim(1) == H && a.down->dim(2) == I,
-              "moe: down must be [E=", E, ", H=", H, ", I=", I, "], got ", a.down->str());
+  TITAN_CHECK(a.down->ndim() == 3 && a.down->dim(0) == El && a.down->dim(1) == H && a.down->dim(2) == I,
+              "moe: down must be [E=", El, ", H=", H, ", I=", I, "], got ", a.down->str());
   TITAN_CHECK(a.top_k >= 1 && a.top_k <= E, "moe: top_k must be in [1, ", E, "], got ", a.top_k);
   if (a.bias) {
     opcheck::f32(*a.bias, "moe", "bias");
