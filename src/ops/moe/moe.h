@@ -60,6 +60,10 @@ struct MoESaved {
   Tensor tokens_per_expert;  // [E] i64 number of (token, k) slots routed to each expert
   Tensor acts;               // variant-private (grouped_gemm: gate/up pre-activations, [T*K, 2I])
   Tensor slot_pos;           // variant-private (grouped_gemm: row of slot t*K+k in expert order)
+  // Expert parallelism (expert_parallel.h), on the rank that owns the experts: the rows it
+  // received [rows, H] f32 and their routing weights [rows], in its padded expert-group layout,
+  // and how many rows each ep rank sent for each local expert [ep, E / ep] i64.
+  Tensor ep_rows, ep_w, ep_counts;
 };
 
 struct MoEGrads {
