@@ -30,19 +30,33 @@ int64_t chunk_words(int64_t bytes, int64_t world) { return std::max<int64_t>(1, 
 
 }  // namespace
 
-FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen, DType base, int64_t tp) {
+FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen, DType base, int64_t tp, int64_t ep) {
   TITAN_CHECK(base == DType::F32 || frozen, "sharded data parallelism: bf16 weights need a frozen base");
+  TITAN_CHECK(ep >= 1 && world % ep == 0, "sharded data parallelism: ", world, " ranks do not split into expert-parallel groups of ", ep);
   std::vector<int64_t> sizes(size_t(c.num_hidden_layers) + 2, 0);
-  for (const ParamSpec& s : model_param_specs(c))
-    sizes[size_t(s.unit)] += shape_numel(s.local_shape(tp)) * int64_t(dtype_size(s.dtype(base)));
+  // The parts Fsdp shards (Fsdp::Part): runs of a unit's parameters with the same group, the
+  // experts over world / ep ranks under expert parallelism.
+  std::vector<std::pair<int64_t, int64_t>> parts;  // (bytes, ranks)
+  int64_t last_unit = -1;
+  bool last_expert = false;
+  for (const ParamSpec& s : local_param_specs(c, ep, 0)) {
+    const int64_t b = shape_numel(s.local_shape(tp)) * int64_t(dtype_size(s.dtype(base)));
+    sizes[size_t(s.unit)] += b;
+    const bool expert = ep > 1 && s.placement.by_expert;
+    if (s.unit != last_unit || expert != last_expert) parts.push_back({0, expert ? world / ep : world});
+    parts.back().first += b;
+    last_unit = s.unit, last_expert = expert;
+  }
   FsdpPlan p;
   p.unit_bytes = sizes;
   p.tied = c.tie_word_embeddings;
   int64_t max_chunk = 0;
-  for (int64_t n : sizes) {
-    const int64_t chunk = chunk_words(n, world);
+  for (auto [bytes, ranks] : parts) {
+    const int64_t chunk = chunk_words(bytes, ranks);
     p.shard_bytes += 4 * chunk;
     max_chunk = std::max(max_chunk, chunk);
+  }
+  for (int64_t n : sizes) {
     p.largest_unit_bytes = std::max(p.largest_unit_bytes, n);
     p.total_bytes += n;
   }
@@ -106,11 +120,20 @@ int64_t FsdpPlan::transient_bytes(bool reshard_after_forward, bool prefetch) con
   return peak;
 }
 
-struct Fsdp::Unit {
+// A run of a unit's parameters sharded over one group: the fsdp group, or under expert
+// parallelism the expert_fsdp group for the experts this rank holds.
+struct Fsdp::Part {
   size_t p0 = 0, p1 = 0;                 // parameter range
+  Comm* comm = nullptr;
   int64_t numel = 0, bytes = 0;          // elements (f32 gradients) and value bytes
   int64_t chunk = 0, local = 0;          // in words; local: where this rank's chunk starts in the shard
   std::vector<std::shared_ptr<Storage>> values, grads;  // the distinct storages behind the params
+};
+
+struct Fsdp::Unit {
+  std::vector<Part> parts;
+  // Every part's storages (what gathering the unit brings and releasing it frees).
+  std::vector<std::shared_ptr<Storage>> values, grads;
   enum class State { Sharded, Pending, Resident } state = State::Sharded;
   int64_t gather_ticket = 0;  // Pending: the worker job that gathers the values
   bool grads_resident = false;
@@ -217,14 +240,24 @@ class Fsdp::Worker {
 };
 
 Fsdp::Fsdp(DecoderModel& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill,
-           Comm* replicate)
+           Comm* replicate, Comm* expert)
     : model_(model), ps_(model.params()), comm_(comm), replicate_(replicate), opt_(opt), frozen_(model.base_frozen()) {
-  const int64_t n = comm.size(), r = comm.rank();
+  const int64_t n = comm.size();
+  const bool ep = model.expert_parallel().on();
+  TITAN_ASSERT(!ep || expert, "Fsdp: an expert-parallel model needs the expert_fsdp group");
   for (int64_t ui = 0; ui < model.num_units(); ++ui) {
     auto u = std::make_unique<Unit>();
-    std::tie(u->p0, u->p1) = model.unit_params(ui);
     std::set<Storage*> seen;
-    for (size_t i = u->p0; i < u->p1; ++i) {
+    const auto [q0, q1] = model.unit_params(ui);
+    for (size_t i = q0; i < q1; ++i) {
+      const bool by_expert = ep && model.param_specs()[i].placement.by_expert;
+      Comm* group = by_expert ? expert : &comm;
+      if (u->parts.empty() || u->parts.back().comm != group) {
+        u->parts.emplace_back();
+        u->parts.back().p0 = i, u->parts.back().comm = group;
+      }
+      Part& part = u->parts.back();
+      part.p1 = i + 1;
       Param& p = ps_.all()[i];
       const DType dt = p.value.dtype();
       TITAN_CHECK(frozen_ ? !p.grad.defined() && (dt == DType::F32 || dt == DType::BF16)
@@ -233,28 +266,35 @@ Fsdp::Fsdp(DecoderModel& model, Comm& comm, Options opt, const std::function<voi
                   frozen_ ? " (a frozen base is f32 or bf16)" : " (trained parameters are f32)");
       TITAN_CHECK(!p.value.storage()->resident() && (frozen_ || !p.grad.storage()->resident()),
                   "sharded data parallelism: parameter ", p.name, " already has memory (build the model deferred)");
-      if (seen.insert(p.value.storage().get()).second) u->values.push_back(p.value.storage());
-      if (!frozen_ && seen.insert(p.grad.storage().get()).second) u->grads.push_back(p.grad.storage());
-      u->numel += p.value.numel();
-      u->bytes += int64_t(p.value.nbytes());
+      // A storage belongs to one part (a stacked expert buffer holds experts only).
+      if (seen.insert(p.value.storage().get()).second) part.values.push_back(p.value.storage());
+      if (!frozen_ && seen.insert(p.grad.storage().get()).second) part.grads.push_back(p.grad.storage());
+      part.numel += p.value.numel();
+      part.bytes += int64_t(p.value.nbytes());
     }
-    u->chunk = chunk_words(u->bytes, n);
-    u->local = shard_;
-    // This rank's spans: the pieces of [r c, (r+1) c) of the unit's flattening (f32 models; a bf16
-    // base is never checkpointed).
-    const int64_t lo = r * u->chunk;
-    if (model.weight_dtype() == DType::F32)
-      for_each_flat_span(ps_, u->p0, u->p1, lo, std::min(u->numel, lo + u->chunk),
-                         [&](size_t i, int64_t po, int64_t fo, int64_t c) {
-                           spans_.push_back(Span{i, po, c, u->local + (fo - lo)});
-                         });
-    shard_ += u->chunk;
+    for (Part& part : u->parts) {
+      part.chunk = chunk_words(part.bytes, part.comm->size());
+      part.local = shard_;
+      // This rank's spans: the pieces of [r c, (r+1) c) of the part's flattening (f32 models; a
+      // bf16 base is never checkpointed).
+      const int64_t lo = part.comm->rank() * part.chunk;
+      if (model.weight_dtype() == DType::F32)
+        for_each_flat_span(ps_, part.p0, part.p1, lo, std::min(part.numel, lo + part.chunk),
+                           [&](size_t i, int64_t po, int64_t fo, int64_t c) {
+                             spans_.push_back(Span{i, po, c, part.local + (fo - lo)});
+                           });
+      shard_ += part.chunk;
+      u->values.insert(u->values.end(), part.values.begin(), part.values.end());
+      u->grads.insert(u->grads.end(), part.grads.begin(), part.grads.end());
+    }
     units_.push_back(std::move(u));
   }
   int64_t max_chunk = 0;
-  for (auto& u : units_) max_chunk = std::max(max_chunk, u->chunk);
+  for (auto& u : units_)
+    for (const Part& part : u->parts) max_chunk = std::max(max_chunk, part.chunk);
   bucket_ = bucket_for(max_chunk, n);
-  plan_ = fsdp_plan(model.config(), n, frozen_, model.weight_dtype(), model.tensor_parallel().size());
+  plan_ = fsdp_plan(model.config(), n, frozen_, model.weight_dtype(), model.tensor_parallel().size(),
+                    model.expert_parallel().size());
   TITAN_ASSERT(plan_.shard_bytes == 4 * shard_ && plan_.unit_bytes.size() == units_.size(),
                "FSDP plan disagrees with the model");
   stage_ = Tensor::zeros({bucket_ * n}, DType::F32);
@@ -269,8 +309,11 @@ Fsdp::Fsdp(DecoderModel& model, Comm& comm, Options opt, const std::function<voi
     Unit& u = *units_[ui];
     for (auto& s : u.values) s->allocate();
     fill(int64_t(ui));
-    const int64_t lo = 4 * r * u.chunk;
-    value_bytes_read(ps_, u.p0, u.p1, lo, std::min(u.bytes, lo + 4 * u.chunk), p_.data<float>() + u.local);
+    for (const Part& part : u.parts) {
+      const int64_t lo = 4 * part.comm->rank() * part.chunk;
+      value_bytes_read(ps_, part.p0, part.p1, lo, std::min(part.bytes, lo + 4 * part.chunk),
+                       p_.data<float>() + part.local);
+    }
     for (auto& s : u.values) s->release();
   }
   tied_ = model.config().tie_word_embeddings;
@@ -295,35 +338,39 @@ double Fsdp::comm_wait_seconds() const { return worker_->blocked_seconds() + com
 
 void Fsdp::gather(Unit& u) {
   // Bytes, in whatever dtype the values have (f32, or a frozen base's bf16 weights).
-  const int n = comm_.size();
   char* s = static_cast<char*>(stage_.raw());
-  const char* mine = static_cast<const char*>(p_.raw()) + 4 * u.local;
-  const int64_t chunk = 4 * u.chunk, bucket = 4 * bucket_;
-  for (int64_t o = 0; o < chunk; o += bucket) {
-    const int64_t b = std::min(bucket, chunk - o);
-    comm_.all_gather_bytes(mine + o, s, size_t(b));
-    for (int q = 0; q < n; ++q) {
-      const int64_t lo = int64_t(q) * chunk + o;
-      value_bytes_write(ps_, u.p0, u.p1, lo, std::min(lo + b, u.bytes), s + int64_t(q) * b);
+  for (const Part& part : u.parts) {
+    const int n = part.comm->size();
+    const char* mine = static_cast<const char*>(p_.raw()) + 4 * part.local;
+    const int64_t chunk = 4 * part.chunk, bucket = 4 * bucket_;
+    for (int64_t o = 0; o < chunk; o += bucket) {
+      const int64_t b = std::min(bucket, chunk - o);
+      part.comm->all_gather_bytes(mine + o, s, size_t(b));
+      for (int q = 0; q < n; ++q) {
+        const int64_t lo = int64_t(q) * chunk + o;
+        value_bytes_write(ps_, part.p0, part.p1, lo, std::min(lo + b, part.bytes), s + int64_t(q) * b);
+      }
+      gathered_bytes_ += int64_t(n) * b;
     }
-    gathered_bytes_ += int64_t(n) * b;
   }
 }
 
 void Fsdp::reduce_grads(Unit& u) {
-  const int n = comm_.size();
   float* s = stage_.data<float>();
   float* out = out_.data<float>();
-  float* acc = g_.data<float>() + u.local;
-  for (int64_t o = 0; o < u.chunk; o += bucket_) {
-    const int64_t b = std::min(bucket_, u.chunk - o);
-    std::memset(s, 0, size_t(n) * size_t(b) * sizeof(float));  // padding past the unit stays 0
-    for (int q = 0; q < n; ++q) {
-      const int64_t lo = int64_t(q) * u.chunk + o;
-      flat_read(ps_, u.p0, u.p1, true, lo, std::min(lo + b, u.numel), s + int64_t(q) * b);
+  for (const Part& part : u.parts) {
+    const int n = part.comm->size();
+    float* acc = g_.data<float>() + part.local;
+    for (int64_t o = 0; o < part.chunk; o += bucket_) {
+      const int64_t b = std::min(bucket_, part.chunk - o);
+      std::memset(s, 0, size_t(n) * size_t(b) * sizeof(float));  // padding past the part stays 0
+      for (int q = 0; q < n; ++q) {
+        const int64_t lo = int64_t(q) * part.chunk + o;
+        flat_read(ps_, part.p0, part.p1, true, lo, std::min(lo + b, part.numel), s + int64_t(q) * b);
+      }
+      part.comm->reduce_scatter(s, out, b, ReduceOp::Sum);
+      for (int64_t i = 0; i < b; ++i) acc[o + i] += out[i];
     }
-    comm_.reduce_scatter(s, out, b, ReduceOp::Sum);
-    for (int64_t i = 0; i < b; ++i) acc[o + i] += out[i];
   }
 }
 
@@ -359,7 +406,8 @@ void Fsdp::need(int64_t unit, UnitUse use) {
   } else if (uses(use, UnitUse::Grads) && !u.grads_resident) {
     worker_->wait(u.reduce_ticket);  // the previous micro-batch's reduction still reads them
     for (auto& s : u.grads) s->allocate();
-    for (size_t i = u.p0; i < u.p1; ++i) ps_.all()[i].grad.zero_();
+    for (const Part& part : u.parts)
+      for (size_t i = part.p0; i < part.p1; ++i) ps_.all()[i].grad.zero_();
     u.grads_resident = true;
   }
 }

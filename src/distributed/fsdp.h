@@ -30,6 +30,12 @@
 //                      as torch.nn.utils.clip_grad_norm_, AdamW on the shard. Nothing is gathered:
 //                      the next forward gathers what it needs.
 //
+// Expert parallelism (model/expert_parallel.h): a sparse layer's unit is sharded in parts, runs
+// of its parameters each over one group: the experts this rank holds over the expert_fsdp group
+// (the ranks that hold the same experts), the rest over the fsdp group as above. Gathers and
+// reductions go part by part; the shard is every part's chunk back to back; the global norm is
+// still one sum over the fsdp group (it is the ep x expert_fsdp ranks, so each element counts once).
+//
 // Hybrid (HSDP, data_parallel_replicate_degree R > 1): the Comm given is the shard group (N
 // ranks); `replicate` joins the R ranks that hold the same shard. step() first sums the gradient
 // shard over `replicate` (rank order), so every replica steps identically; the norm is taken over
@@ -99,7 +105,10 @@ struct FsdpPlan {
 };
 // base: the dtype of a frozen base's matmul weights (DecoderModel's weight_dtype).
 // tp: the tensor-parallel degree (each rank's units are its local shards, ParamSpec::local_shape).
-FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen = false, DType base = DType::F32, int64_t tp = 1);
+// ep: the expert-parallel degree (each rank holds E / ep experts of each sparse layer, sharded
+// over world / ep ranks).
+FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen = false, DType base = DType::F32, int64_t tp = 1,
+                   int64_t ep = 1);
 
 class Fsdp final : public UnitHooks {
  public:
@@ -110,8 +119,10 @@ class Fsdp final : public UnitHooks {
   // `model` must be built deferred. fill(unit) runs on every rank with the unit's values resident
   // (contents undefined) and must write all of them (init or load, the same on every rank); then
   // this rank keeps its chunk and the memory is freed. Installs itself as the model's hooks.
+  // expert: with an expert-parallel model (model/expert_parallel.h), the mesh's expert_fsdp group,
+  // over which the experts this rank holds are sharded (its other parameters over `comm`).
   Fsdp(DecoderModel& model, Comm& comm, Options opt, const std::function<void(int64_t unit)>& fill,
-       Comm* replicate = nullptr);
+       Comm* replicate = nullptr, Comm* expert = nullptr);
   ~Fsdp() override;
 
   // UnitHooks
@@ -163,6 +174,7 @@ class Fsdp final : public UnitHooks {
   double comm_wait_seconds() const;
 
  private:
+  struct Part;
   struct Unit;
   class Worker;
   Comm* tp_ = nullptr;          // set_tensor_parallel

@@ -90,8 +90,8 @@ InitScheme parse_init_scheme(const std::string& s) {
 }
 
 DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred, bool frozen,
-                           DType weight_dtype, const TensorParallel& tp)
-    : cfg_(cfg), tp_(tp), deferred_(deferred), base_frozen_(frozen) {
+                           DType weight_dtype, const TensorParallel& tp, const ExpertParallel& ep)
+    : cfg_(cfg), tp_(tp), ep_(ep), deferred_(deferred), base_frozen_(frozen) {
   cfg_.validate(cfg.flavor.empty() ? "model config" : "flavor " + cfg.flavor);
   // This rank's widths: whole KV groups (and the query heads that read them), a slice of the
   // MLP and of the vocabulary.
@@ -111,6 +111,17 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
     TITAN_CHECK(weight_dtype == DType::F32 && !frozen,
                 "tensor parallelism: trains the whole model in f32 master weights (no frozen or bf16 base, no LoRA) in this build");
   }
+  if (ep_.on()) {  // model/expert_parallel.h
+    const std::string why = " ([parallelism] expert_parallel_degree = " + std::to_string(ep_.size()) + ")";
+    TITAN_CHECK(cfg_.num_sparse_layers() > 0, "expert parallelism: the model has no MoE layers", why);
+    TITAN_CHECK(cfg_.num_experts % ep_.size() == 0, "expert parallelism: num_experts = ", cfg_.num_experts,
+                " does not divide by the expert-parallel degree", why);
+    TITAN_CHECK(!tp_.on(), "expert parallelism: not together with tensor parallelism in this build", why);
+    TITAN_CHECK(weight_dtype == DType::F32 && !frozen,
+                "expert parallelism: trains the whole model in f32 master weights (no frozen or bf16 base, no LoRA) "
+                "in this build", why);
+  }
+  loc_.experts = cfg_.num_experts / ep_.size(), loc_.expert0 = ep_.rank() * loc_.experts;
   loc_.heads = cfg_.num_attention_heads / n, loc_.kv_heads = cfg_.num_key_value_heads / n;
   loc_.q = loc_.heads * cfg_.head_dim, loc_.kv = loc_.kv_heads * cfg_.head_dim;
   loc_.inter = cfg_.intermediate_size / n, loc_.moe_inter = cfg_.moe_intermediate_size / n;
@@ -191,13 +202,14 @@ void DecoderModel::build_params() {
     }
     params_.add(p + "post_attention_layernorm.weight", L.w_post, L.g_post);
     if (L.moe()) {
-      const int64_t E = cfg_.num_experts, MI = loc_.moe_inter;  // this rank's share of each expert
+      // This rank's share of each expert (tensor parallel), of the experts (expert parallel).
+      const int64_t E = cfg_.num_experts, MI = loc_.moe_inter, El = loc_.experts;
       std::tie(L.w_router, L.g_router) = pair({E, H});
-      std::tie(L.w_egu, L.g_egu) = pair({E, 2 * MI, H}, wdt);
-      std::tie(L.w_edown, L.g_edown) = pair({E, H, MI}, wdt);
+      std::tie(L.w_egu, L.g_egu) = pair({El, 2 * MI, H}, wdt);
+      std::tie(L.w_edown, L.g_edown) = pair({El, H, MI}, wdt);
       params_.add(p + "mlp.gate.weight", L.w_router, L.g_router);
-      for (int64_t e = 0; e < E; ++e) {
-        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+      for (int64_t e = 0; e < El; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(loc_.expert0 + e) + ".";
         Tensor wgu = L.w_egu.slice0(e, e + 1).view({2 * MI, H});
         Tensor ggu = L.g_egu.defined() ? L.g_egu.slice0(e, e + 1).view({2 * MI, H}) : Tensor();
         params_.add(x + "gate_proj.weight", wgu.slice0(0, MI), rows(ggu, 0, MI));
@@ -222,7 +234,7 @@ void DecoderModel::build_params() {
   // Names and shapes must be exactly HF's, in HF's order.
   // Names, shapes and dtypes must be exactly the specs' (HF's, in HF's order): from here on the
   // specs say what each parameter is (unit, init, placement).
-  specs_ = model_param_specs(cfg_);
+  specs_ = local_param_specs(cfg_, ep_.size(), ep_.rank());
   const auto& specs = specs_;
   TITAN_ASSERT(specs.size() == params_.all().size(), "param spec count");
   for (size_t i = 0; i < specs.size(); ++i)
@@ -506,7 +518,7 @@ void DecoderModel::hold_compute_weights(bool on) {
 }
 
 void DecoderModel::forward_cached(const Tensor& ids, InferenceState& cache, Tensor& logits) {
-  TITAN_CHECK(!tp_.on(), "generation: not with tensor parallelism in this build");
+  TITAN_CHECK(!tp_.on() && !ep_.on(), "generation: not with tensor or expert parallelism in this build");
   TITAN_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64 && ids.dim(0) == cache.rows && ids.dim(1) > 0,
               "generation: token ids must be i64 [", cache.rows, ", columns], got ", ids.str());
   const int64_t B = ids.dim(0), S = ids.dim(1), H = cfg_.hidden_size, V = cfg_.vocab_size;

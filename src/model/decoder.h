@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/expert_parallel.h"
 #include "model/kernels.h"
 #include "model/lora.h"
 #include "model/params.h"
@@ -64,11 +65,13 @@ class DecoderModel {
   // tp: tensor parallelism (model/tensor_parallel.h): the parameters get their local shapes and
   // the layers run the tp group's collectives; training and scoring only (no LoRA, no generation).
   DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false,
-               bool frozen = false, DType weight_dtype = DType::F32, const TensorParallel& tp = {});
+               bool frozen = false, DType weight_dtype = DType::F32, const TensorParallel& tp = {},
+               const ExpertParallel& ep = {});
   ~DecoderModel();
 
   const ModelConfig& config() const { return cfg_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
+  const ExpertParallel& expert_parallel() const { return ep_; }
   // What each parameter is (unit, role, init, placement), in params() order.
   const std::vector<ParamSpec>& param_specs() const { return specs_; }
   // Each layer's mixer and MLP kind (model/layer_kind.h).
@@ -285,10 +288,12 @@ class DecoderModel {
 
   ModelConfig cfg_;
   TensorParallel tp_;
+  ExpertParallel ep_;
   // This rank's share of the model's widths (the whole model without tensor parallelism): heads,
   // KV heads, their widths Q and K, the dense MLP's I, the vocabulary rows [vocab0_, vocab0_ + vocab_).
   struct LocalDims {
     int64_t heads = 0, kv_heads = 0, q = 0, kv = 0, inter = 0, moe_inter = 0, vocab = 0, vocab0 = 0;
+    int64_t experts = 0, expert0 = 0;  // expert parallelism: this rank's experts [expert0, expert0 + experts)
   } loc_;
   bool deferred_ = false;
   ParamStore params_;

@@ -77,6 +77,18 @@ void load_weights(DecoderModel& model, const HfCheckpoint& ckpt, int64_t unit) {
       tp_take_shard(fd, 2, tp.rank(), tp.size(), dn);
       ckpt.drop_pages(f.gate_up);
       ckpt.drop_pages(f.down);
+    } else if (model.expert_parallel().on()) {  // this rank's experts of the stacked tensors
+      for (auto [name, dst] : {std::pair{&f.gate_up, model.expert_gate_up(l)}, std::pair{&f.down, model.expert_down(l)}}) {
+        const Tensor full = ckpt.get(*name, dst->dtype());
+        const int64_t El = dst->dim(0), e0 = model.expert_parallel().rank() * El;
+        TITAN_CHECK(full.ndim() == 3 && full.dim(0) == El * model.expert_parallel().size() &&
+                        full.dim(1) == dst->dim(1) && full.dim(2) == dst->dim(2),
+                    ckpt.dir(), ": tensor ", quote(*name), " has shape ", shape_str(full.shape()), ", expected [",
+                    El * model.expert_parallel().size(), ", ", dst->dim(1), ", ", dst->dim(2), "]");
+        if (!dst->storage()->resident()) dst->storage()->allocate();
+        dst->copy_(full.slice0(e0, e0 + El));
+        ckpt.drop_pages(*name);
+      }
     } else {
       take(f.gate_up, *model.expert_gate_up(l));
       take(f.down, *model.expert_down(l));

@@ -63,6 +63,7 @@ void qwen3_5_layer_specs(const ModelConfig& c, int64_t i, std::vector<ParamSpec>
       add(x + "gate_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::InputSide, expert);
       add(x + "up_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::OutputSide, expert);
       add(x + "down_proj.weight", {H, MI}, ParamRole::Matmul, InitKind::OutputSide, expert);
+      for (size_t k = specs.size() - 3; k < specs.size(); ++k) specs[k].expert = e;
     }
     if (c.has_shared_expert()) {
       add(p + "mlp.shared_expert.gate_proj.weight", {SI, H}, ParamRole::Matmul, InitKind::InputSide);
@@ -124,6 +125,7 @@ std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
         add(x + "gate_proj.weight", {MI, H}, u, i, ParamRole::Matmul, InitKind::InputSide, expert_col);
         add(x + "up_proj.weight", {MI, H}, u, i, ParamRole::Matmul, InitKind::OutputSide, expert_col);
         add(x + "down_proj.weight", {H, MI}, u, i, ParamRole::Matmul, InitKind::OutputSide, expert_row);
+        for (size_t k = specs.size() - 3; k < specs.size(); ++k) specs[k].expert = e;
       }
       continue;
     }
@@ -134,6 +136,16 @@ std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
   add("model.norm.weight", {H}, L + 1, -1, ParamRole::Norm, norm_init);
   if (!c.tie_word_embeddings) add("lm_head.weight", {V, H}, L + 1, -1, ParamRole::Matmul, InitKind::Output, col);
   return specs;
+}
+
+std::vector<ParamSpec> local_param_specs(const ModelConfig& c, int64_t ep, int64_t ep_rank) {
+  std::vector<ParamSpec> all = model_param_specs(c);
+  if (ep <= 1) return all;
+  const int64_t El = c.num_experts / ep, e0 = ep_rank * El;
+  std::vector<ParamSpec> mine;
+  for (ParamSpec& s : all)
+    if (s.expert < 0 || (s.expert >= e0 && s.expert < e0 + El)) mine.push_back(std::move(s));
+  return mine;
 }
 
 int64_t model_param_count(const ModelConfig& c) {

@@ -54,6 +54,7 @@ struct ParamSpec {
   ParamRole role = ParamRole::Norm;
   InitKind init = InitKind::Ones;
   Placement placement;
+  int64_t expert = -1;  // placement.by_expert: which expert of its layer's stacked set
   // The dtype the parameter is stored in when the matmul weights are `weight_dtype`.
   DType dtype(DType weight_dtype) const { return role == ParamRole::Matmul ? weight_dtype : DType::F32; }
   // Its shape on one rank of a tensor-parallel group of `tp` ranks (the sharded dim / tp; the
@@ -68,6 +69,10 @@ struct ParamSpec {
 // mlp.experts.e.{gate_proj,up_proj} [I, H] and mlp.experts.e.down_proj [H, I] (the per-expert
 // layout; model/hf_checkpoint.h reads the fused one). Units are contiguous in this order.
 std::vector<ParamSpec> model_param_specs(const ModelConfig& c);
+// The parameters one rank of an expert-parallel group of `ep` ranks holds (model/expert_parallel.h):
+// every parameter but the experts, and of each sparse layer's experts those of this rank,
+// [ep_rank E/ep, (ep_rank + 1) E/ep), in model_param_specs order (ep = 1: all of them).
+std::vector<ParamSpec> local_param_specs(const ModelConfig& c, int64_t ep, int64_t ep_rank);
 // Number of parameters (sum over model_param_specs: a tied embedding counts once).
 int64_t model_param_count(const ModelConfig& c);
 

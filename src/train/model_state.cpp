@@ -68,13 +68,13 @@ void JobModel::fill(int64_t unit, uint64_t seed) {
   else model->init_weights(InitScheme::Torchtitan, seed, unit);
 }
 
-JobModel build_job_model(const JobConfig& cfg, bool deferred, const TensorParallel& tp) {
+JobModel build_job_model(const JobConfig& cfg, bool deferred, const TensorParallel& tp, const ExpertParallel& ep) {
   JobModel jm;
   const ModelConfig mc = job_model_config(cfg, &jm.hf);
   // [lora] base_dtype bf16: an HF load converts while reading (a bf16 file copies as is); a base
   // initialised here gets its f32 init rounded once (init_weights), one unit at a time when sharded.
   const DType wdt = cfg.lora.enable ? cfg.lora.base_dtype : DType::F32;
-  jm.model = std::make_unique<DecoderModel>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable, wdt, tp);
+  jm.model = std::make_unique<DecoderModel>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable, wdt, tp, ep);
   if (cfg.model.load_balance_coeff > 0) {
     TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
     jm.model->enable_expert_bias();

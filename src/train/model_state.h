@@ -86,7 +86,9 @@ struct JobModel {
   void fill(int64_t unit, uint64_t seed);
 };
 // tp: the model's tensor-parallel group (model/tensor_parallel.h; none by default).
-JobModel build_job_model(const JobConfig& cfg, bool deferred, const TensorParallel& tp = {});
+// ep: its expert-parallel group (model/expert_parallel.h; none by default).
+JobModel build_job_model(const JobConfig& cfg, bool deferred, const TensorParallel& tp = {},
+                         const ExpertParallel& ep = {});
 
 // [lora] as the model's LoraConfig; and what a LoRA checkpoint records of its adapters and base
 // (state.json extra "lora": base, rank, alpha, use_rslora, target_modules as exact module names).

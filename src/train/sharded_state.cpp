@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "core/clock.h"
@@ -23,11 +24,12 @@ distributed::Fsdp::Options fsdp_options(const JobConfig& cfg) {
   distributed::Fsdp::Options o;
   o.reshard_after_forward = cfg.parallelism.fsdp_reshard_after_forward != ReshardAfterForward::Never;
   // Prefetch runs FSDP's gathers on a thread of their own while the layer computes. Under tensor
-  // parallelism the layer itself calls collectives on this thread at the same time, which an MPI
-  // initialised MPI_THREAD_SERIALIZED does not allow (an 8-rank dp_replicate x dp_shard x tp run
-  // crashed inside MPI_Allgather about one run in two): there the gathers run on the calling
+  // or expert parallelism the layer itself calls collectives on this thread at the same time, which
+  // an MPI initialised MPI_THREAD_SERIALIZED does not allow (an 8-rank dp_replicate x dp_shard x tp
+  // run crashed inside MPI_Allgather about one run in two): there the gathers run on the calling
   // thread, in the same order, with the same results.
-  o.prefetch = cfg.parallelism.fsdp_prefetch && cfg.parallelism.tensor_parallel_degree == 1;
+  o.prefetch = cfg.parallelism.fsdp_prefetch && cfg.parallelism.tensor_parallel_degree == 1 &&
+               cfg.parallelism.expert_parallel_degree == 1;
   return o;
 }
 
@@ -75,11 +77,19 @@ class ShardedState final : public ModelState {
       // The ranks of the first replica write a checkpoint: each fsdp group of its tp ranks.
       writers_ = comm_.split(replica_, comm_.rank());
     }
-    JobModel jm = build_job_model(cfg, /*deferred=*/true, tp);
+    // Expert parallelism: the model holds this ep rank's experts (model/expert_parallel.h), which
+    // the expert_fsdp group shards; the rest is sharded over the fsdp group as usual.
+    ExpertParallel ep;
+    comm::Comm* expert_shard = nullptr;
+    if (mesh.dims().ep > 1) {
+      ep_comm_ = ep.comm = &mesh.ep();
+      expert_shard = &mesh.expert_fsdp();
+    }
+    JobModel jm = build_job_model(cfg, /*deferred=*/true, tp, ep);
     loaded_ = jm.hf != nullptr;
     const uint64_t seed = uint64_t(cfg.training.seed);
     fsdp_ = std::make_unique<distributed::Fsdp>(*jm.model, shard_comm(), fsdp_options(cfg),
-                                         [&](int64_t unit) { jm.fill(unit, seed); }, replicate_comm_);
+                                         [&](int64_t unit) { jm.fill(unit, seed); }, replicate_comm_, expert_shard);
     model_ = std::move(jm.model);
     if (tp_comm_) {
       std::vector<bool> split;
@@ -139,11 +149,18 @@ class ShardedState final : public ModelState {
     std::vector<TensorPiece> model, opt;
     pieces(&model, &opt, /*for_save=*/false);
     for (auto& b : model_->expert_bias_state()) opt.push_back({b.name, b.tensor.shape(), 0, b.tensor});
+    // The names the checkpoint must hold: the whole model's (under expert parallelism this rank
+    // reads the pieces of its experts only, but the others' must be there all the same).
     std::vector<std::string> model_names, opt_names;
-    for (auto& p : trained().all()) {
-      model_names.push_back(p.name);
-      opt_names.push_back(p.name + ".exp_avg");
-      opt_names.push_back(p.name + ".exp_avg_sq");
+    std::vector<std::string> whole;
+    if (ep_comm_ && !lora_)
+      for (const ParamSpec& sp : model_param_specs(model_->config())) whole.push_back(sp.name);
+    else
+      for (auto& p : trained().all()) whole.push_back(p.name);
+    for (const std::string& n : whole) {
+      model_names.push_back(n);
+      opt_names.push_back(n + ".exp_avg");
+      opt_names.push_back(n + ".exp_avg_sq");
     }
     for (auto& b : model_->expert_bias_state()) opt_names.push_back(b.name);
     TrainState st = ckm.load_pieces(step, model_names, model, opt_names, opt);
@@ -164,6 +181,7 @@ class ShardedState final : public ModelState {
     ParamStore& ps = model_->params();
     if (replica_ == 0)
       fsdp_->for_each_unit_gathered([&](int64_t unit) {
+        if (ep_comm_) return export_unit_expert_parallel(unit, w.get());
         if (!w && !tp_comm_) return;
         auto [p0, p1] = model_->unit_params(unit);
         for (size_t i = p0; i < p1; ++i) {
@@ -204,6 +222,39 @@ class ShardedState final : public ModelState {
 
  private:
   ParamStore& trained() { return lora_ ? model_->lora_params() : model_->params(); }
+
+  // Expert parallelism: the unit's parameters in the one-process order, a sparse layer's experts
+  // joined from the ep ranks first (a collective over ep: every rank calls it; w on rank 0 only).
+  void export_unit_expert_parallel(int64_t unit, HfExportWriter* w) {
+    const ModelConfig& c = model_->config();
+    const int64_t l = unit - 1, n = ep_comm_->size();
+    Tensor gu, dn;  // [E, 2 MI, H], [E, H, MI]
+    if (l >= 0 && l < c.num_hidden_layers && model_->expert_gate_up(l)) {
+      const Tensor& lgu = *model_->expert_gate_up(l);
+      const Tensor& ldn = *model_->expert_down(l);
+      gu = Tensor::empty({lgu.dim(0) * n, lgu.dim(1), lgu.dim(2)}, DType::F32);
+      dn = Tensor::empty({ldn.dim(0) * n, ldn.dim(1), ldn.dim(2)}, DType::F32);
+      ep_comm_->all_gather(lgu.data<float>(), gu.data<float>(), lgu.numel());
+      ep_comm_->all_gather(ldn.data<float>(), dn.data<float>(), ldn.numel());
+    }
+    if (!w) return;
+    auto [p0, p1] = model_->unit_params(unit);
+    std::map<std::string, size_t> local;
+    for (size_t i = p0; i < p1; ++i) local[model_->params().all()[i].name] = i;
+    const int64_t MI = c.moe_intermediate_size;
+    for (const ParamSpec& sp : model_param_specs(c)) {
+      if (sp.unit != unit) continue;
+      if (sp.expert < 0) {
+        w->add(sp.name, model_->params().all()[local.at(sp.name)].value);
+        continue;
+      }
+      // gate_proj, up_proj: the halves of the expert's gate_up rows; down_proj: its down matrix.
+      const Tensor e_gu = gu.slice0(sp.expert, sp.expert + 1).view({2 * MI, c.hidden_size});
+      if (sp.name.ends_with(".gate_proj.weight")) w->add(sp.name, e_gu.slice0(0, MI));
+      else if (sp.name.ends_with(".up_proj.weight")) w->add(sp.name, e_gu.slice0(MI, 2 * MI));
+      else w->add(sp.name, dn.slice0(sp.expert, sp.expert + 1).view({c.hidden_size, MI}));
+    }
+  }
   double adapter_comm_seconds() const { return lora_ ? lora_->dp.comm_seconds() + adapter_comm_ : 0.0; }
 
   double step_adapters(double max_norm, const AdamWParams& hp) {
@@ -286,6 +337,7 @@ class ShardedState final : public ModelState {
   int replicas_ = 1, replica_ = 0;
   comm::Comm* replicate_comm_ = nullptr;  // hybrid only
   comm::Comm* tp_comm_ = nullptr;         // tensor parallel only (the mesh's tp group)
+  comm::Comm* ep_comm_ = nullptr;         // expert parallel only (the mesh's ep group)
   std::unique_ptr<comm::Comm> writers_;   // tensor parallel: the first replica's ranks, which save
   const AdamWKernel& adamw_;
   std::unique_ptr<distributed::Fsdp> fsdp_;

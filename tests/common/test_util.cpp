@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <vector>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -20,11 +23,35 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
+namespace {
+
+// The folders temp_dir made in this process, removed when it exits (a training test leaves
+// checkpoints of up to a GiB each: a few runs of the suite filled the disk), unless
+// TITAN_KEEP_TEST_DIRS is set, to look at them after a failure.
+struct TempDirs {
+  std::mutex mu;
+  std::vector<std::filesystem::path> made;
+  ~TempDirs() {
+    if (std::getenv("TITAN_KEEP_TEST_DIRS")) return;
+    std::error_code ec;
+    for (const auto& p : made) std::filesystem::remove_all(p, ec);
+  }
+};
+TempDirs& temp_dirs() {
+  static TempDirs d;
+  return d;
+}
+
+}  // namespace
+
 std::string temp_dir(const std::string& name) {
   namespace fs = std::filesystem;
   const fs::path p = fs::temp_directory_path() / ("titan_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
+  TempDirs& d = temp_dirs();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.made.push_back(p);
   return p.string();
 }
 

@@ -15,7 +15,8 @@ namespace titan::test {
 // The message of the titan::Error `f` throws ("" when it throws none).
 std::string error_of(const std::function<void()>& f);
 
-// A fresh, empty folder <system temp>/titan_test_<name>_<pid> (removed first if it exists).
+// A fresh, empty folder <system temp>/titan_test_<name>_<pid> (removed first if it exists), removed
+// again when the test process exits (kept when TITAN_KEEP_TEST_DIRS is set).
 std::string temp_dir(const std::string& name);
 
 // An f32 tensor of normal values (mean, std) drawn from Philox{seed, 7}.

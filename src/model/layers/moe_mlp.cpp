@@ -2,6 +2,7 @@
 // router, top-k, grouped experts), forward and backward, with LoRA on the router and the experts
 // merged per call (model/decoder_lora.cpp).
 #include "model/decoder_layer.h"
+#include "ops/moe/expert_parallel.h"
 
 namespace titan {
 
@@ -24,6 +25,13 @@ void DecoderModel::moe_mlp_forward(size_t l, LayerActs& a, const Tensor& residua
   MoEArgs m = moe_args(l, a);
   LoraMoeWeights merged;  // with adapters on its MoE parameters: the merged weights, this call only
   lora_merge_moe(l, m, merged);
+  if (ep_.on()) {  // the slots go to the experts' owners and back (ops/moe/expert_parallel.h)
+    Tensor y = out ? *out : f32({T, cfg_.hidden_size});
+    moe_ep_forward(m, *ep_.comm, y, a.moe);
+    if (layers_[l].w_sgu.defined()) shared_expert_forward(l, a, y, T);
+    if (out) k.residual->forward(y, residual, y);
+    return;
+  }
   if (tp_.on()) {  // each rank's slice of every expert: partial sums, reduced over tp, then the residual
     Tensor part = f32({T, cfg_.hidden_size});
     k.moe->forward(m, part, a.moe);
@@ -68,7 +76,10 @@ void DecoderModel::moe_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Te
       g.drouter = &drouter_part;
     }
   }
-  k.moe->backward(m, a.moe, dy, g);
+  if (ep_.on())
+    moe_ep_backward(m, *ep_.comm, a.moe, dy, g);
+  else
+    k.moe->backward(m, a.moe, dy, g);
   if (L.w_sgu.defined()) shared_expert_backward(l, a, dy, dxn2, T);  // qwen3_5_moe: dxn2 +=
   if (drouter_part.defined()) tp_grad_sum(drouter_part, L.g_router);
   a.moe = MoESaved();

@@ -74,12 +74,13 @@ void DecoderModel::build_qwen3_5_layer(size_t l) {
   params_.add(p + "post_attention_layernorm.weight", L.w_post, L.g_post);
   if (L.moe()) {
     const int64_t E = cfg_.num_experts, MI = cfg_.moe_intermediate_size, SI = cfg_.shared_expert_intermediate_size;
+    const int64_t El = loc_.experts;  // this rank's experts (model/expert_parallel.h)
     std::tie(L.w_router, L.g_router) = new_param({E, H}, DType::F32);
-    std::tie(L.w_egu, L.g_egu) = new_param({E, 2 * MI, H}, wdt);
-    std::tie(L.w_edown, L.g_edown) = new_param({E, H, MI}, wdt);
+    std::tie(L.w_egu, L.g_egu) = new_param({El, 2 * MI, H}, wdt);
+    std::tie(L.w_edown, L.g_edown) = new_param({El, H, MI}, wdt);
     params_.add(p + "mlp.gate.weight", L.w_router, L.g_router);
-    for (int64_t e = 0; e < E; ++e) {
-      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+    for (int64_t e = 0; e < El; ++e) {
+      const std::string x = p + "mlp.experts." + std::to_string(loc_.expert0 + e) + ".";
       Tensor wgu = L.w_egu.slice0(e, e + 1).view({2 * MI, H});
       Tensor ggu = L.g_egu.defined() ? L.g_egu.slice0(e, e + 1).view({2 * MI, H}) : Tensor();
       params_.add(x + "gate_proj.weight", wgu.slice0(0, MI), rows(ggu, 0, MI));

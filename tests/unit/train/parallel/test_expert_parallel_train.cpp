@@ -1,0 +1,182 @@
+// Training with expert parallelism on the mesh (threaded ranks): the loss curves of debug-moe at
+// ep2, ep4, ep2 x expert_fsdp 2 (dp_shard 4), ep2 with HSDP, with the aux-loss-free expert bias,
+// bf16 matmuls and full activation checkpointing equal one process's; checkpoints saved at one
+// layout resume at another with the same next losses; the HF export of an ep run is one process's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/thread_comm.h"
+#include "common/test_util.h"
+#include "model/hf_checkpoint.h"
+#include "train/trainer.h"
+
+using namespace titan;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Layout {
+  int64_t dp_replicate = 1, dp_shard = 1, ep = 1;
+  int64_t world() const { return dp_replicate * dp_shard; }
+};
+
+struct Variant {
+  double load_balance_coeff = 0;
+  bool bf16 = false, full_ac = false;
+};
+
+JobConfig ep_job(const std::string& dump, int64_t steps, const Layout& m, const Variant& v = {}) {
+  JobConfig c;
+  c.job.dump_folder = dump;
+  c.model.name = ModelName::Qwen3Moe;
+  c.model.flavor = "debug-moe";  // 8 experts of 128, top-2, every layer sparse
+  c.model.n_layers = 2;
+  c.model.load_balance_coeff = v.load_balance_coeff;
+  c.optimizer.lr = 3e-3;
+  c.lr_scheduler.warmup_steps = 2;
+  c.training.global_batch_size = 4;
+  c.training.local_batch_size = 4 / m.world();
+  c.training.seq_len = 32;
+  c.training.steps = steps;
+  c.training.seed = 7;
+  if (v.bf16) c.training.mixed_precision_param = DType::BF16;
+  if (v.full_ac) c.activation_checkpoint.mode = ActivationCheckpointMode::Full;
+  c.parallelism.data_parallel_replicate_degree = m.dp_replicate;
+  c.parallelism.data_parallel_shard_degree = m.dp_shard;
+  c.parallelism.expert_parallel_degree = m.ep;
+  c.checkpoint.enable = true;
+  c.checkpoint.interval = 4;
+  c.checkpoint.keep_latest_k = 0;
+  c.metrics.log_freq = 1;
+  c.metrics.enable_tensorboard = false;
+  c.validate("test");
+  return c;
+}
+
+void run(const JobConfig& c, const Layout& m) {
+  if (m.world() == 1) {
+    run_training(c);
+    return;
+  }
+  comm::run_threaded_ranks(int(m.world()), [&](comm::Comm& world) { run_training(c, world); }, 600);
+}
+
+std::vector<double> losses(const std::string& dump) {
+  std::vector<double> v;
+  std::ifstream f(dump + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) v.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  return v;
+}
+
+void expect_same_curve(const std::vector<double>& got, const std::vector<double>& want, const std::string& what,
+                       size_t from = 0) {
+  ASSERT_EQ(got.size() + from, want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i + from], 1e-5 * std::fabs(want[i + from])) << what << " step " << i + from + 1;
+}
+
+std::vector<double> curve(const std::string& name, const Layout& m, const Variant& v = {}) {
+  const std::string dump = test::temp_dir("ep_train_" + name);
+  run(ep_job(dump, 8, m, v), m);
+  return losses(dump);
+}
+
+const std::vector<double>& baseline() {
+  static const std::vector<double> c = curve("baseline", {});
+  return c;
+}
+
+}  // namespace
+
+// make test: ep2 over two ranks (each holds 4 of the 8 experts whole) and ep2 x expert_fsdp 2.
+TEST(ExpertParallelTraining, LossCurvesOfEp2AndEp2ByDp2EqualOneProcess) {
+  const std::vector<double>& want = baseline();
+  ASSERT_EQ(want.size(), 8u);
+  EXPECT_LT(want.back(), want.front());
+  expect_same_curve(curve("ep2", {1, 2, 2}), want, "ep2");
+  expect_same_curve(curve("ep2_dp4", {1, 4, 2}), want, "ep2 x expert_fsdp 2");
+}
+
+// ctest -L long: ep4, HSDP 2 x 2 with ep2, and the variants (expert bias, bf16, full AC) at ep2
+// against the same variant in one process.
+TEST(ExpertParallelTrainingLong, LossCurvesOfEveryLayoutEqualOneProcess) {
+  const std::vector<double>& want = baseline();
+  expect_same_curve(curve("ep4", {1, 4, 4}), want, "ep4");
+  expect_same_curve(curve("hsdp_ep2", {2, 2, 2}), want, "hsdp 2x2 ep2");
+  const std::vector<std::pair<const char*, Variant>> variants = {
+      {"bias", {1e-3, false, false}}, {"bf16", {0, true, false}}, {"full_ac", {0, false, true}}};
+  for (const auto& [name, v] : variants) {
+    const std::vector<double> one = curve(std::string(name) + "_one", {}, v);
+    expect_same_curve(curve(std::string(name) + "_ep2", {1, 2, 2}, v), one, std::string(name) + " ep2");
+  }
+}
+
+// Layout a trains 8 steps; its step-8 checkpoint is removed, so layout b resumes from step 4.
+static void resume_case(const Layout& a, const Layout& b, const std::string& name) {
+  const std::vector<double>& want = baseline();
+  const std::string dump = test::temp_dir("ep_resume_" + name);
+  run(ep_job(dump, 8, a), a);
+  fs::remove_all(dump + "/checkpoint/step-8");
+  run(ep_job(dump, 8, b), b);
+  std::vector<double> got = losses(dump);
+  ASSERT_EQ(got.size(), 8u) << name;
+  got.erase(got.begin(), got.begin() + 4);
+  expect_same_curve(got, want, name, 4);
+}
+
+TEST(ExpertParallelTraining, CheckpointsResumeAcrossLayouts) {
+  resume_case({1, 2, 2}, {}, "ep2_to_1");
+  resume_case({}, {1, 4, 2}, "1_to_ep2xdp2");
+}
+
+TEST(ExpertParallelTrainingLong, CheckpointsResumeAcrossExpertDegrees) {
+  resume_case({1, 4, 4}, {1, 2, 2}, "ep4_to_ep2");
+  resume_case({1, 2, 2}, {1, 2, 1}, "ep2_to_dp2");
+}
+
+// The export joins each layer's experts from the ep ranks: with the weights as initialised (lr 0)
+// it is bit for bit one process's.
+TEST(ExpertParallelTraining, HfExportEqualsOneProcess) {
+  auto exported = [](const Layout& m, const std::string& name) {
+    const std::string dump = test::temp_dir("ep_export_" + name);
+    JobConfig c = ep_job(dump, 1, m);
+    c.optimizer.lr = 0;
+    c.checkpoint.last_save_in_hf = true;
+    run(c, m);
+    return load_hf_weights(dump + "/checkpoint/step-1-hf");
+  };
+  const TensorMap wa = exported({}, "one"), wb = exported({1, 4, 2}, "ep2xdp2");
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [name, t] : wa) {
+    ASSERT_TRUE(wb.count(name)) << name;
+    ASSERT_EQ(wb.at(name).shape(), t.shape()) << name;
+    EXPECT_EQ(std::memcmp(wb.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
+  }
+}
+
+TEST(ExpertParallelTraining, RefusesWhatItDoesNotBuild) {
+  auto refused = [](JobConfig c, int64_t world, const std::string& want) {
+    const std::string dump = c.job.dump_folder;
+    try {
+      comm::run_threaded_ranks(int(world), [&](comm::Comm& w) { run_training(c, w); }, 120);
+      ADD_FAILURE() << "accepted: " << want;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  JobConfig dense = ep_job(test::temp_dir("ep_refuse_dense"), 1, {1, 2, 2});
+  dense.model.name = ModelName::Qwen3;
+  dense.model.flavor = "debugmodel";
+  refused(dense, 2, "the model has no MoE layers");
+  JobConfig lora = ep_job(test::temp_dir("ep_refuse_lora"), 1, {1, 2, 2});
+  lora.lora.enable = true;
+  refused(lora, 2, "no LoRA");
+}
