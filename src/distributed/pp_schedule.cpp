@@ -31,6 +31,14 @@ std::string lowercase(std::string s) {
   return s;
 }
 
+// Most (stage, microbatch) pairs a schedule may have: far beyond a real job (pp 64 x 8 virtual
+// stages x 512 microbatches is 2^18), small enough for the simulator's tables.
+constexpr long long kMaxStageMicrobatches = 1LL << 22;
+
+// Transfers only go between ranks whose stages are neighbours, r and r +- 1 (mod pp): the queue
+// of messages from `from` to `to` is link(from, to) of 2 pp (one per ordered pair, also at pp 2).
+int link(int from, int to, int pp) { return 2 * from + (to == (from + 1) % pp ? 0 : 1); }
+
 std::string describe(const PpSchedule& s) {
   return "pipeline schedule " + s.name + " (pp " + std::to_string(s.pp) + ", " + std::to_string(s.microbatches) +
          " microbatches, " + std::to_string(s.stages_per_rank) + " stage(s) per rank)";
@@ -103,19 +111,19 @@ struct Message {
 // communication model).
 void lower(PpSchedule& s, const std::vector<std::vector<Compute>>& order) {
   const int pp = s.pp, S = s.stages();
-  // What each rank sends each other rank, in its order.
-  std::vector<std::vector<std::vector<Message>>> sent(pp, std::vector<std::vector<Message>>(pp));
+  // What each rank sends each neighbour, in its order.
+  std::vector<std::vector<Message>> sent(2 * size_t(pp));
   for (int r = 0; r < pp; ++r)
     for (const Compute& c : order[r]) {
       if (c.forward && c.stage + 1 < S && s.stage_rank(c.stage + 1) != r)
-        sent[r][s.stage_rank(c.stage + 1)].push_back({false, c.stage + 1, c.microbatch});
+        sent[link(r, s.stage_rank(c.stage + 1), pp)].push_back({false, c.stage + 1, c.microbatch});
       if (!c.forward && c.stage > 0 && s.stage_rank(c.stage - 1) != r)
-        sent[r][s.stage_rank(c.stage - 1)].push_back({true, c.stage - 1, c.microbatch});
+        sent[link(r, s.stage_rank(c.stage - 1), pp)].push_back({true, c.stage - 1, c.microbatch});
     }
   s.ranks.assign(pp, {});
   for (int r = 0; r < pp; ++r) {
     std::vector<PpAction>& out = s.ranks[r];
-    std::vector<size_t> next(pp, 0);  // next[p]: how many of p's messages to r were received
+    std::vector<size_t> next(2 * size_t(pp), 0);  // next[link(p, r)]: how many of p's messages r received
     std::vector<char> received(2 * size_t(S) * s.microbatches, 0);  // [grad][stage][microbatch]
     auto got = [&](const Message& m) -> char& { return received[(size_t(m.grad) * S + m.stage) * s.microbatches + m.microbatch]; };
     std::vector<char> unsharded(S, 0);
@@ -126,12 +134,12 @@ void lower(PpSchedule& s, const std::vector<std::vector<Compute>>& order) {
       const Compute& c = order[r][i];
       const int from = c.forward ? c.stage - 1 : c.stage + 1;  // the stage whose data it needs
       if (from >= 0 && from < S && s.stage_rank(from) != r) {
-        const int p = s.stage_rank(from);
+        const int p = s.stage_rank(from), l = link(p, r, pp);
         const Message need{!c.forward, c.stage, c.microbatch};
         // Receive p's messages in p's order until this one (it may have come already).
         while (!got(need)) {
-          TITAN_ASSERT(next[p] < sent[p][r].size(), "rank ", p, " never sends what rank ", r, " needs");
-          const Message& msg = sent[p][r][next[p]++];
+          TITAN_ASSERT(next[l] < sent[l].size(), "rank ", p, " never sends what rank ", r, " needs");
+          const Message& msg = sent[l][next[l]++];
           out.push_back({msg.grad ? K::RecvGrad : K::RecvActivation, msg.stage, msg.microbatch, p});
           got(msg) = 1;
         }
@@ -197,6 +205,9 @@ PpSchedule make_pp_schedule(const std::string& name, int pp, int microbatches, i
   if (interleaved)
     TITAN_CHECK(microbatches % pp == 0, "Interleaved1F1B: [parallelism] pipeline_parallel_microbatches = ",
                 microbatches, " is not a multiple of pipeline_parallel_degree = ", pp);
+  TITAN_CHECK(1LL * pp * stages_per_rank * microbatches <= kMaxStageMicrobatches, s.name, ": ", pp, " ranks x ",
+              stages_per_rank, " stage(s) x ", microbatches, " microbatches is more than ", kMaxStageMicrobatches,
+              " stage-microbatch pairs");
   s.pp = pp;
   s.microbatches = microbatches;
   s.stages_per_rank = stages_per_rank;
@@ -218,6 +229,8 @@ PpSimulation simulate_pp_schedule(const PpSchedule& s, double forward_cost, doub
   const std::string what = describe(s);
   TITAN_CHECK(s.pp >= 1 && s.stages_per_rank >= 1 && s.microbatches >= 1 && int(s.ranks.size()) == s.pp, what,
               ": malformed (", s.ranks.size(), " rank lists)");
+  TITAN_CHECK(1LL * s.pp * s.stages_per_rank * s.microbatches <= kMaxStageMicrobatches, what, ": more than ",
+              kMaxStageMicrobatches, " stage-microbatch pairs");
   const int pp = s.pp, S = s.stages(), M = s.microbatches;
   auto at = [&](int r, size_t i) { return "rank " + std::to_string(r) + "'s " + s.ranks[r][i].str(); };
 
@@ -276,7 +289,7 @@ PpSimulation simulate_pp_schedule(const PpSchedule& s, double forward_cost, doub
     Message msg;
     double time;
   };
-  std::vector<std::deque<InFlight>> channel(size_t(pp) * pp);  // [from][to]
+  std::vector<std::deque<InFlight>> channel(2 * size_t(pp));  // [link(from, to)]
   std::vector<char> unsharded(S, 0);
   std::vector<size_t> pc(pp, 0);
   std::vector<double> clock(pp, 0);
@@ -341,13 +354,13 @@ PpSimulation simulate_pp_schedule(const PpSchedule& s, double forward_cost, doub
         const bool grad = a.kind == K::SendGrad;
         TITAN_CHECK((grad ? done_b : done_f)[x] >= 0, what, ": ", at(r, i), " sends before its ",
                     grad ? "backward" : "forward", " ran");
-        channel[size_t(r) * pp + a.peer_rank].push_back(
+        channel[link(r, a.peer_rank, pp)].push_back(
             {{grad, grad ? a.stage - 1 : a.stage + 1, a.microbatch}, t});
         break;
       }
       case K::RecvActivation:
       case K::RecvGrad: {
-        std::deque<InFlight>& q = channel[size_t(a.peer_rank) * pp + r];
+        std::deque<InFlight>& q = channel[link(a.peer_rank, r, pp)];
         if (q.empty()) return false;
         const Message want{a.kind == K::RecvGrad, a.stage, a.microbatch};
         if (!(q.front().msg == want)) {

@@ -15,7 +15,9 @@
 //                    min(pp - 1 - r, m) warm-up forwards, then alternates one forward and one
 //                    backward, then the remaining backwards; holds at most pp - r activations.
 //   Interleaved1F1B  Megatron's interleaved schedule over v = stages_per_rank >= 2 virtual stages
-//                    per rank; microbatches a multiple of pp.
+//                    per rank; microbatches a multiple of pp. Forwards go in groups of pp
+//                    microbatches through chunk 0, 1, ..., v-1 (backwards: chunks reversed);
+//                    rank r runs 2 (pp - 1 - r) + (v - 1) pp warm-up forwards, then 1F1B.
 //
 // Communication model (what the simulator enforces, and what a runtime must provide). Messages
 // go between ranks only: two consecutive stages on one rank (pp = 1 with several stages) hand
