@@ -7,15 +7,18 @@
 // MLP projections, base frozen; --lora-base-dtype bfloat16: the base's matmul weights in bf16, as
 // [lora] base_dtype); with --config, the job's batch, [lora], checkpointing and dtype. A sharded
 // LoRA rank (--dp N) of a dense model gets its step peak too. `titan info --peak` prints the peak FLOP/s MFU is measured
-// against on this machine (src/train/peak_flops.h), f32 and bf16.
+// against on this machine (src/train/peak_flops.h), f32 and bf16. `titan info --mesh` lays out a
+// job's device mesh; `titan info --pp-schedule` prints a pipeline schedule and its bubble.
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cstdio>
 
 #include "cli/command.h"
 #include "core/allocator.h"
 #include "distributed/data_parallel.h"
 #include "distributed/fsdp.h"
+#include "distributed/pp_schedule.h"
 #include "model/flops.h"
 #include "model/train_memory.h"
 #include "train/model_state.h"
@@ -338,9 +341,44 @@ static int print_mesh(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// `titan info --pp-schedule NAME --pp N --microbatches M [--stages-per-rank V] [--json]`: a
+// pipeline schedule (distributed/pp_schedule.h) as each rank's action list, its simulated time
+// grid and its bubble fraction against the textbook one. Nothing is launched: no runtime executes
+// these schedules yet.
+static int print_pp_schedule(const std::vector<std::string>& argv) {
+  Args args(argv, {"json"});
+  args.check_known({"pp-schedule", "pp", "microbatches", "stages-per-rank", "json"});
+  const std::string name = args.require("pp-schedule");
+  const int pp = int(args.get_int("pp", 1, 1, 1024));
+  const int microbatches = int(args.get_int("microbatches", pp, 1, 1 << 14));
+  // Interleaved1F1B needs several stages per rank: 2 unless told.
+  std::string lower = name;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const int v = int(args.get_int("stages-per-rank", lower == "interleaved1f1b" ? 2 : 1, 1, 64));
+  const distributed::PpSchedule s = distributed::make_pp_schedule(name, pp, microbatches, v);
+  const distributed::PpSimulation sim = distributed::simulate_pp_schedule(s);
+  if (!args.has("json")) {
+    std::fputs(distributed::format_pp_schedule(s, sim).c_str(), stdout);
+    return 0;
+  }
+  std::printf("{\"schedule\": \"%s\", \"pp\": %d, \"microbatches\": %d, \"stages_per_rank\": %d, "
+              "\"makespan\": %.12g, \"bubble_fraction\": %.12g, \"analytic_bubble_fraction\": %.12g, \"ranks\": [",
+              s.name.c_str(), s.pp, s.microbatches, s.stages_per_rank, sim.makespan, sim.bubble_fraction,
+              distributed::pp_analytic_bubble_fraction(s));
+  for (int r = 0; r < s.pp; ++r) {
+    std::printf("%s[", r ? ", " : "");
+    for (size_t i = 0; i < s.ranks[r].size(); ++i) std::printf("%s\"%s\"", i ? ", " : "", s.ranks[r][i].str().c_str());
+    std::printf("]");
+  }
+  std::printf("]}\n");
+  return 0;
+}
+
 static int cmd_info(const std::vector<std::string>& argv) {
   for (const auto& a : argv)
     if (a == "--peak") return print_peak(argv);
+  for (const auto& a : argv)
+    if (a == "--pp-schedule" || a.rfind("--pp-schedule=", 0) == 0) return print_pp_schedule(argv);
   for (const auto& a : argv)
     if (a == "--mesh") return print_mesh(argv);
   for (const auto& a : argv)
