@@ -164,7 +164,8 @@ const std::map<std::string, std::string>& texts() {
        "  --microbatches M           with --pp-schedule: microbatches per step (default: P)\n"
        "  --stages-per-rank V        with --pp-schedule: virtual stages per rank (default: 2 for\n"
        "                             Interleaved1F1B, which needs >= 2; 1 otherwise)\n"
-       "  --ep E                     with --mesh: expert_parallel_degree (default: 1)\n"
+       "  --ep E                     expert_parallel_degree: per-rank expert memory and dispatch bytes of\n"
+       "                             E ep ranks within --dp FSDP ranks; with --mesh, the mesh's ep degree\n"
        "  --json                     machine-readable output\n"},
       {"cache",
        "usage: titan cache info|clear [--dir D]\n"

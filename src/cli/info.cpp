@@ -20,6 +20,8 @@
 #include "distributed/fsdp.h"
 #include "distributed/pp_schedule.h"
 #include "model/flops.h"
+#include "model/param_spec.h"
+#include "ops/moe/expert_parallel.h"
 #include "model/train_memory.h"
 #include "train/model_state.h"
 #include "train/peak_flops.h"
@@ -109,6 +111,56 @@ static int print_tp_info(const std::string& m, const ModelConfig& cfg, int64_t s
               "comm buffers %.3f MiB; a step gathers up to %.3f MiB more (units in flight, with prefetch)\n",
               (long long)tp, (long long)dp, double(param) / mib, double(grad) / mib, double(opt) / mib,
               double(comm) / mib, double(gather) / mib);
+  return 0;
+}
+
+// Per rank of dp fully sharded ranks of which ep split each sparse layer's experts
+// (model/expert_parallel.h): the shards (experts over dp / ep ranks, the rest over dp), the
+// experts' part of them, and the bytes a step's expert dispatch sends (batch x seq tokens per
+// rank, evenly routed: ops/moe/expert_parallel.h).
+static int print_ep_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t batch, int64_t dp,
+                         int64_t ep, bool json) {
+  TITAN_CHECK(cfg.num_sparse_layers() > 0, "titan info --ep ", ep, ": ", m, " has no MoE layers");
+  TITAN_CHECK(cfg.num_experts % ep == 0, "titan info --ep ", ep, ": num_experts = ", cfg.num_experts,
+              " does not divide by ", ep);
+  TITAN_CHECK(dp % ep == 0, "titan info --ep ", ep, ": --dp ", dp, " does not divide by it (ep borrows from the data-parallel ranks)");
+  const ModelSize s = model_size(cfg, seq);
+  const distributed::FsdpPlan plan = distributed::fsdp_plan(cfg, dp, false, DType::F32, 1, ep);
+  int64_t expert_bytes = 0;  // this rank's experts, whole
+  for (const ParamSpec& sp : local_param_specs(cfg, ep, 0))
+    if (sp.expert >= 0) expert_bytes += shape_numel(sp.shape) * 4;
+  const int64_t expert_shard = expert_bytes / (dp / ep);
+  int64_t dispatch = 0;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
+    if (cfg.layer_kind(l).mlp == MlpKind::MoE)
+      dispatch += moe_ep_bytes_per_block(batch * seq, cfg.num_experts_per_tok, cfg.hidden_size, ep);
+  const int64_t param = plan.shard_bytes, gather = plan.transient_bytes(true, false);
+  const double mib = double(1 << 20);
+  if (json) {
+    std::printf("{\"model\": \"%s\", \"params\": %lld, \"seq_len\": %lld, \"batch\": %lld, \"dp\": %lld, \"ep\": %lld, "
+                "\"experts_per_rank\": %lld, \"rank_expert_bytes\": %lld, \"rank_expert_shard_bytes\": %lld, "
+                "\"rank_param_bytes\": %lld, \"rank_grad_bytes\": %lld, \"rank_optimizer_bytes\": %lld, "
+                "\"rank_gather_bytes\": %lld, \"rank_dispatch_bytes_per_step\": %lld}\n",
+                m.c_str(), (long long)s.params, (long long)seq, (long long)batch, (long long)dp, (long long)ep,
+                (long long)(cfg.num_experts / ep), (long long)expert_bytes, (long long)expert_shard, (long long)param,
+                (long long)param, (long long)(2 * param), (long long)gather, (long long)dispatch);
+    return 0;
+  }
+  std::printf("model            %s (%s, %lld layers, %lld sparse, %lld experts top-%lld, hidden %lld, moe ffn %lld)\n",
+              m.c_str(), cfg.model_type.c_str(), (long long)cfg.num_hidden_layers, (long long)cfg.num_sparse_layers(),
+              (long long)cfg.num_experts, (long long)cfg.num_experts_per_tok, (long long)cfg.hidden_size,
+              (long long)cfg.moe_intermediate_size);
+  std::printf("expert parallel  %lld: rank q of an ep group holds experts [q x %lld, (q + 1) x %lld) of each sparse "
+              "layer, %.3f MiB of f32 weights, sharded over %lld rank(s) (expert_fsdp): %.3f MiB each\n",
+              (long long)ep, (long long)(cfg.num_experts / ep), (long long)(cfg.num_experts / ep),
+              double(expert_bytes) / mib, (long long)(dp / ep), double(expert_shard) / mib);
+  std::printf("per rank (FSDP over %lld ranks, experts over %lld): params %.3f MiB, grads %.3f MiB, adamw %.3f MiB; a "
+              "step gathers up to %.3f MiB more\n",
+              (long long)dp, (long long)(dp / ep), double(param) / mib, double(param) / mib, double(2 * param) / mib,
+              double(gather) / mib);
+  std::printf("expert dispatch  %.3f MiB sent per rank per step (local batch %lld x seq %lld tokens, evenly routed: "
+              "(ep - 1) / ep of each token's %lld slots leave the rank, forward and backward)\n",
+              double(dispatch) / mib, (long long)batch, (long long)seq, (long long)cfg.num_experts_per_tok);
   return 0;
 }
 
@@ -325,9 +377,9 @@ static int print_mesh(const std::vector<std::string>& argv) {
               "degree), loss %lld (batch x cp), ep %lld, expert_fsdp %lld\n",
               (long long)p.fsdp(), (long long)p.batch(), (long long)p.loss(), (long long)p.ep,
               (long long)p.expert_fsdp());
-  if (p.tp > 1 || p.cp > 1 || p.pp > 1 || p.ep > 1)
-    std::printf("training         refused today: tensor, context, pipeline and expert parallel layers are not built "
-                "yet (degrees other than 1)\n");
+  if (p.cp > 1 || p.pp > 1)
+    std::printf("training         refused today: context and pipeline parallel training are not built yet (degrees "
+                "other than 1)\n");
   const int64_t shown = std::min<int64_t>(world, 64);
   std::printf("rank    pp  dp_rep  dp_shard  cp  tp  ep  expert_fsdp  batch\n");
   for (int64_t r = 0; r < shown; ++r) {
@@ -399,7 +451,7 @@ static int cmd_info(const std::vector<std::string>& argv) {
       return info_for_job(rest, ranks, json);
     }
   Args args(argv, {"json"});
-  args.check_known({"model", "seq-len", "json", "dp", "tp", "n-layers", "batch", "lora-rank", "lora-base-dtype"});
+  args.check_known({"model", "seq-len", "json", "dp", "tp", "ep", "n-layers", "batch", "lora-rank", "lora-base-dtype"});
   const std::string m = args.require("model");
   struct stat st {};
   ModelConfig cfg = (::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ? load_hf_config(m + "/config.json")
@@ -409,6 +461,8 @@ static int cmd_info(const std::vector<std::string>& argv) {
   cfg.num_hidden_layers = args.get_int("n-layers", cfg.num_hidden_layers, 1, cfg.num_hidden_layers);
   const int64_t tp = args.get_int("tp", 1, 1, kMaxRanks);
   if (tp > 1) return print_tp_info(m, cfg, seq, dp, tp, args.has("json"));
+  const int64_t ep = args.get_int("ep", 1, 1, kMaxRanks);
+  if (ep > 1) return print_ep_info(m, cfg, seq, args.get_int("batch", 1, 1, int64_t(1) << 24), dp, ep, args.has("json"));
   // One step's predicted peak: batch --batch (1), full fine-tuning or, with --lora-rank R, LoRA
   // rank R on the attention and MLP projections ([lora]'s default targets, alpha 2R).
   LoraConfig lc;

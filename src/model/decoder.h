@@ -72,6 +72,9 @@ class DecoderModel {
   const ModelConfig& config() const { return cfg_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
   const ExpertParallel& expert_parallel() const { return ep_; }
+  // Expert parallelism: the bytes this rank's MoE blocks have sent to the other ep ranks so far
+  // (dispatch and combine, forward and backward).
+  int64_t expert_dispatch_bytes() const { return ep_bytes_; }
   // What each parameter is (unit, role, init, placement), in params() order.
   const std::vector<ParamSpec>& param_specs() const { return specs_; }
   // Each layer's mixer and MLP kind (model/layer_kind.h).
@@ -289,6 +292,7 @@ class DecoderModel {
   ModelConfig cfg_;
   TensorParallel tp_;
   ExpertParallel ep_;
+  int64_t ep_bytes_ = 0;  // expert_dispatch_bytes
   // This rank's share of the model's widths (the whole model without tensor parallelism): heads,
   // KV heads, their widths Q and K, the dense MLP's I, the vocabulary rows [vocab0_, vocab0_ + vocab_).
   struct LocalDims {

@@ -154,6 +154,7 @@ LogLine MetricsLogger::make_line(const StepRecord& r) {
   l.comm_wait_pct = win_seconds_ > 0 ? 100.0 * win_wait_ / win_seconds_ : 0;
   l.memory_peak_max_rank_gib = r.max_rank_peak_bytes / kGiB;
   l.gather_bytes = r.gather_bytes;
+  l.dispatch_bytes = r.dispatch_bytes;
   l.elapsed_s = now_seconds() - start_;
   l.warmup = r.step <= opt_.perf_warmup_steps;
   return l;
@@ -213,6 +214,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
       j["comm_wait_pct"] = l.comm_wait_pct;
       j["memory_peak_max_rank_gib"] = l.memory_peak_max_rank_gib;
       if (l.gather_bytes > 0) j["gather_bytes"] = l.gather_bytes;
+      if (l.dispatch_bytes > 0) j["dispatch_bytes"] = l.dispatch_bytes;
     }
     if (!r.dataset_tokens.empty()) {
       nlohmann::json d = nlohmann::json::object();

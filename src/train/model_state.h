@@ -65,6 +65,8 @@ class ModelState {
   virtual double comm_wait_seconds() const { return comm_seconds(); }
   // Bytes the parameter all-gathers of a sharded model have assembled on this rank so far.
   virtual int64_t gathered_bytes() const { return 0; }
+  // Bytes the model's expert-parallel MoE blocks have sent to other ranks so far (0 without EP).
+  int64_t dispatch_bytes() const { return model_->expert_dispatch_bytes(); }
 
  protected:
   std::unique_ptr<DecoderModel> model_;

@@ -24,6 +24,9 @@ std::string dp_mode_text(const comm::ParallelDims& d, bool sp) {
                                       : "hybrid (HSDP): sharded over " + std::to_string(d.fsdp()) + " ranks x " +
                                             std::to_string(d.dp_replicate) + " replicas";
   if (d.tp > 1) s += "; tensor parallel " + std::to_string(d.tp) + (sp ? " (sequence parallel)" : "");
+  if (d.ep > 1)
+    s += "; expert parallel " + std::to_string(d.ep) + " (experts sharded over " + std::to_string(d.expert_fsdp()) +
+         " rank(s))";
   return s;
 }
 
@@ -273,7 +276,7 @@ StepRecord Trainer::train_step() {
   const std::vector<Batch> micro = next_global_batch(&local_count);
   const double t_data = now_seconds() - t0;
   const double comm0 = state_->comm_seconds(), wait0 = state_->comm_wait_seconds();
-  const int64_t gathered0 = state_->gathered_bytes();
+  const int64_t gathered0 = state_->gathered_bytes(), dispatched0 = state_->dispatch_bytes();
   // The trainer's own collectives; they block this thread too.
   double t_comm = 0;
   auto timed = [&t_comm](auto&& f) {
@@ -306,6 +309,7 @@ StepRecord Trainer::train_step() {
   rec.comm_seconds = world_ > 1 ? t_comm : 0.0;
   rec.comm_wait_seconds = world_ > 1 ? t_wait : 0.0;
   rec.gather_bytes = state_->gathered_bytes() - gathered0;
+  rec.dispatch_bytes = state_->dispatch_bytes() - dispatched0;
   if (world_ > 1) rec.max_rank_peak_bytes = comm_.all_reduce_max(double(cpu_allocator().stats().peak_bytes));
   rec.step_seconds = t1 - t0;
   rec.data_seconds = t_data;

@@ -27,7 +27,7 @@ void DecoderModel::moe_mlp_forward(size_t l, LayerActs& a, const Tensor& residua
   lora_merge_moe(l, m, merged);
   if (ep_.on()) {  // the slots go to the experts' owners and back (ops/moe/expert_parallel.h)
     Tensor y = out ? *out : f32({T, cfg_.hidden_size});
-    moe_ep_forward(m, *ep_.comm, y, a.moe);
+    ep_bytes_ += moe_ep_forward(m, *ep_.comm, y, a.moe);
     if (layers_[l].w_sgu.defined()) shared_expert_forward(l, a, y, T);
     if (out) k.residual->forward(y, residual, y);
     return;
@@ -77,7 +77,7 @@ void DecoderModel::moe_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Te
     }
   }
   if (ep_.on())
-    moe_ep_backward(m, *ep_.comm, a.moe, dy, g);
+    ep_bytes_ += moe_ep_backward(m, *ep_.comm, a.moe, dy, g);
   else
     k.moe->backward(m, a.moe, dy, g);
   if (L.w_sgu.defined()) shared_expert_backward(l, a, dy, dxn2, T);  // qwen3_5_moe: dxn2 +=

@@ -40,6 +40,12 @@ struct Dispatch {
       for (int64_t e = 0; e < El; ++e)
         for (int64_t c = 0; c < recv[q * El + e]; ++c) to_padded[size_t(i++)] = cursor[size_t(e)]++;
   }
+  // Rows of `rows` that go to (or come from) another rank than `self`.
+  static int64_t remote_rows(const std::vector<int64_t>& rows, int self) {
+    int64_t n = 0;
+    for (size_t q = 0; q < rows.size(); ++q) n += int(q) == self ? 0 : rows[q];
+    return n;
+  }
   std::vector<int64_t> scaled(const std::vector<int64_t>& rows, int64_t per_row) const {
     std::vector<int64_t> v(rows);
     for (auto& x : v) x *= per_row;
@@ -67,7 +73,7 @@ void remap_rows(const T* from, const std::vector<int64_t>& map, int64_t width, T
 
 }  // namespace
 
-void moe_ep_forward(const MoEArgs& a, comm::Comm& ep, Tensor& y, MoESaved& s) {
+int64_t moe_ep_forward(const MoEArgs& a, comm::Comm& ep, Tensor& y, MoESaved& s) {
   const int64_t n = ep.size();
   const auto [T, H, E, I, K] = moe_check_args(a, "expert_parallel", n);
   const int64_t El = E / n;
@@ -114,9 +120,12 @@ void moe_ep_forward(const MoEArgs& a, comm::Comm& ep, Tensor& y, MoESaved& s) {
   comm::all_to_all_v(ep, xr.data<float>(), d.scaled(d.recv_rows, H).data(), os.data<float>(),
                      d.scaled(d.send_rows, H).data());
   moe_combine(w, pos, os.data<float>(), T, H, K, y.data<float>());
+  // Sent: x rows and weights out, the output rows of the others' tokens back.
+  return d.remote_rows(d.send_rows, ep.rank()) * int64_t(sizeof(float)) * (H + 1) +
+         d.remote_rows(d.recv_rows, ep.rank()) * int64_t(sizeof(float)) * H;
 }
 
-void moe_ep_backward(const MoEArgs& a, comm::Comm& ep, const MoESaved& s, const Tensor& dy, const MoEGrads& g) {
+int64_t moe_ep_backward(const MoEArgs& a, comm::Comm& ep, const MoESaved& s, const Tensor& dy, const MoEGrads& g) {
   const int64_t n = ep.size();
   const auto [T, H, E, I, K] = moe_check_args(a, "expert_parallel", n);
   const int64_t El = E / n;
@@ -156,6 +165,9 @@ void moe_ep_backward(const MoEArgs& a, comm::Comm& ep, const MoESaved& s, const 
   std::vector<double> dw(size_t(T * K));
   for (int64_t j = 0; j < T * K; ++j) dw[size_t(j)] = dws[size_t(pos[j])];
   moe_router_and_input_grads(a, s, dw.data(), dys.data<float>(), pos, g);
+  // Sent: dy rows out, the input-gradient rows and dL/dw of the others' tokens back.
+  return d.remote_rows(d.send_rows, ep.rank()) * int64_t(sizeof(float)) * H +
+         d.remote_rows(d.recv_rows, ep.rank()) * (int64_t(sizeof(float)) * H + int64_t(sizeof(double)));
 }
 
 int64_t moe_ep_bytes_per_block(int64_t T, int64_t K, int64_t H, int64_t ep) {

@@ -2,6 +2,7 @@
 // ep2, ep4, ep2 x expert_fsdp 2 (dp_shard 4), ep2 with HSDP, with the aux-loss-free expert bias,
 // bf16 matmuls and full activation checkpointing equal one process's; checkpoints saved at one
 // layout resume at another with the same next losses; the HF export of an ep run is one process's.
+// (bf16 matmuls: within bf16 rounding, see below.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -111,11 +112,30 @@ TEST(ExpertParallelTrainingLong, LossCurvesOfEveryLayoutEqualOneProcess) {
   const std::vector<double>& want = baseline();
   expect_same_curve(curve("ep4", {1, 4, 4}), want, "ep4");
   expect_same_curve(curve("hsdp_ep2", {2, 2, 2}), want, "hsdp 2x2 ep2");
-  const std::vector<std::pair<const char*, Variant>> variants = {
-      {"bias", {1e-3, false, false}}, {"bf16", {0, true, false}}, {"full_ac", {0, false, true}}};
+  const std::vector<std::pair<const char*, Variant>> variants = {{"bias", {1e-3, false, false}},
+                                                                  {"full_ac", {0, false, true}}};
   for (const auto& [name, v] : variants) {
     const std::vector<double> one = curve(std::string(name) + "_one", {}, v);
     expect_same_curve(curve(std::string(name) + "_ep2", {1, 2, 2}, v), one, std::string(name) + " ep2");
+  }
+}
+
+// bf16 matmuls: a weight that f32 reduction-order rounding moves across a bf16 rounding boundary
+// changes by a bf16 ulp (2^-8 relative), so two layouts drift apart by more than 1e-5 after the
+// first update, FSDP over 2 ranks without EP as much as ep2 (measured here: step 2 of dp2 and ep2
+// equal to each other, both 4.4e-5 from one process; at most 1.4e-4 for dp2, 5e-5 for ep2 over 8
+// steps). Step 1 (no update yet) equals one process within 1e-6; every step within 5e-4.
+TEST(ExpertParallelTrainingLong, Bf16LossCurvesStayWithinBf16RoundingOfOneProcess) {
+  const Variant v{0, true, false};
+  const std::vector<double> one = curve("bf16_one", {}, v), dp2 = curve("bf16_dp2", {1, 2, 1}, v);
+  const std::vector<double> ep2 = curve("bf16_ep2", {1, 2, 2}, v);
+  ASSERT_EQ(one.size(), 8u);
+  ASSERT_EQ(ep2.size(), 8u);
+  ASSERT_EQ(dp2.size(), 8u);
+  EXPECT_NEAR(ep2[0], one[0], 1e-6 * one[0]);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_NEAR(ep2[i], one[i], 5e-4 * one[i]) << "bf16 ep2 step " << i + 1;
+    EXPECT_NEAR(dp2[i], one[i], 5e-4 * one[i]) << "bf16 dp2 step " << i + 1;
   }
 }
 
