@@ -55,34 +55,6 @@ void DecoderModel::apply(const UnitStep& s) {
   }
 }
 
-// Walks a pass's schedule (model/unit_schedule.h): the hook steps are applied in order, and each
-// compute step announces itself with at(unit, phase), which applies the hook steps before it and
-// checks that this Run is the schedule's next one, so the schedule and the code cannot drift.
-class DecoderModel::Steps {
- public:
-  Steps(DecoderModel& m, Pass pass) : m_(m), s_(unit_schedule(m.cfg_, pass, m.ckpt_)) {}
-  void at(int64_t unit, Phase phase) {
-    for (; i_ < s_.size() && s_[i_].kind != UnitStep::Kind::Run; ++i_) m_.apply(s_[i_]);
-    const UnitStep want{UnitStep::Kind::Run, unit, UnitUse::None, phase};
-    TITAN_ASSERT(i_ < s_.size() && s_[i_] == want, "the model computes '", step_str(want), "' where its schedule has '",
-                 i_ < s_.size() ? step_str(s_[i_]) : std::string("its end"), "'");
-    ++i_;
-  }
-  // The steps after the last Run, then the end of the pass.
-  void finish() {
-    for (; i_ < s_.size(); ++i_) {
-      TITAN_ASSERT(s_[i_].kind != UnitStep::Kind::Run, "the pass ended before its schedule's '", step_str(s_[i_]), "'");
-      m_.apply(s_[i_]);
-    }
-    if (m_.hooks_) m_.hooks_->end_pass();
-  }
-
- private:
-  DecoderModel& m_;
-  std::vector<UnitStep> s_;
-  size_t i_ = 0;
-};
-
 InitScheme parse_init_scheme(const std::string& s) {
   if (s == "torchtitan") return InitScheme::Torchtitan;
   if (s == "hf") return InitScheme::HF;
@@ -90,8 +62,9 @@ InitScheme parse_init_scheme(const std::string& s) {
 }
 
 DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred, bool frozen,
-                           DType weight_dtype, const TensorParallel& tp, const ExpertParallel& ep)
-    : cfg_(cfg), tp_(tp), ep_(ep), deferred_(deferred), base_frozen_(frozen) {
+                           DType weight_dtype, const TensorParallel& tp, const ExpertParallel& ep,
+                           const PipelineStages& pp)
+    : cfg_(cfg), tp_(tp), ep_(ep), pp_(pp), deferred_(deferred), base_frozen_(frozen) {
   cfg_.validate(cfg.flavor.empty() ? "model config" : "flavor " + cfg.flavor);
   // This rank's widths: whole KV groups (and the query heads that read them), a slice of the
   // MLP and of the vocabulary.
@@ -120,6 +93,18 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
     TITAN_CHECK(weight_dtype == DType::F32 && !frozen,
                 "expert parallelism: trains the whole model in f32 master weights (no frozen or bf16 base, no LoRA) "
                 "in this build", why);
+  }
+  if (pp_.on()) {  // model/pipeline.h
+    const std::string why = " ([parallelism] pipeline_parallel_degree)";
+    TITAN_CHECK(int64_t(pp_.layer_begin.size()) == pp_.num_stages + 1 &&
+                    pp_.layer_begin.back() == cfg_.num_hidden_layers,
+                "pipeline parallelism: the stages do not cover the model's ", cfg_.num_hidden_layers, " layers");
+    TITAN_CHECK(!tp_.on(), "pipeline parallelism: not together with tensor parallelism in this build", why);
+    TITAN_CHECK(weight_dtype == DType::F32 && !frozen,
+                "pipeline parallelism: trains the whole model in f32 master weights (no frozen or bf16 base, no LoRA) "
+                "in this build", why);
+    TITAN_CHECK(!aux_loss_on(), "pipeline parallelism: the router auxiliary loss (output_router_logits) spans every "
+                "stage's layers and is not computed across stages in this build; use [model] load_balance_coeff", why);
   }
   loc_.experts = cfg_.num_experts / ep_.size(), loc_.expert0 = ep_.rank() * loc_.experts;
   loc_.heads = cfg_.num_attention_heads / n, loc_.kv_heads = cfg_.num_key_value_heads / n;
@@ -163,13 +148,16 @@ void DecoderModel::build_params() {
   const DType wdt = weight_dtype_;
   // A frozen base has no gradients: slicing an undefined gradient gives an undefined one.
   auto rows = [](const Tensor& t, int64_t b, int64_t e) { return t.defined() ? t.slice0(b, e) : Tensor(); };
-  auto [emb, gemb] = pair({V, H});
-  params_.add("model.embed_tokens.weight", emb, gemb);
+  if (holds_unit(0)) {
+    auto [emb, gemb] = pair({V, H});
+    params_.add("model.embed_tokens.weight", emb, gemb);
+  }
   layers_.resize(size_t(cfg_.num_hidden_layers));
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     Layer& L = layers_[size_t(l)];
     L.kind = cfg_.layer_kind(l);
     kinds_.push_back(L.kind);
+    if (!holds_unit(unit_of_layer(l))) continue;  // another pipeline stage's layer
     if (cfg_.is_qwen3_5()) {  // model/layers/qwen3_5_layer.cpp
       build_qwen3_5_layer(size_t(l));
       continue;
@@ -225,9 +213,12 @@ void DecoderModel::build_params() {
     params_.add(p + "mlp.up_proj.weight", L.w_gu.slice0(I, 2 * I), rows(L.g_gu, I, 2 * I));
     params_.add(p + "mlp.down_proj.weight", L.w_down, L.g_down);
   }
-  auto [nw, gnw] = pair({H});
-  params_.add("model.norm.weight", nw, gnw);
-  if (!cfg_.tie_word_embeddings) {
+  const bool head = holds_unit(cfg_.num_hidden_layers + 1);
+  if (head) {
+    auto [nw, gnw] = pair({H});
+    params_.add("model.norm.weight", nw, gnw);
+  }
+  if (head && !cfg_.tie_word_embeddings) {
     auto [lm, glm] = pair({V, H}, wdt);
     params_.add("lm_head.weight", lm, glm);
   }
@@ -235,6 +226,8 @@ void DecoderModel::build_params() {
   // Names, shapes and dtypes must be exactly the specs' (HF's, in HF's order): from here on the
   // specs say what each parameter is (unit, init, placement).
   specs_ = local_param_specs(cfg_, ep_.size(), ep_.rank());
+  if (pp_.on())
+    std::erase_if(specs_, [&](const ParamSpec& s) { return !holds_unit(s.unit); });
   const auto& specs = specs_;
   TITAN_ASSERT(specs.size() == params_.all().size(), "param spec count");
   for (size_t i = 0; i < specs.size(); ++i)
@@ -249,6 +242,9 @@ void DecoderModel::build_params() {
     TITAN_ASSERT(i == 0 || specs[i - 1].unit <= u, "parameter units are not contiguous");
     unit_begin_[size_t(u)] = i;
   }
+  // A unit another pipeline stage holds is empty: it starts where the next one does.
+  for (int64_t u = cfg_.num_hidden_layers + 1; u >= 0; --u)
+    if (!holds_unit(u)) unit_begin_[size_t(u)] = unit_begin_[size_t(u) + 1];
 }
 
 Tensor* DecoderModel::expert_gate_up(int64_t layer) {
@@ -415,19 +411,26 @@ DecoderModel::Hidden DecoderModel::forward_layers(const Tensor& ids, Positions p
   } else {
     kernels_.back().embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, x);
   }
-  const int64_t Tr = x.dim(0);  // the residual stream's rows on this rank
   if (store) {
     store->x.assign(n + 1, Tensor());
     store->layers.assign(n, LayerActs());
   }
-  for (size_t l = 0; l < n; ++l) {
+  forward_layer_range(0, n, x, B, S, pos, store, steps, cache, &out);
+  out.x = x;
+  return out;
+}
+
+void DecoderModel::forward_layer_range(size_t l0, size_t l1, Tensor& x, int64_t B, int64_t S, Positions pos,
+                                       ActivationStore* store, Steps& steps, InferenceState* cache, Hidden* out) {
+  const int64_t Tr = x.dim(0), H = cfg_.hidden_size;  // the residual stream's rows on this rank
+  for (size_t l = l0; l < l1; ++l) {
     LayerActs dropped;  // pure inference: the layer's activations end with it
     LayerActs& a = store ? store->layers[l] : dropped;
     Tensor y = f32({Tr, H});
     steps.at(unit_of_layer(int64_t(l)), Phase::Forward);
     layer_forward(l, x, &y, a, B, S, pos, cache);
     if (layers_[l].moe()) {
-      if (aux_loss_on()) out.router_logits.push_back(a.moe.logits);
+      if (aux_loss_on()) out->router_logits.push_back(a.moe.logits);
       if (store && !counts_.empty()) {  // counted once per training forward (recomputation does not count)
         const int64_t* c = a.moe.tokens_per_expert.data<int64_t>();
         float* dst = counts_[l].data<float>();
@@ -446,14 +449,13 @@ DecoderModel::Hidden DecoderModel::forward_layers(const Tensor& ids, Positions p
     }
     x = y;
   }
-  if (store) store->x[n] = x;
-  out.x = x;
-  return out;
+  if (store) store->x[l1] = x;
 }
 
 void DecoderModel::backward_layers(ActivationStore& store, Tensor& dx, std::vector<Tensor>& dlogits, int64_t B,
-                                 int64_t S, Positions pos, Steps& steps) {
-  for (size_t l = layers_.size(); l-- > 0;) {
+                                 int64_t S, Positions pos, Steps& steps, size_t l0, size_t l1) {
+  if (l1 == size_t(-1)) l1 = layers_.size();
+  for (size_t l = l1; l-- > l0;) {
     store.x[l + 1] = Tensor();
     const int64_t u = unit_of_layer(int64_t(l));
     LayerActs& a = store.layers[l];
@@ -469,6 +471,7 @@ void DecoderModel::backward_layers(ActivationStore& store, Tensor& dx, std::vect
 
 double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out, const Tensor* positions) {
   check_batch(ids, labels, cfg_.max_position_embeddings);
+  TITAN_CHECK(!pp_.on(), "scoring: not with pipeline parallelism in this build (the model holds only its stages)");
   const std::vector<int64_t> doc_start = document_starts(positions, ids);
   const int64_t T = ids.numel(), H = cfg_.hidden_size;
   round_weights_for_compute();
@@ -518,7 +521,8 @@ void DecoderModel::hold_compute_weights(bool on) {
 }
 
 void DecoderModel::forward_cached(const Tensor& ids, InferenceState& cache, Tensor& logits) {
-  TITAN_CHECK(!tp_.on() && !ep_.on(), "generation: not with tensor or expert parallelism in this build");
+  TITAN_CHECK(!tp_.on() && !ep_.on() && !pp_.on(),
+              "generation: not with tensor, expert or pipeline parallelism in this build");
   TITAN_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64 && ids.dim(0) == cache.rows && ids.dim(1) > 0,
               "generation: token ids must be i64 [", cache.rows, ", columns], got ", ids.str());
   const int64_t B = ids.dim(0), S = ids.dim(1), H = cfg_.hidden_size, V = cfg_.vocab_size;
@@ -552,6 +556,7 @@ void DecoderModel::forward_cached(const Tensor& ids, InferenceState& cache, Tens
 double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, float grad_scale,
                                     const Tensor* positions) {
   check_batch(ids, labels, cfg_.max_position_embeddings);
+  TITAN_CHECK(!pp_.on(), "forward_backward: a pipeline stage trains through stage_forward / stage_backward");
   TITAN_CHECK(!lora_params_merged_, "forward_backward: the MoE-parameter LoRA adapters were merged for inference");
   const std::vector<int64_t> doc_start = document_starts(positions, ids);
   const Positions pos{0, doc_start.empty() ? nullptr : doc_start.data()};

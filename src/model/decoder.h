@@ -26,6 +26,7 @@
 
 #include "model/config.h"
 #include "model/expert_parallel.h"
+#include "model/pipeline.h"
 #include "model/kernels.h"
 #include "model/lora.h"
 #include "model/params.h"
@@ -66,12 +67,28 @@ class DecoderModel {
   // the layers run the tp group's collectives; training and scoring only (no LoRA, no generation).
   DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false,
                bool frozen = false, DType weight_dtype = DType::F32, const TensorParallel& tp = {},
-               const ExpertParallel& ep = {});
+               const ExpertParallel& ep = {}, const PipelineStages& pp = {});
   ~DecoderModel();
 
   const ModelConfig& config() const { return cfg_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
   const ExpertParallel& expert_parallel() const { return ep_; }
+  // Pipeline parallelism (model/pipeline.h): the stages this model holds; only their units have
+  // parameters, and training goes through stage_forward / stage_backward.
+  const PipelineStages& pipeline() const { return pp_; }
+  bool holds_unit(int64_t u) const { return pp_.holds_unit(u, cfg_.num_hidden_layers, cfg_.tie_word_embeddings); }
+  // One microbatch's forward through stage `stage` (held by this model): ids [B, S] (every stage
+  // reads them: the first embeds them, the last's loss needs their shape), x_in [B*S, H] the
+  // previous stage's output (stages > 0). Writes the stage output into *x_out (not the last stage)
+  // and returns what its backward needs.
+  struct StagePass;
+  std::shared_ptr<StagePass> stage_forward(int64_t stage, const Tensor& ids, const Tensor* positions,
+                                           const Tensor* x_in, Tensor* x_out);
+  // Its backward: on the last stage the head's forward, loss (returned: the sum over the labelled
+  // tokens) and backward with grad_scale, else from dy_out = d(stage output); the stage's
+  // layers; on the first stage the embedding's backward, else *dx_in = d(stage input).
+  // Parameter gradients accumulate as in forward_backward.
+  double stage_backward(StagePass& p, const Tensor& labels, float grad_scale, const Tensor* dy_out, Tensor* dx_in);
   // Expert parallelism: the bytes this rank's MoE blocks have sent to the other ep ranks so far
   // (dispatch and combine, forward and backward).
   int64_t expert_dispatch_bytes() const { return ep_bytes_; }
@@ -193,8 +210,14 @@ class DecoderModel {
                         InferenceState* cache = nullptr);
   // The decoder layers' backward from d(last hidden state) (dx, [B*S, H], becomes d(embedding
   // output)); dlogits: per layer, the auxiliary loss's gradient on its router logits (or undefined).
+  // Layers [l0, l1) only (a pipeline stage's; default: all).
   void backward_layers(ActivationStore& store, Tensor& dx, std::vector<Tensor>& dlogits, int64_t B, int64_t S,
-                       Positions pos, Steps& steps);
+                       Positions pos, Steps& steps, size_t l0 = 0, size_t l1 = size_t(-1));
+  // forward_layers' loop over layers [l0, l1): x (the residual stream) in, their output out;
+  // the layer inputs and activations into store (by the checkpointing mode), router logits into
+  // out when the auxiliary loss is on.
+  void forward_layer_range(size_t l0, size_t l1, Tensor& x, int64_t B, int64_t S, Positions pos,
+                           ActivationStore* store, Steps& steps, InferenceState* cache, Hidden* out);
   void build_params();
   RopeCache rope_cache(int64_t max_pos) const;  // positions [0, max_pos), with the config's scaling
   // One decoder layer (model/decoder_layer.cpp).
@@ -292,6 +315,7 @@ class DecoderModel {
   ModelConfig cfg_;
   TensorParallel tp_;
   ExpertParallel ep_;
+  PipelineStages pp_;
   int64_t ep_bytes_ = 0;  // expert_dispatch_bytes
   // This rank's share of the model's widths (the whole model without tensor parallelism): heads,
   // KV heads, their widths Q and K, the dense MLP's I, the vocabulary rows [vocab0_, vocab0_ + vocab_).

@@ -67,6 +67,35 @@ struct DecoderModel::Layer {
   Tensor w_router, w_egu, w_edown, g_router, g_egu, g_edown;
 };
 
+// Walks a pass's schedule (model/unit_schedule.h): the hook steps are applied in order, and each
+// compute step announces itself with at(unit, phase), which applies the hook steps before it and
+// checks that this Run is the schedule's next one, so the schedule and the code cannot drift.
+class DecoderModel::Steps {
+ public:
+  Steps(DecoderModel& m, Pass pass) : m_(m), s_(unit_schedule(m.cfg_, pass, m.ckpt_)) {}
+  Steps(DecoderModel& m, std::vector<UnitStep> schedule) : m_(m), s_(std::move(schedule)) {}  // a stage's
+  void at(int64_t unit, Phase phase) {
+    for (; i_ < s_.size() && s_[i_].kind != UnitStep::Kind::Run; ++i_) m_.apply(s_[i_]);
+    const UnitStep want{UnitStep::Kind::Run, unit, UnitUse::None, phase};
+    TITAN_ASSERT(i_ < s_.size() && s_[i_] == want, "the model computes '", step_str(want), "' where its schedule has '",
+                 i_ < s_.size() ? step_str(s_[i_]) : std::string("its end"), "'");
+    ++i_;
+  }
+  // The steps after the last Run, then the end of the pass.
+  void finish() {
+    for (; i_ < s_.size(); ++i_) {
+      TITAN_ASSERT(s_[i_].kind != UnitStep::Kind::Run, "the pass ended before its schedule's '", step_str(s_[i_]), "'");
+      m_.apply(s_[i_]);
+    }
+    if (m_.hooks_) m_.hooks_->end_pass();
+  }
+
+ private:
+  DecoderModel& m_;
+  std::vector<UnitStep> s_;
+  size_t i_ = 0;
+};
+
 struct DecoderModel::Bf16Weights {
   std::vector<Tensor> qkv, o, gu, down;  // per layer, BF16
 };

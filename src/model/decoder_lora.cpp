@@ -17,7 +17,8 @@ const GemmKernel& lora_gemm(const LinearKernel& lin) {
 
 void DecoderModel::enable_lora(const LoraConfig& c, uint64_t seed) {
   TITAN_CHECK(lora_.empty(), "LoRA is already enabled on this model");
-  TITAN_CHECK(!tp_.on(), "LoRA: not with tensor parallelism in this build ([parallelism] tensor_parallel_degree = 1)");
+  TITAN_CHECK(!tp_.on() && !ep_.on() && !pp_.on(),
+              "LoRA: not with tensor, expert or pipeline parallelism in this build ([parallelism] degrees 1)");
   TITAN_CHECK(cfg_.model_type != "qwen3_5_moe", "LoRA on qwen3_5_moe models is not implemented yet (dense qwen3_5 "
               "only: the MoE block's shared expert and its gate have no adapters)");
   c.validate("lora");

@@ -64,4 +64,12 @@ std::string step_str(const UnitStep& s);  // "need 3 values+grads", "run 2 recom
 
 std::vector<UnitStep> unit_schedule(const ModelConfig& c, Pass pass, Checkpointing ckpt = Checkpointing::None);
 
+// One microbatch through one pipeline stage (model/pipeline.h) holding units [u0, u1): the
+// forward's steps of those units (the head has none: it runs in the backward), or the backward's:
+//   head (u1 = n + 2): Need(h,V+G) [tied: Need(0,V+G)] Prefetch(last layer) Run(h,B) [tied: Done(0,V+G)]
+//                      Done(h,V+G)   (the tied copy's gradient is complete on this stage here)
+//   its layers from the last, as in the whole pass; the embedding (u0 = 0): Need(0,G) Run(0,B) Done(0,G).
+std::vector<UnitStep> stage_schedule(const ModelConfig& c, bool backward, int64_t u0, int64_t u1,
+                                     Checkpointing ckpt = Checkpointing::None);
+
 }  // namespace titan
