@@ -75,8 +75,10 @@ class Comm {
   void all_to_all_v_bytes(const void* in, const size_t* send_bytes, void* out, const size_t* recv_bytes);
   // send[q] = what I send to rank q; recv[p] = what rank p sends me (an all-to-all of counts).
   void exchange_counts(const int64_t* send, int64_t* recv);
-  // Point-to-point, blocking, in order per pair of ranks: recv(src) receives the oldest message
-  // `src` sent to this rank; its size must be `bytes` (checked where the backend can).
+  // Point-to-point, in order per pair of ranks: send returns once the message is buffered (it
+  // never waits for the receiver: a pipeline schedule's sends may run ahead of the peer's
+  // receives); recv(src) blocks until the oldest message `src` sent to this rank has arrived; its
+  // size must be `bytes` (checked where the backend can).
   void send(const void* buf, size_t bytes, int dst);
   void recv(void* buf, size_t bytes, int src);
   void broadcast(void* buf, size_t bytes, int root);

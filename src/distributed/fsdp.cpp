@@ -30,7 +30,8 @@ int64_t chunk_words(int64_t bytes, int64_t world) { return std::max<int64_t>(1, 
 
 }  // namespace
 
-FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen, DType base, int64_t tp, int64_t ep) {
+FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen, DType base, int64_t tp, int64_t ep,
+                   const PipelineStages& pp) {
   TITAN_CHECK(base == DType::F32 || frozen, "sharded data parallelism: bf16 weights need a frozen base");
   TITAN_CHECK(ep >= 1 && world % ep == 0, "sharded data parallelism: ", world, " ranks do not split into expert-parallel groups of ", ep);
   std::vector<int64_t> sizes(size_t(c.num_hidden_layers) + 2, 0);
@@ -40,6 +41,7 @@ FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen, DType base,
   int64_t last_unit = -1;
   bool last_expert = false;
   for (const ParamSpec& s : local_param_specs(c, ep, 0)) {
+    if (!pp.holds_unit(s.unit, c.num_hidden_layers, c.tie_word_embeddings)) continue;  // another stage's
     const int64_t b = shape_numel(s.local_shape(tp)) * int64_t(dtype_size(s.dtype(base)));
     sizes[size_t(s.unit)] += b;
     const bool expert = ep > 1 && s.placement.by_expert;
@@ -294,7 +296,7 @@ Fsdp::Fsdp(DecoderModel& model, Comm& comm, Options opt, const std::function<voi
     for (const Part& part : u->parts) max_chunk = std::max(max_chunk, part.chunk);
   bucket_ = bucket_for(max_chunk, n);
   plan_ = fsdp_plan(model.config(), n, frozen_, model.weight_dtype(), model.tensor_parallel().size(),
-                    model.expert_parallel().size());
+                    model.expert_parallel().size(), model.pipeline());
   TITAN_ASSERT(plan_.shard_bytes == 4 * shard_ && plan_.unit_bytes.size() == units_.size(),
                "FSDP plan disagrees with the model");
   stage_ = Tensor::zeros({bucket_ * n}, DType::F32);
@@ -466,6 +468,13 @@ double Fsdp::tp_sum_of_squares() const {
   return sum_of_squares(r);
 }
 
+void Fsdp::set_pipeline(Comm* pp, Comm* tied) {
+  pp_ = pp && pp->size() > 1 ? pp : nullptr;
+  tied_pair_ = tied && tied->size() > 1 ? tied : nullptr;
+  // The last stage's copy of a tied embedding: summed with the first stage's, counted there.
+  tied_copy_ = tied_pair_ && !model_.pipeline().holds(0);
+}
+
 void Fsdp::zero_grad() {
   worker_->drain();
   g_.zero_();
@@ -479,13 +488,25 @@ double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& 
     replicate_->all_reduce(g_.data<float>(), shard_, ReduceOp::Sum);
     comm_seconds_ += now_seconds() - t0;
   }
+  if (tied_pair_) {  // a tied embedding's two copies (first and last stage): both gradients summed
+    const double t0 = now_seconds();
+    TITAN_ASSERT(units_[0]->parts.size() == 1, "a tied embedding unit is one part");
+    const Part& e = units_[0]->parts[0];
+    tied_pair_->all_reduce(g_.data<float>() + e.local, e.chunk, ReduceOp::Sum);
+    comm_seconds_ += now_seconds() - t0;
+  }
   // The clipping of the whole-tensor path (distributed/grad_clip.h) on my shard; the global sum of
   // squares is the ranks' sums added in rank order.
   const double norm = clip_grad_norm({{g_.data<float>(), shard_}}, max_norm, [this](double ss) {
     const double t0 = now_seconds();
     if (tp_) ss = tp_sum_of_squares();
+    if (tied_copy_) {  // the last stage's tied copy is counted on the first stage
+      const Part& e = units_[0]->parts[0];
+      ss -= sum_of_squares({{g_.data<float>() + e.local, e.chunk}});
+    }
     double total = comm_.all_reduce_sum(ss);
     if (tp_) total = tp_->all_reduce_sum(total);
+    if (pp_) total = pp_->all_reduce_sum(total);  // every stage's parameters
     comm_seconds_ += now_seconds() - t0;
     return total;
   });

@@ -68,6 +68,7 @@
 #include "core/tensor.h"
 #include "comm/comm.h"
 #include "model/config.h"
+#include "model/pipeline.h"
 #include "model/unit_hooks.h"
 #include "model/unit_schedule.h"
 #include "ops/adamw/adamw.h"
@@ -107,8 +108,9 @@ struct FsdpPlan {
 // tp: the tensor-parallel degree (each rank's units are its local shards, ParamSpec::local_shape).
 // ep: the expert-parallel degree (each rank holds E / ep experts of each sparse layer, sharded
 // over world / ep ranks).
+// pp: the pipeline stages the rank holds (only their units).
 FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen = false, DType base = DType::F32, int64_t tp = 1,
-                   int64_t ep = 1);
+                   int64_t ep = 1, const PipelineStages& pp = {});
 
 class Fsdp final : public UnitHooks {
  public:
@@ -136,6 +138,11 @@ class Fsdp final : public UnitHooks {
   // gradient on every tp rank). step()'s global norm then adds the split parameters' squares over
   // tp and counts the replicated ones once.
   void set_tensor_parallel(Comm* tp, std::vector<bool> split);
+  // Pipeline parallelism (model/pipeline.h): this Fsdp shards one rank's stages. step()'s global
+  // norm adds the stages' squares over `pp`; with a tied embedding, `tied` joins the ranks of the
+  // first and last stage (the same fsdp coordinates), whose two copies' gradient shards are summed
+  // before the step (the copy on the last stage counted once, on the first).
+  void set_pipeline(Comm* pp, Comm* tied);
   void zero_grad();  // the sharded gradient accumulator
   // Global norm + clip (max_norm > 0) + AdamW on the shard. Returns the norm before clipping; a
   // non-finite norm leaves parameters and moments untouched (every rank sees the same norm).
@@ -178,6 +185,9 @@ class Fsdp final : public UnitHooks {
   struct Unit;
   class Worker;
   Comm* tp_ = nullptr;          // set_tensor_parallel
+  Comm* pp_ = nullptr;          // set_pipeline
+  Comm* tied_pair_ = nullptr;
+  bool tied_copy_ = false;
   std::vector<bool> tp_split_;
   double tp_sum_of_squares() const;
   void gather(Unit& u);         // collective: full values of u from the ranks' chunks

@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <deque>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -74,7 +75,7 @@ class MpiComm final : public Comm {
     watchdog_ = std::make_shared<CollectiveWatchdog>(
         "rank " + std::to_string(rank_) + " of " + std::to_string(size_),
         std::vector<std::string>{"MPI_Allgather", "MPI_Alltoall", "MPI_Bcast", "MPI_Barrier", "MPI_Comm_split",
-                                 "MPI_Alltoallv", "MPI_Send", "MPI_Recv"});
+                                 "MPI_Alltoallv", "MPI_Isend", "MPI_Recv"});
   }
   // A sub-communicator (split()): its calls are watched by the world communicator's watchdog.
   MpiComm(const MpiComm& parent, MPI_Comm c) : Comm(parent), comm_(c), watchdog_(parent.watchdog_) {
@@ -85,6 +86,7 @@ class MpiComm final : public Comm {
   ~MpiComm() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (!finalized) reap(true);
     if (comm_ != MPI_COMM_WORLD) {
       if (!finalized) MPI_Comm_free(&comm_);
       return;
@@ -150,11 +152,20 @@ class MpiComm final : public Comm {
     check_mpi(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_BYTE, out, rc.data(), rd.data(), MPI_BYTE, comm_),
               "MPI_Alltoallv");
   }
+  // Buffered (Comm::send): a copy goes out by MPI_Isend and is freed once the request completes
+  // (checked at every send and receive, waited for when the communicator ends), so a send never
+  // waits for its receiver, as a pipeline schedule requires (distributed/pp_schedule.h). Messages
+  // between two ranks still arrive in the order sent (MPI's non-overtaking rule).
   void do_send(const void* buf, size_t bytes, int dst) override {
+    reap(false);
+    pending_.emplace_back();
+    Pending& p = pending_.back();
+    p.data.assign(static_cast<const char*>(buf), static_cast<const char*>(buf) + bytes);
     InFlight f(*watchdog_, kSend);
-    check_mpi(MPI_Send(buf, count_of(bytes), MPI_BYTE, dst, 0, comm_), "MPI_Send");
+    check_mpi(MPI_Isend(p.data.data(), count_of(bytes), MPI_BYTE, dst, 0, comm_, &p.req), "MPI_Isend");
   }
   void do_recv(void* buf, size_t bytes, int src) override {
+    reap(false);
     MPI_Status st;
     {
       InFlight f(*watchdog_, kRecv);
@@ -167,6 +178,26 @@ class MpiComm final : public Comm {
   void apply_timeout(double seconds, const std::string& setting) override { watchdog_->set_timeout(seconds, setting); }
 
  private:
+  // Frees the buffers of completed sends (all: waits for every send still in flight).
+  void reap(bool all) {
+    while (!pending_.empty()) {
+      int done = 0;
+      if (all) {
+        InFlight f(*watchdog_, kSend);
+        check_mpi(MPI_Wait(&pending_.front().req, MPI_STATUS_IGNORE), "MPI_Wait");
+        done = 1;
+      } else {
+        check_mpi(MPI_Test(&pending_.front().req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      }
+      if (!done) return;
+      pending_.pop_front();
+    }
+  }
+  struct Pending {
+    MPI_Request req = MPI_REQUEST_NULL;
+    std::vector<char> data;
+  };
+  std::deque<Pending> pending_;  // buffered sends in flight, oldest first
   MPI_Comm comm_ = MPI_COMM_WORLD;
   int rank_ = 0, size_ = 1;
   bool owns_ = false;

@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "distributed/pp_schedule.h"
 #include "train/job_config_fields.h"
 #include "util/strings.h"
 
@@ -494,6 +496,26 @@ void JobConfig::validate(const std::string& o) const {
               ": [training] global_batch_size = ", training.global_batch_size,
               " is not a multiple of local_batch_size = ", training.local_batch_size);
   if (parallelism.data_parallel_shard_degree != -1) grad_accumulation_steps(1);
+  if (parallelism.pipeline_parallel_degree > 1) {
+    const auto& names = distributed::pp_schedule_names();
+    auto lower = [](std::string s) {
+      for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+      return s;
+    };
+    bool known = false;
+    for (const auto& n : names) known = known || lower(n) == lower(parallelism.pipeline_parallel_schedule);
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    require(known, o, "parallelism", "pipeline_parallel_schedule",
+            "\"" + parallelism.pipeline_parallel_schedule + "\" is not a schedule (known: " + list + ")");
+    require(!validation.enable, o, "validation", "enable",
+            "is true with [parallelism] pipeline_parallel_degree > 1: validation does not run through pipeline "
+            "stages in this build");
+    require(training.local_batch_size % parallelism.pipeline_parallel_microbatch_size == 0, o, "parallelism",
+            "pipeline_parallel_microbatch_size",
+            "= " + std::to_string(parallelism.pipeline_parallel_microbatch_size) +
+                " does not divide [training] local_batch_size = " + std::to_string(training.local_batch_size));
+  }
   require(!checkpoint.initial_load_in_hf || !checkpoint.initial_load_path.empty(), o, "checkpoint",
           "initial_load_in_hf", "is true but [checkpoint] initial_load_path is empty");
   for (auto& r : kernels.replace) {

@@ -179,7 +179,14 @@ struct ParallelismSection {
   // With tensor parallelism: the residual stream and norms split by tokens between the
   // tensor-parallel blocks (torchtitan's default, true).
   bool enable_sequence_parallel = true;
+  // Pipeline parallelism (model/pipeline.h, distributed/pipeline_runner.h): stages over the
+  // pp ranks, each local batch cut into microbatches of pipeline_parallel_microbatch_size rows
+  // and run by the schedule (GPipe, 1F1B, Interleaved1F1B: distributed/pp_schedule.h).
   int64_t pipeline_parallel_degree = 1;
+  std::string pipeline_parallel_schedule = "1F1B";
+  int64_t pipeline_parallel_microbatch_size = 1;
+  int64_t pipeline_parallel_layers_per_stage = 0;  // 0: the layers split evenly over the stages
+  int64_t pipeline_parallel_stages_per_rank = 0;   // 0: 2 for Interleaved1F1B, 1 otherwise
   int64_t context_parallel_degree = 1;
   int64_t expert_parallel_degree = 1;
   // Sharded data parallelism (distributed/fsdp.h): free a layer's gathered parameters after its forward

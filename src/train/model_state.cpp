@@ -68,13 +68,14 @@ void JobModel::fill(int64_t unit, uint64_t seed) {
   else model->init_weights(InitScheme::Torchtitan, seed, unit);
 }
 
-JobModel build_job_model(const JobConfig& cfg, bool deferred, const TensorParallel& tp, const ExpertParallel& ep) {
+JobModel build_job_model(const JobConfig& cfg, bool deferred, const TensorParallel& tp, const ExpertParallel& ep,
+                         const PipelineStages& pp) {
   JobModel jm;
   const ModelConfig mc = job_model_config(cfg, &jm.hf);
   // [lora] base_dtype bf16: an HF load converts while reading (a bf16 file copies as is); a base
   // initialised here gets its f32 init rounded once (init_weights), one unit at a time when sharded.
   const DType wdt = cfg.lora.enable ? cfg.lora.base_dtype : DType::F32;
-  jm.model = std::make_unique<DecoderModel>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable, wdt, tp, ep);
+  jm.model = std::make_unique<DecoderModel>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable, wdt, tp, ep, pp);
   if (cfg.model.load_balance_coeff > 0) {
     TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
     jm.model->enable_expert_bias();
@@ -108,7 +109,7 @@ std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, comm::DeviceM
               "[lora] base_dtype = \"bfloat16\" needs [lora] enable = true (only a frozen LoRA base is kept in bf16)");
   // Tensor parallelism always takes the sharded path (an fsdp group of one rank when dp_shard is 1):
   // its pieces place each rank's shards in the whole tensors (sharded_state.cpp).
-  if (mesh.dims().fsdp() > 1 || mesh.dims().tp > 1) return make_sharded_state(cfg, mesh);
+  if (mesh.dims().fsdp() > 1 || mesh.dims().tp > 1 || mesh.dims().pp > 1) return make_sharded_state(cfg, mesh);
   return make_full_state(cfg, mesh.loss());
 }
 

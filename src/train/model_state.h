@@ -29,6 +29,10 @@
 #include "train/checkpoint.h"
 #include "train/job_config.h"
 
+namespace titan::distributed {
+class PipelineRunner;
+}
+
 namespace titan {
 
 class ModelState {
@@ -67,6 +71,8 @@ class ModelState {
   virtual int64_t gathered_bytes() const { return 0; }
   // Bytes the model's expert-parallel MoE blocks have sent to other ranks so far (0 without EP).
   int64_t dispatch_bytes() const { return model_->expert_dispatch_bytes(); }
+  // Pipeline parallelism: the runtime that trains this rank's stages (null without PP).
+  virtual distributed::PipelineRunner* pipeline() { return nullptr; }
 
  protected:
   std::unique_ptr<DecoderModel> model_;
@@ -90,7 +96,7 @@ struct JobModel {
 // tp: the model's tensor-parallel group (model/tensor_parallel.h; none by default).
 // ep: its expert-parallel group (model/expert_parallel.h; none by default).
 JobModel build_job_model(const JobConfig& cfg, bool deferred, const TensorParallel& tp = {},
-                         const ExpertParallel& ep = {});
+                         const ExpertParallel& ep = {}, const PipelineStages& pp = {});
 
 // [lora] as the model's LoraConfig; and what a LoRA checkpoint records of its adapters and base
 // (state.json extra "lora": base, rank, alpha, use_rslora, target_modules as exact module names).

@@ -1,4 +1,5 @@
 // ModelState over distributed::Fsdp: see model_state.h.
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "distributed/flat_params.h"
 #include "distributed/fsdp.h"
 #include "distributed/grad_clip.h"
+#include "distributed/pipeline_runner.h"
 #include "model/base_fingerprint.h"
 #include "model/peft_adapter.h"
 #include "ops/registry.h"
@@ -23,13 +25,13 @@ namespace {
 distributed::Fsdp::Options fsdp_options(const JobConfig& cfg) {
   distributed::Fsdp::Options o;
   o.reshard_after_forward = cfg.parallelism.fsdp_reshard_after_forward != ReshardAfterForward::Never;
-  // Prefetch runs FSDP's gathers on a thread of their own while the layer computes. Under tensor
-  // or expert parallelism the layer itself calls collectives on this thread at the same time, which
+  // Prefetch runs FSDP's gathers on a thread of their own while the layer computes. Under tensor,
+  // expert or pipeline parallelism the layer (or the pipeline's sends) itself calls collectives on this thread at the same time, which
   // an MPI initialised MPI_THREAD_SERIALIZED does not allow (an 8-rank dp_replicate x dp_shard x tp
   // run crashed inside MPI_Allgather about one run in two): there the gathers run on the calling
   // thread, in the same order, with the same results.
   o.prefetch = cfg.parallelism.fsdp_prefetch && cfg.parallelism.tensor_parallel_degree == 1 &&
-               cfg.parallelism.expert_parallel_degree == 1;
+               cfg.parallelism.expert_parallel_degree == 1 && cfg.parallelism.pipeline_parallel_degree == 1;
   return o;
 }
 
@@ -85,12 +87,41 @@ class ShardedState final : public ModelState {
       ep_comm_ = ep.comm = &mesh.ep();
       expert_shard = &mesh.expert_fsdp();
     }
-    JobModel jm = build_job_model(cfg, /*deferred=*/true, tp, ep);
+    // Pipeline parallelism: the model holds this pp rank's stages (model/pipeline.h); every rank
+    // of the first replica writes a checkpoint (its stages' pieces).
+    PipelineStages pp;
+    std::optional<distributed::PpSchedule> schedule;
+    if (mesh.dims().pp > 1) {
+      TITAN_CHECK(mesh.dims().ep == 1, "pipeline parallelism: not together with expert parallelism in this build "
+                  "([parallelism] pipeline_parallel_degree, expert_parallel_degree)");
+      pp_comm_ = &mesh.pp();
+      const auto& p = cfg.parallelism;
+      int64_t v = p.pipeline_parallel_stages_per_rank;
+      if (v == 0) {  // two stages per rank for the interleaved schedule, one for the others
+        std::string name = p.pipeline_parallel_schedule;
+        for (char& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+        v = name == "interleaved1f1b" ? 2 : 1;
+      }
+      const int64_t micro = cfg.training.local_batch_size / p.pipeline_parallel_microbatch_size;
+      schedule = distributed::make_pp_schedule(p.pipeline_parallel_schedule, int(mesh.dims().pp), int(micro), int(v));
+      const ModelConfig mc = job_model_config(cfg);
+      pp = pipeline_stages(mc.num_hidden_layers, schedule->stages(), p.pipeline_parallel_layers_per_stage);
+      pp.held = stages_of_rank(pp.num_stages, mesh.dims().pp, pp_comm_->rank());
+      if (!writers_) writers_ = comm_.split(replica_, comm_.rank());
+      // The ranks of the first and last stage at the same other coordinates: a tied embedding's two copies.
+      const int r = pp_comm_->rank(), n = pp_comm_->size();
+      tied_pair_ = pp_comm_->split(r == 0 || r == n - 1 ? 0 : 1, r);
+    }
+    JobModel jm = build_job_model(cfg, /*deferred=*/true, tp, ep, pp);
     loaded_ = jm.hf != nullptr;
     const uint64_t seed = uint64_t(cfg.training.seed);
     fsdp_ = std::make_unique<distributed::Fsdp>(*jm.model, shard_comm(), fsdp_options(cfg),
                                          [&](int64_t unit) { jm.fill(unit, seed); }, replicate_comm_, expert_shard);
     model_ = std::move(jm.model);
+    if (pp_comm_) {
+      fsdp_->set_pipeline(pp_comm_, model_->config().tie_word_embeddings ? tied_pair_.get() : nullptr);
+      runner_ = std::make_unique<distributed::PipelineRunner>(*model_, *pp_comm_, *schedule);
+    }
     if (tp_comm_) {
       std::vector<bool> split;
       for (const ParamSpec& sp : model_->param_specs()) split.push_back(sp.placement.tp_dim >= 0);
@@ -105,7 +136,11 @@ class ShardedState final : public ModelState {
       lora_ = std::make_unique<ShardedAdapters>(model_->lora_params(), shard_comm());
     }
   }
-  ~ShardedState() override { fsdp_.reset(); }  // before the communicators it uses
+  ~ShardedState() override {
+    runner_.reset();
+    fsdp_.reset();  // before the communicators it uses
+  }
+  distributed::PipelineRunner* pipeline() override { return runner_.get(); }
   bool sharded() const override { return true; }
   void zero_grad() override {
     if (lora_) model_->lora_params().zero_grad();
@@ -153,7 +188,7 @@ class ShardedState final : public ModelState {
     // reads the pieces of its experts only, but the others' must be there all the same).
     std::vector<std::string> model_names, opt_names;
     std::vector<std::string> whole;
-    if (ep_comm_ && !lora_)
+    if ((ep_comm_ || pp_comm_) && !lora_)
       for (const ParamSpec& sp : model_param_specs(model_->config())) whole.push_back(sp.name);
     else
       for (auto& p : trained().all()) whole.push_back(p.name);
@@ -182,6 +217,7 @@ class ShardedState final : public ModelState {
     if (replica_ == 0)
       fsdp_->for_each_unit_gathered([&](int64_t unit) {
         if (ep_comm_) return export_unit_expert_parallel(unit, w.get());
+        if (pp_comm_) return export_unit_pipeline(unit, w.get());
         if (!w && !tp_comm_) return;
         auto [p0, p1] = model_->unit_params(unit);
         for (size_t i = p0; i < p1; ++i) {
@@ -222,6 +258,34 @@ class ShardedState final : public ModelState {
 
  private:
   ParamStore& trained() { return lora_ ? model_->lora_params() : model_->params(); }
+
+  // Pipeline parallelism: the unit's parameters from the first rank of the stage that holds it
+  // (the pp coordinate of that stage, every other coordinate 0) to rank 0, which writes them in the
+  // one-process order. A tied embedding comes from the first stage.
+  void export_unit_pipeline(int64_t unit, HfExportWriter* w) {
+    const ModelConfig& c = model_->config();
+    const PipelineStages& st = model_->pipeline();
+    int64_t stage = 0;
+    while (unit >= st.unit_end(stage, c.num_hidden_layers)) ++stage;
+    const int pp = pp_comm_->size(), owner = int(stage % pp);
+    const int sender = owner * (comm_.size() / pp);  // pp is the mesh's outermost axis
+    auto [p0, p1] = model_->unit_params(unit);
+    if (comm_.rank() == 0 && owner == 0) {
+      for (size_t i = p0; i < p1; ++i) w->add(model_->params().all()[i].name, model_->params().all()[i].value);
+    } else if (comm_.rank() == sender) {
+      for (size_t i = p0; i < p1; ++i) {
+        const Tensor& v = model_->params().all()[i].value;
+        comm_.send(v.raw(), v.nbytes(), 0);
+      }
+    } else if (comm_.rank() == 0) {
+      for (const ParamSpec& sp : model_param_specs(c)) {
+        if (sp.unit != unit) continue;
+        Tensor t = Tensor::empty(Shape(sp.shape), DType::F32);
+        comm_.recv(t.raw(), t.nbytes(), sender);
+        w->add(sp.name, t);
+      }
+    }
+  }
 
   // Expert parallelism: the unit's parameters in the one-process order, a sparse layer's experts
   // joined from the ep ranks first (a collective over ep: every rank calls it; w on rank 0 only).
@@ -304,8 +368,11 @@ class ShardedState final : public ModelState {
       return;
     }
     ParamStore& ps = model_->params();
+    // Pipeline: the last stage's copy of a tied embedding is not saved (the first stage's is).
+    const bool tied_copy = pp_comm_ && model_->config().tie_word_embeddings && !model_->pipeline().holds(0);
     for (const distributed::Fsdp::Span& s : fsdp_->spans()) {
       const Param& p = ps.all()[s.param];
+      if (for_save && tied_copy && model_->param_specs()[s.param].unit == 0) continue;
       if (tp_comm_) {
         const ParamSpec& sp = model_->param_specs()[s.param];
         const int d = sp.placement.tp_dim;
@@ -338,6 +405,9 @@ class ShardedState final : public ModelState {
   comm::Comm* replicate_comm_ = nullptr;  // hybrid only
   comm::Comm* tp_comm_ = nullptr;         // tensor parallel only (the mesh's tp group)
   comm::Comm* ep_comm_ = nullptr;         // expert parallel only (the mesh's ep group)
+  comm::Comm* pp_comm_ = nullptr;         // pipeline parallel only (the mesh's pp group)
+  std::unique_ptr<comm::Comm> tied_pair_;  // pipeline: the first and last stage's ranks
+  std::unique_ptr<distributed::PipelineRunner> runner_;
   std::unique_ptr<comm::Comm> writers_;   // tensor parallel: the first replica's ranks, which save
   const AdamWKernel& adamw_;
   std::unique_ptr<distributed::Fsdp> fsdp_;

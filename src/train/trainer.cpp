@@ -12,6 +12,7 @@
 #include "model/replace.h"
 #include "ops/adamw/adamw.h"
 #include "train/peak_flops.h"
+#include "distributed/pipeline_runner.h"
 #include "train/resume_check.h"
 #include "train/signals.h"
 
@@ -24,6 +25,7 @@ std::string dp_mode_text(const comm::ParallelDims& d, bool sp) {
                                       : "hybrid (HSDP): sharded over " + std::to_string(d.fsdp()) + " ranks x " +
                                             std::to_string(d.dp_replicate) + " replicas";
   if (d.tp > 1) s += "; tensor parallel " + std::to_string(d.tp) + (sp ? " (sequence parallel)" : "");
+  if (d.pp > 1) s += "; pipeline parallel " + std::to_string(d.pp);
   if (d.ep > 1)
     s += "; expert parallel " + std::to_string(d.ep) + " (experts sharded over " + std::to_string(d.expert_fsdp()) +
          " rank(s))";
@@ -132,6 +134,11 @@ void Trainer::build_model() {
   const double tp = double(m.tensor_parallel().size());
   flops_per_token_ /= tp;
   head_flops_per_row_ /= tp;
+  // Pipeline parallelism: each rank computes its stages, about 1/pp of the layers (the embedding
+  // and the head fall on the first and last stage; the count divides evenly).
+  const double pp = double(cfg_.parallelism.pipeline_parallel_degree);
+  flops_per_token_ /= pp;
+  head_flops_per_row_ /= pp;
 }
 
 void Trainer::log_model() const {
@@ -331,6 +338,25 @@ double Trainer::forward_backward_step(const std::vector<Batch>& micro, int64_t g
   DecoderModel& m = model();
   double loss_sum = 0;
   step_head_rows_ = 0;
+  if (distributed::PipelineRunner* pr = state_->pipeline()) {
+    // Pipeline parallelism: each accumulation micro-batch is cut into the schedule's microbatches
+    // of pipeline_parallel_microbatch_size rows and run through the stages; the loss sum lives on
+    // the last stage and is shared over the pp group (the others add 0).
+    const int64_t rows = cfg_.parallelism.pipeline_parallel_microbatch_size;
+    for (const Batch& b : micro) {
+      step_head_rows_ += DecoderModel::head_rows(b.labels);
+      std::vector<distributed::PipelineRunner::Microbatch> mbs;
+      for (int64_t r0 = 0; r0 < b.inputs.dim(0); r0 += rows) {
+        distributed::PipelineRunner::Microbatch mb;
+        mb.ids = b.inputs.slice0(r0, r0 + rows), mb.labels = b.labels.slice0(r0, r0 + rows);
+        mbs.push_back(mb);
+      }
+      TITAN_CHECK(!b.positions.defined(), "pipeline parallelism: packed documents (block-causal positions) are not "
+                  "carried through the stages in this build ([training] attn_mask_type = \"causal\")");
+      loss_sum += pr->run(mbs, float(1.0 / double(global_count)));
+    }
+    return mesh_->pp().all_reduce_sum(loss_sum);
+  }
   for (size_t a = 0; a < micro.size(); ++a) {
     const Batch& b = micro[a];
     step_head_rows_ += DecoderModel::head_rows(b.labels);

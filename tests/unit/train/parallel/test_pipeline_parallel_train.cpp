@@ -1,0 +1,176 @@
+// Training with pipeline parallelism on the mesh (threaded ranks): the loss curves of the debug
+// model (tied embedding: its copies on the first and last stage summed) and debug-moe at pp2 and
+// pp4 with each schedule (GPipe, 1F1B, Interleaved1F1B), and pp2 x dp_shard 2, equal one
+// process's; a checkpoint saved at pp2 resumes in one process and the reverse, with the same next
+// losses; the HF export of a pp run is one process's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/thread_comm.h"
+#include "common/test_util.h"
+#include "model/hf_checkpoint.h"
+#include "train/trainer.h"
+
+using namespace titan;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Layout {
+  int64_t pp = 1, dp_shard = 1;
+  std::string schedule = "1F1B";
+  int64_t world() const { return pp * dp_shard; }
+};
+
+JobConfig pp_job(const std::string& dump, int64_t steps, const Layout& m, bool moe = false) {
+  JobConfig c;
+  c.job.dump_folder = dump;
+  if (moe) {
+    c.model.name = ModelName::Qwen3Moe;
+    c.model.flavor = "debug-moe";  // 8 experts of 128, top-2, every layer sparse
+  } else {
+    c.model.flavor = "debugmodel";  // tied embedding
+  }
+  c.model.n_layers = 4;
+  c.optimizer.lr = 3e-3;
+  c.lr_scheduler.warmup_steps = 2;
+  c.training.global_batch_size = 4;
+  c.training.local_batch_size = 4 / m.dp_shard;
+  c.training.seq_len = 32;
+  c.training.steps = steps;
+  c.training.seed = 7;
+  c.parallelism.data_parallel_shard_degree = m.dp_shard;
+  c.parallelism.pipeline_parallel_degree = m.pp;
+  c.parallelism.pipeline_parallel_schedule = m.schedule;
+  c.checkpoint.enable = true;
+  c.checkpoint.interval = 4;
+  c.checkpoint.keep_latest_k = 0;
+  c.metrics.log_freq = 1;
+  c.metrics.enable_tensorboard = false;
+  c.validate("test");
+  return c;
+}
+
+void run(const JobConfig& c, const Layout& m) {
+  if (m.world() == 1) {
+    run_training(c);
+    return;
+  }
+  comm::run_threaded_ranks(int(m.world()), [&](comm::Comm& world) { run_training(c, world); }, 600);
+}
+
+std::vector<double> losses(const std::string& dump) {
+  std::vector<double> v;
+  std::ifstream f(dump + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) v.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  return v;
+}
+
+void expect_same_curve(const std::vector<double>& got, const std::vector<double>& want, const std::string& what,
+                       size_t from = 0) {
+  ASSERT_EQ(got.size() + from, want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i + from], 1e-5 * std::fabs(want[i + from])) << what << " step " << i + from + 1;
+}
+
+std::vector<double> curve(const std::string& name, const Layout& m, bool moe = false) {
+  const std::string dump = test::temp_dir("pp_train_" + name);
+  run(pp_job(dump, 8, m, moe), m);
+  return losses(dump);
+}
+
+const std::vector<double>& baseline(bool moe = false) {
+  if (moe) {
+    static const std::vector<double> sparse = curve("baseline_moe", {}, true);
+    return sparse;
+  }
+  static const std::vector<double> dense = curve("baseline", {});
+  return dense;
+}
+
+}  // namespace
+
+// make test: pp2 with 1F1B, and pp2 x dp_shard 2.
+TEST(PipelineParallelTraining, LossCurvesOfPp2AndPp2ByDp2EqualOneProcess) {
+  const std::vector<double>& want = baseline();
+  ASSERT_EQ(want.size(), 8u);
+  EXPECT_LT(want.back(), want.front());
+  expect_same_curve(curve("pp2_1f1b", {2, 1, "1F1B"}), want, "pp2 1F1B");
+  expect_same_curve(curve("pp2_dp2", {2, 2, "1F1B"}), want, "pp2 x dp2 1F1B");
+}
+
+// ctest -L long: every schedule at pp2 and pp4 (Interleaved1F1B: 2 stages per rank), debug-moe.
+TEST(PipelineParallelTrainingLong, LossCurvesOfEverySchedule) {
+  const std::vector<double>& want = baseline();
+  expect_same_curve(curve("pp2_gpipe", {2, 1, "GPipe"}), want, "pp2 GPipe");
+  expect_same_curve(curve("pp2_interleaved", {2, 1, "Interleaved1F1B"}), want, "pp2 Interleaved1F1B");
+  expect_same_curve(curve("pp4_1f1b", {4, 1, "1F1B"}), want, "pp4 1F1B");
+  expect_same_curve(curve("pp4_gpipe", {4, 1, "GPipe"}), want, "pp4 GPipe");
+  const std::vector<double>& moe = baseline(true);
+  expect_same_curve(curve("moe_pp2", {2, 1, "1F1B"}, true), moe, "debug-moe pp2 1F1B");
+  expect_same_curve(curve("moe_pp2_interleaved", {2, 1, "Interleaved1F1B"}, true), moe, "debug-moe pp2 Interleaved");
+}
+
+static void resume_case(const Layout& a, const Layout& b, const std::string& name) {
+  const std::vector<double>& want = baseline();
+  const std::string dump = test::temp_dir("pp_resume_" + name);
+  run(pp_job(dump, 8, a), a);
+  fs::remove_all(dump + "/checkpoint/step-8");
+  run(pp_job(dump, 8, b), b);
+  std::vector<double> got = losses(dump);
+  ASSERT_EQ(got.size(), 8u) << name;
+  got.erase(got.begin(), got.begin() + 4);
+  expect_same_curve(got, want, name, 4);
+}
+
+TEST(PipelineParallelTraining, CheckpointsResumeAcrossLayouts) {
+  resume_case({2, 1, "1F1B"}, {}, "pp2_to_1");
+  resume_case({}, {2, 1, "GPipe"}, "1_to_pp2");
+}
+
+// The export takes each unit from its stage: with the weights as initialised (lr 0) it is bit for
+// bit one process's.
+TEST(PipelineParallelTraining, HfExportEqualsOneProcess) {
+  auto exported = [](const Layout& m, const std::string& name) {
+    const std::string dump = test::temp_dir("pp_export_" + name);
+    JobConfig c = pp_job(dump, 1, m);
+    c.optimizer.lr = 0;
+    c.checkpoint.last_save_in_hf = true;
+    run(c, m);
+    return load_hf_weights(dump + "/checkpoint/step-1-hf");
+  };
+  const TensorMap wa = exported({}, "one"), wb = exported({2, 2, "1F1B"}, "pp2xdp2");
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [name, t] : wa) {
+    ASSERT_TRUE(wb.count(name)) << name;
+    ASSERT_EQ(wb.at(name).shape(), t.shape()) << name;
+    EXPECT_EQ(std::memcmp(wb.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
+  }
+}
+
+TEST(PipelineParallelTraining, RefusesWhatItDoesNotBuild) {
+  const std::string d = test::temp_dir("pp_refuse");
+  JobConfig c = pp_job(d, 1, {2, 1, "1F1B"});
+  c.parallelism.pipeline_parallel_schedule = "ZeroBubble";
+  EXPECT_NE(test::error_of([&] { c.validate("t"); }).find("pipeline_parallel_schedule"), std::string::npos);
+  c = pp_job(d, 1, {2, 1, "1F1B"});
+  c.parallelism.pipeline_parallel_microbatch_size = 3;
+  EXPECT_NE(test::error_of([&] { c.validate("t"); }).find("does not divide [training] local_batch_size"),
+            std::string::npos);
+  c = pp_job(d, 1, {4, 1, "1F1B"});
+  c.training.local_batch_size = 2, c.training.global_batch_size = 2;  // 2 microbatches for 4 ranks
+  try {
+    comm::run_threaded_ranks(4, [&](comm::Comm& w) { run_training(c, w); }, 120);
+    ADD_FAILURE() << "1F1B with fewer microbatches than ranks accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("microbatches"), std::string::npos) << e.what();
+  }
+}
