@@ -155,6 +155,7 @@ LogLine MetricsLogger::make_line(const StepRecord& r) {
   l.memory_peak_max_rank_gib = r.max_rank_peak_bytes / kGiB;
   l.gather_bytes = r.gather_bytes;
   l.dispatch_bytes = r.dispatch_bytes;
+  l.pp_bubble = r.pp_bubble;
   l.elapsed_s = now_seconds() - start_;
   l.warmup = r.step <= opt_.perf_warmup_steps;
   return l;
@@ -215,6 +216,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
       j["memory_peak_max_rank_gib"] = l.memory_peak_max_rank_gib;
       if (l.gather_bytes > 0) j["gather_bytes"] = l.gather_bytes;
       if (l.dispatch_bytes > 0) j["dispatch_bytes"] = l.dispatch_bytes;
+      if (l.pp_bubble >= 0) j["pp_bubble"] = l.pp_bubble;
     }
     if (!r.dataset_tokens.empty()) {
       nlohmann::json d = nlohmann::json::object();
@@ -315,6 +317,7 @@ std::string MetricsLogger::format_line(const LogLine& l, bool color) {
   if (l.world > 1)
     s += "  " + c("34") + "tps(" + std::to_string(l.world) + " ranks): " + with_commas(l.tps_total) + c("0") +
          "  comm: " + fmt("%.1f", l.comm_pct) + "% (waited " + fmt("%.1f", l.comm_wait_pct) + "%)";
+  if (l.pp_bubble >= 0) s += "  pp bubble: " + fmt("%.1f", 100.0 * l.pp_bubble) + "%";
   if (l.warmup) s += "  (warm-up)";
   s += c("0");
   return s;

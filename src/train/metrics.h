@@ -20,7 +20,10 @@
 //   sharded model gather_bytes = the bytes the logged step's parameter all-gathers assembled on
 //   this rank (each unit's padded values in their dtype; (N-1)/N of them arrived over the wire),
 //   and with expert parallelism dispatch_bytes = what this rank's MoE blocks sent to the other
-//   ep ranks in the step (tokens' rows to their experts and back, forward and backward)
+//   ep ranks in the step (tokens' rows to their experts and back, forward and backward), and
+//   with pipeline parallelism pp_bubble = 1 - (seconds in this rank's stage forwards and
+//   backwards) / (seconds of its schedule runs): the measured bubble (waits for the other stages,
+//   sends, receives), against the schedule's predicted one (titan info --pp-schedule)
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -49,6 +52,7 @@ struct StepRecord {
   double max_rank_peak_bytes = 0;  // largest allocator peak over all ranks (world > 1)
   int64_t gather_bytes = 0;   // parameter all-gathers of this step on this rank (sharded; 0 otherwise)
   int64_t dispatch_bytes = 0; // sent to other ranks by the expert-parallel MoE blocks this step (0 without EP)
+  double pp_bubble = -1;      // pipeline: this rank's idle fraction of its schedule's runs (-1 without PP)
   // Tokens trained on so far from each dataset of a [training] dataset_mix, all ranks together
   // (metrics.jsonl's "dataset_tokens"); empty for one dataset.
   std::vector<std::pair<std::string, uint64_t>> dataset_tokens;
@@ -88,6 +92,7 @@ struct LogLine {
   int64_t world = 1;
   double tps_total = 0, comm_pct = 0, comm_wait_pct = 0, memory_peak_max_rank_gib = 0;
   int64_t gather_bytes = 0, dispatch_bytes = 0;
+  double pp_bubble = -1;
   double elapsed_s = 0;  // since the logger was created
   bool warmup = false;
 };

@@ -317,6 +317,8 @@ StepRecord Trainer::train_step() {
   rec.comm_wait_seconds = world_ > 1 ? t_wait : 0.0;
   rec.gather_bytes = state_->gathered_bytes() - gathered0;
   rec.dispatch_bytes = state_->dispatch_bytes() - dispatched0;
+  if (pp_run_s_ > 0) rec.pp_bubble = 1.0 - pp_compute_s_ / pp_run_s_;
+  pp_compute_s_ = pp_run_s_ = 0;
   if (world_ > 1) rec.max_rank_peak_bytes = comm_.all_reduce_max(double(cpu_allocator().stats().peak_bytes));
   rec.step_seconds = t1 - t0;
   rec.data_seconds = t_data;
@@ -354,6 +356,7 @@ double Trainer::forward_backward_step(const std::vector<Batch>& micro, int64_t g
       TITAN_CHECK(!b.positions.defined(), "pipeline parallelism: packed documents (block-causal positions) are not "
                   "carried through the stages in this build ([training] attn_mask_type = \"causal\")");
       loss_sum += pr->run(mbs, float(1.0 / double(global_count)));
+      pp_compute_s_ += pr->compute_seconds(), pp_run_s_ += pr->run_seconds();
     }
     return mesh_->pp().all_reduce_sum(loss_sum);
   }

@@ -131,6 +131,7 @@ class Trainer {
   double flops_per_token_ = 0;
   double head_flops_per_row_ = 0;  // the lm_head's share of flops_per_token_ (per row it runs on)
   int64_t step_head_rows_ = 0;     // rows the lm_head ran on in this step's micro-batches
+  double pp_compute_s_ = 0, pp_run_s_ = 0;  // pipeline: this step's stage compute and schedule-run seconds
   std::unique_ptr<TrainData> data_;
   std::unique_ptr<LrSchedule> sched_;
   nlohmann::json model_config_json_;  // the model's config.json, travelling with each checkpoint
