@@ -92,8 +92,6 @@ class ShardedState final : public ModelState {
     PipelineStages pp;
     std::optional<distributed::PpSchedule> schedule;
     if (mesh.dims().pp > 1) {
-      TITAN_CHECK(mesh.dims().ep == 1, "pipeline parallelism: not together with expert parallelism in this build "
-                  "([parallelism] pipeline_parallel_degree, expert_parallel_degree)");
       pp_comm_ = &mesh.pp();
       const auto& p = cfg.parallelism;
       int64_t v = p.pipeline_parallel_stages_per_rank;
@@ -216,8 +214,7 @@ class ShardedState final : public ModelState {
     ParamStore& ps = model_->params();
     if (replica_ == 0)
       fsdp_->for_each_unit_gathered([&](int64_t unit) {
-        if (ep_comm_) return export_unit_expert_parallel(unit, w.get());
-        if (pp_comm_) return export_unit_pipeline(unit, w.get());
+        if (ep_comm_ || pp_comm_) return export_unit(unit, w.get());
         if (!w && !tp_comm_) return;
         auto [p0, p1] = model_->unit_params(unit);
         for (size_t i = p0; i < p1; ++i) {
@@ -259,41 +256,23 @@ class ShardedState final : public ModelState {
  private:
   ParamStore& trained() { return lora_ ? model_->lora_params() : model_->params(); }
 
-  // Pipeline parallelism: the unit's parameters from the first rank of the stage that holds it
-  // (the pp coordinate of that stage, every other coordinate 0) to rank 0, which writes them in the
-  // one-process order. A tied embedding comes from the first stage.
-  void export_unit_pipeline(int64_t unit, HfExportWriter* w) {
+  // Expert or pipeline parallelism: unit `unit`'s tensors in the one-process order, assembled on
+  // the first rank of the stage that holds it (its pp coordinate, every other coordinate 0; a
+  // sparse layer's experts joined from that stage's ep groups first, a collective over ep) and
+  // written by rank 0, which receives them when that rank is another. A tied embedding comes from
+  // the first stage.
+  void export_unit(int64_t unit, HfExportWriter* w) {
     const ModelConfig& c = model_->config();
     const PipelineStages& st = model_->pipeline();
     int64_t stage = 0;
     while (unit >= st.unit_end(stage, c.num_hidden_layers)) ++stage;
-    const int pp = pp_comm_->size(), owner = int(stage % pp);
+    const int pp = pp_comm_ ? pp_comm_->size() : 1, owner = int(stage % pp);
     const int sender = owner * (comm_.size() / pp);  // pp is the mesh's outermost axis
-    auto [p0, p1] = model_->unit_params(unit);
-    if (comm_.rank() == 0 && owner == 0) {
-      for (size_t i = p0; i < p1; ++i) w->add(model_->params().all()[i].name, model_->params().all()[i].value);
-    } else if (comm_.rank() == sender) {
-      for (size_t i = p0; i < p1; ++i) {
-        const Tensor& v = model_->params().all()[i].value;
-        comm_.send(v.raw(), v.nbytes(), 0);
-      }
-    } else if (comm_.rank() == 0) {
-      for (const ParamSpec& sp : model_param_specs(c)) {
-        if (sp.unit != unit) continue;
-        Tensor t = Tensor::empty(Shape(sp.shape), DType::F32);
-        comm_.recv(t.raw(), t.nbytes(), sender);
-        w->add(sp.name, t);
-      }
-    }
-  }
-
-  // Expert parallelism: the unit's parameters in the one-process order, a sparse layer's experts
-  // joined from the ep ranks first (a collective over ep: every rank calls it; w on rank 0 only).
-  void export_unit_expert_parallel(int64_t unit, HfExportWriter* w) {
-    const ModelConfig& c = model_->config();
-    const int64_t l = unit - 1, n = ep_comm_->size();
-    Tensor gu, dn;  // [E, 2 MI, H], [E, H, MI]
-    if (l >= 0 && l < c.num_hidden_layers && model_->expert_gate_up(l)) {
+    const bool holds = !pp_comm_ || pp_comm_->rank() == owner;
+    const int64_t l = unit - 1;
+    Tensor gu, dn;  // [E, 2 MI, H], [E, H, MI]: the layer's experts from every ep rank
+    if (holds && ep_comm_ && l >= 0 && l < c.num_hidden_layers && model_->expert_gate_up(l)) {
+      const int64_t n = ep_comm_->size();
       const Tensor& lgu = *model_->expert_gate_up(l);
       const Tensor& ldn = *model_->expert_down(l);
       gu = Tensor::empty({lgu.dim(0) * n, lgu.dim(1), lgu.dim(2)}, DType::F32);
@@ -301,24 +280,37 @@ class ShardedState final : public ModelState {
       ep_comm_->all_gather(lgu.data<float>(), gu.data<float>(), lgu.numel());
       ep_comm_->all_gather(ldn.data<float>(), dn.data<float>(), ldn.numel());
     }
-    if (!w) return;
-    auto [p0, p1] = model_->unit_params(unit);
-    std::map<std::string, size_t> local;
-    for (size_t i = p0; i < p1; ++i) local[model_->params().all()[i].name] = i;
-    const int64_t MI = c.moe_intermediate_size;
-    for (const ParamSpec& sp : model_param_specs(c)) {
-      if (sp.unit != unit) continue;
-      if (sp.expert < 0) {
-        w->add(sp.name, model_->params().all()[local.at(sp.name)].value);
-        continue;
+    if (comm_.rank() != sender && comm_.rank() != 0) return;
+    std::vector<ParamSpec> specs;
+    for (ParamSpec& sp : model_param_specs(c))
+      if (sp.unit == unit) specs.push_back(std::move(sp));
+    if (comm_.rank() == sender) {
+      auto [p0, p1] = model_->unit_params(unit);
+      std::map<std::string, size_t> local;
+      for (size_t i = p0; i < p1; ++i) local[model_->params().all()[i].name] = i;
+      const int64_t MI = c.moe_intermediate_size;
+      for (const ParamSpec& sp : specs) {
+        Tensor t;
+        if (sp.expert < 0) {
+          t = model_->params().all()[local.at(sp.name)].value;
+        } else {  // gate_proj, up_proj: the halves of the expert's gate_up rows; down_proj: its down matrix
+          const Tensor e_gu = gu.slice0(sp.expert, sp.expert + 1).view({2 * MI, c.hidden_size});
+          if (sp.name.ends_with(".gate_proj.weight")) t = e_gu.slice0(0, MI);
+          else if (sp.name.ends_with(".up_proj.weight")) t = e_gu.slice0(MI, 2 * MI);
+          else t = dn.slice0(sp.expert, sp.expert + 1).view({c.hidden_size, MI});
+        }
+        if (sender == 0) w->add(sp.name, t);
+        else comm_.send(t.raw(), t.nbytes(), 0);
       }
-      // gate_proj, up_proj: the halves of the expert's gate_up rows; down_proj: its down matrix.
-      const Tensor e_gu = gu.slice0(sp.expert, sp.expert + 1).view({2 * MI, c.hidden_size});
-      if (sp.name.ends_with(".gate_proj.weight")) w->add(sp.name, e_gu.slice0(0, MI));
-      else if (sp.name.ends_with(".up_proj.weight")) w->add(sp.name, e_gu.slice0(MI, 2 * MI));
-      else w->add(sp.name, dn.slice0(sp.expert, sp.expert + 1).view({c.hidden_size, MI}));
+      return;
+    }
+    for (const ParamSpec& sp : specs) {  // rank 0, from the sender
+      Tensor t = Tensor::empty(Shape(sp.shape), DType::F32);
+      comm_.recv(t.raw(), t.nbytes(), sender);
+      w->add(sp.name, t);
     }
   }
+
   double adapter_comm_seconds() const { return lora_ ? lora_->dp.comm_seconds() + adapter_comm_ : 0.0; }
 
   double step_adapters(double max_norm, const AdamWParams& hp) {

@@ -25,6 +25,7 @@ namespace {
 struct Layout {
   int64_t pp = 1, dp_shard = 1;
   std::string schedule = "1F1B";
+  int64_t ep = 1;
   int64_t world() const { return pp * dp_shard; }
 };
 
@@ -48,6 +49,7 @@ JobConfig pp_job(const std::string& dump, int64_t steps, const Layout& m, bool m
   c.parallelism.data_parallel_shard_degree = m.dp_shard;
   c.parallelism.pipeline_parallel_degree = m.pp;
   c.parallelism.pipeline_parallel_schedule = m.schedule;
+  c.parallelism.expert_parallel_degree = m.ep;
   c.checkpoint.enable = true;
   c.checkpoint.interval = 4;
   c.checkpoint.keep_latest_k = 0;
@@ -107,7 +109,8 @@ TEST(PipelineParallelTraining, LossCurvesOfPp2AndPp2ByDp2EqualOneProcess) {
   expect_same_curve(curve("pp2_dp2", {2, 2, "1F1B"}), want, "pp2 x dp2 1F1B");
 }
 
-// ctest -L long: every schedule at pp2 and pp4 (Interleaved1F1B: 2 stages per rank), debug-moe.
+// ctest -L long: every schedule at pp2 and pp4 (Interleaved1F1B: 2 stages per rank), debug-moe,
+// and debug-moe at pp2 x dp_shard 2 x ep2.
 TEST(PipelineParallelTrainingLong, LossCurvesOfEverySchedule) {
   const std::vector<double>& want = baseline();
   expect_same_curve(curve("pp2_gpipe", {2, 1, "GPipe"}), want, "pp2 GPipe");
@@ -117,6 +120,27 @@ TEST(PipelineParallelTrainingLong, LossCurvesOfEverySchedule) {
   const std::vector<double>& moe = baseline(true);
   expect_same_curve(curve("moe_pp2", {2, 1, "1F1B"}, true), moe, "debug-moe pp2 1F1B");
   expect_same_curve(curve("moe_pp2_interleaved", {2, 1, "Interleaved1F1B"}, true), moe, "debug-moe pp2 Interleaved");
+  // pp x dp_shard x ep: each stage's experts split over its ep group (4 ranks).
+  expect_same_curve(curve("moe_pp2_dp2_ep2", {2, 2, "1F1B", 2}, true), moe, "debug-moe pp2 x dp2 x ep2");
+}
+
+// The export of pp2 x dp2 x ep2: each stage's experts joined from its ep group, the units sent from
+// their stages; bit for bit one process's.
+TEST(PipelineParallelTrainingLong, HfExportOfPpByEpEqualsOneProcess) {
+  auto exported = [](const Layout& m, const std::string& name) {
+    const std::string dump = test::temp_dir("pp_ep_export_" + name);
+    JobConfig c = pp_job(dump, 1, m, true);
+    c.optimizer.lr = 0;
+    c.checkpoint.last_save_in_hf = true;
+    run(c, m);
+    return load_hf_weights(dump + "/checkpoint/step-1-hf");
+  };
+  const TensorMap wa = exported({}, "one"), wb = exported({2, 2, "1F1B", 2}, "pp2xdp2xep2");
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [name, t] : wa) {
+    ASSERT_TRUE(wb.count(name)) << name;
+    EXPECT_EQ(std::memcmp(wb.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
+  }
 }
 
 static void resume_case(const Layout& a, const Layout& b, const std::string& name) {
