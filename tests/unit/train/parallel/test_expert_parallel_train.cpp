@@ -152,7 +152,7 @@ static void resume_case(const Layout& a, const Layout& b, const std::string& nam
   expect_same_curve(got, want, name, 4);
 }
 
-TEST(ExpertParallelTraining, CheckpointsResumeAcrossLayouts) {
+TEST(ExpertParallelTrainingLong, CheckpointsResumeAcrossLayouts) {
   resume_case({1, 2, 2}, {}, "ep2_to_1");
   resume_case({}, {1, 4, 2}, "1_to_ep2xdp2");
 }
