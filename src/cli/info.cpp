@@ -21,6 +21,7 @@
 #include "distributed/pp_schedule.h"
 #include "model/flops.h"
 #include "model/param_spec.h"
+#include "model/pipeline.h"
 #include "ops/moe/expert_parallel.h"
 #include "model/train_memory.h"
 #include "train/model_state.h"
@@ -392,6 +393,95 @@ static int print_mesh(const std::vector<std::string>& argv) {
   return 0;
 }
 
+// `titan info --model M --pp P [--dp N] [--schedule NAME] [--microbatches K] [--stages-per-rank V]
+// [--layers-per-stage L] [--batch B] [--seq-len S] [--json]`: what each pipeline rank holds
+// (model/pipeline.h: its stages' layers, the embedding on the first stage, norm + head on the last,
+// a tied embedding's copy there too) and its training state, FSDP-sharded over N ranks
+// (distributed/fsdp.h's plan over the rank's units), the activation and gradient bytes a step sends
+// to the next and previous stage (local batch B cut into K microbatches, seq S, f32 rows of
+// hidden), and the schedule's bubble and most activations held (pp_schedule.h's simulation).
+static int print_pp_info(const std::string& m, const ModelConfig& cfg, const Args& args, int64_t seq, int64_t dp) {
+  const bool json = args.has("json");
+  const int pp = int(args.get_int("pp", 1, 2, 1024));
+  std::string name = args.get("schedule", "1F1B");
+  std::string lower = name;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const int v = int(args.get_int("stages-per-rank", lower == "interleaved1f1b" ? 2 : 1, 1, 64));
+  const int64_t batch = args.get_int("batch", pp, 1, int64_t(1) << 24);
+  const int micro = int(args.get_int("microbatches", batch, 1, 1 << 14));
+  TITAN_CHECK(batch % micro == 0, "--microbatches ", micro, " does not divide --batch ", batch);
+  const distributed::PpSchedule sch = distributed::make_pp_schedule(name, pp, micro, v, "--microbatches " + std::to_string(micro));
+  const distributed::PpSimulation sim = distributed::simulate_pp_schedule(sch);
+  PipelineStages st = pipeline_stages(cfg.num_hidden_layers, sch.stages(), args.get_int("layers-per-stage", 0, 0, 1 << 20));
+  const int64_t rows = batch / micro, n = cfg.num_hidden_layers;
+  const int64_t boundary = rows * seq * cfg.hidden_size * 4;  // one microbatch's activations at a stage border, f32
+  constexpr double mib = 1024.0 * 1024.0;
+  auto mib3 = [&](int64_t b) {
+    char t[32];
+    std::snprintf(t, sizeof t, "%.3f", double(b) / mib);
+    return std::string(t);
+  };
+  const ModelSize s = model_size(cfg, seq);
+  struct Rank {
+    std::string holds;
+    int64_t param = 0, gather = 0, sent = 0;
+  };
+  std::vector<Rank> ranks(static_cast<size_t>(pp));
+  for (int r = 0; r < pp; ++r) {
+    PipelineStages mine = st;
+    mine.held = stages_of_rank(st.num_stages, pp, r);
+    const distributed::FsdpPlan plan = distributed::fsdp_plan(cfg, dp, false, DType::F32, 1, 1, mine);
+    Rank& k = ranks[size_t(r)];
+    k.param = plan.shard_bytes, k.gather = dp > 1 ? plan.transient_bytes(true, false) : 0;
+    for (int64_t h : mine.held) {
+      k.holds += (k.holds.empty() ? "" : " | ") + describe_stage(st, h);
+      // Sends: the output to the next stage (all but the last), the input's gradient to the previous (all but the first).
+      k.sent += int64_t(micro) * boundary * ((h + 1 < st.num_stages) + (h > 0));
+    }
+    if (cfg.tie_word_embeddings && st.holds_unit(0, n, true) && !mine.holds(0) && mine.holds(st.num_stages - 1))
+      k.holds += " (+ a copy of the tied embedding for the head)";
+  }
+  if (json) {
+    std::printf("{\"model\": \"%s\", \"params\": %lld, \"pp\": %d, \"dp\": %lld, \"schedule\": \"%s\", "
+                "\"stages\": %lld, \"stages_per_rank\": %d, \"microbatches\": %d, \"microbatch_rows\": %lld, "
+                "\"seq_len\": %lld, \"bubble_fraction\": %.12g, \"analytic_bubble_fraction\": %.12g, \"layer_begin\": [",
+                m.c_str(), (long long)s.params, pp, (long long)dp, sch.name.c_str(), (long long)st.num_stages, v, micro,
+                (long long)rows, (long long)seq, sim.bubble_fraction, distributed::pp_analytic_bubble_fraction(sch));
+    for (size_t i = 0; i < st.layer_begin.size(); ++i) std::printf("%s%lld", i ? ", " : "", (long long)st.layer_begin[i]);
+    std::printf("], \"ranks\": [");
+    for (int r = 0; r < pp; ++r) {
+      const Rank& k = ranks[size_t(r)];
+      std::printf("%s{\"stages\": \"%s\", \"rank_param_bytes\": %lld, \"rank_grad_bytes\": %lld, "
+                  "\"rank_optimizer_bytes\": %lld, \"rank_gather_bytes\": %lld, \"sent_bytes_per_step\": %lld, "
+                  "\"max_activations_held\": %d}",
+                  r ? ", " : "", k.holds.c_str(), (long long)k.param, (long long)k.param, (long long)(2 * k.param),
+                  (long long)k.gather, (long long)k.sent, sim.max_in_flight[size_t(r)]);
+    }
+    std::printf("]}\n");
+    return 0;
+  }
+  std::printf("model            %s (%s, %lld layers, hidden %lld, vocab %lld%s), %lld parameters\n", m.c_str(),
+              cfg.model_type.c_str(), (long long)n, (long long)cfg.hidden_size, (long long)cfg.vocab_size,
+              cfg.tie_word_embeddings ? ", tied" : "", (long long)s.params);
+  std::printf("pipeline         pp %d, %s: %lld stages (%d per rank; stage s on rank s %% %d), %d microbatches of %lld "
+              "row(s) x seq %lld\n",
+              pp, sch.name.c_str(), (long long)st.num_stages, v, pp, micro, (long long)rows, (long long)seq);
+  std::printf("stages           %s\n", describe_stages(st).c_str());
+  for (int r = 0; r < pp; ++r) {
+    const Rank& k = ranks[size_t(r)];
+    std::printf("pp rank %-8d %s\n", r, k.holds.c_str());
+    std::printf("                 params %.3f MiB, grads %.3f MiB, adamw %.3f MiB%s%s; sends %.3f MiB per step; "
+                "holds at most %d microbatch(es)' activations\n",
+                double(k.param) / mib, double(k.param) / mib, double(2 * k.param) / mib,
+                dp > 1 ? (" (FSDP over " + std::to_string(dp) + " ranks)").c_str() : "",
+                dp > 1 ? ("; a step gathers up to " + mib3(k.gather) + " MiB more").c_str() : "",
+                double(k.sent) / mib, sim.max_in_flight[size_t(r)]);
+  }
+  std::printf("bubble           %.6f simulated (a backward twice a forward, equal stages, free sends; analytic %.6f)\n",
+              sim.bubble_fraction, distributed::pp_analytic_bubble_fraction(sch));
+  return 0;
+}
+
 // `titan info --pp-schedule NAME --pp N --microbatches M [--stages-per-rank V] [--json]`: a
 // pipeline schedule (distributed/pp_schedule.h) as each rank's action list, its simulated time
 // grid and its bubble fraction against the textbook one. Nothing is launched: no runtime executes
@@ -450,7 +540,8 @@ static int cmd_info(const std::vector<std::string>& argv) {
       return info_for_job(rest, ranks, json);
     }
   Args args(argv, {"json"});
-  args.check_known({"model", "seq-len", "json", "dp", "tp", "ep", "n-layers", "batch", "lora-rank", "lora-base-dtype"});
+  args.check_known({"model", "seq-len", "json", "dp", "tp", "ep", "pp", "schedule", "microbatches", "stages-per-rank",
+                    "layers-per-stage", "n-layers", "batch", "lora-rank", "lora-base-dtype"});
   const std::string m = args.require("model");
   struct stat st {};
   ModelConfig cfg = (::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ? load_hf_config(m + "/config.json")
@@ -458,6 +549,7 @@ static int cmd_info(const std::vector<std::string>& argv) {
   const int64_t seq = args.get_int("seq-len", 2048, 1, kMaxSeqLen);
   const int64_t dp = args.get_int("dp", 1, 1, kMaxRanks);
   cfg.num_hidden_layers = args.get_int("n-layers", cfg.num_hidden_layers, 1, cfg.num_hidden_layers);
+  if (args.get_int("pp", 1, 1, 1024) > 1) return print_pp_info(m, cfg, args, seq, dp);
   const int64_t tp = args.get_int("tp", 1, 1, kMaxRanks);
   if (tp > 1) return print_tp_info(m, cfg, seq, dp, tp, args.has("json"));
   const int64_t ep = args.get_int("ep", 1, 1, kMaxRanks);

@@ -470,7 +470,8 @@ double Fsdp::tp_sum_of_squares() const {
 
 void Fsdp::set_pipeline(Comm* pp, Comm* tied) {
   pp_ = pp && pp->size() > 1 ? pp : nullptr;
-  tied_pair_ = tied && tied->size() > 1 ? tied : nullptr;
+  // Only the ranks whose model holds the embedding unit (the first stage, and the last's copy).
+  tied_pair_ = tied && tied->size() > 1 && model_.holds_unit(0) ? tied : nullptr;
   // The last stage's copy of a tied embedding: summed with the first stage's, counted there.
   tied_copy_ = tied_pair_ && !model_.pipeline().holds(0);
 }

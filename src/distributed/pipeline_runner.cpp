@@ -45,6 +45,7 @@ double PipelineRunner::run(const std::vector<Microbatch>& mbs, float grad_scale)
         TITAN_CHECK(a.stage == 0 || x.defined(), "pipeline: ", a.str(), " has no input activations");
         Tensor out;
         const Microbatch& m = mbs[size_t(a.microbatch)];
+        model_.set_lora_dropout_rows(m.lora_step, m.lora_row0);
         const double tc = now_seconds();
         passes[k] = model_.stage_forward(a.stage, m.ids, m.positions, a.stage ? &x : nullptr, &out);
         compute_s_ += now_seconds() - tc;
@@ -58,6 +59,7 @@ double PipelineRunner::run(const std::vector<Microbatch>& mbs, float grad_scale)
         auto it = passes.find(k);
         TITAN_CHECK(it != passes.end(), "pipeline: ", a.str(), " before its forward");
         Tensor dx;
+        model_.set_lora_dropout_rows(mbs[size_t(a.microbatch)].lora_step, mbs[size_t(a.microbatch)].lora_row0);
         const double tc = now_seconds();
         loss += model_.stage_backward(*it->second, mbs[size_t(a.microbatch)].labels, grad_scale,
                                       a.stage < last ? &dy : nullptr, &dx);

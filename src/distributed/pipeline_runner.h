@@ -31,6 +31,9 @@ class PipelineRunner {
   struct Microbatch {
     Tensor ids, labels;           // [rows, seq] i64
     const Tensor* positions = nullptr;
+    // LoRA dropout (DecoderModel::set_lora_dropout_rows): the optimizer step, and the index of the
+    // microbatch's first row in the step's global batch.
+    int64_t lora_step = 0, lora_row0 = 0;
   };
   // One step: every microbatch forward and backward through this rank's stages (exactly the
   // schedule's count of them); parameter gradients of grad_scale x the loss sum accumulate.

@@ -180,8 +180,12 @@ const std::vector<std::string>& pp_schedule_names() {
   return names;
 }
 
-PpSchedule make_pp_schedule(const std::string& name, int pp, int microbatches, int stages_per_rank) {
+PpSchedule make_pp_schedule(const std::string& name, int pp, int microbatches, int stages_per_rank,
+                            const std::string& microbatches_from) {
   PpSchedule s;
+  const std::string m_is = microbatches_from.empty()
+                               ? "[parallelism] pipeline_parallel_microbatches = " + std::to_string(microbatches)
+                               : microbatches_from;
   for (const std::string& n : pp_schedule_names())
     if (lowercase(n) == lowercase(name)) s.name = n;
   if (s.name.empty()) {
@@ -190,8 +194,7 @@ PpSchedule make_pp_schedule(const std::string& name, int pp, int microbatches, i
     fail("unknown [parallelism] pipeline_parallel_schedule '", name, "' (known: ", known, ")");
   }
   TITAN_CHECK(pp >= 1, "[parallelism] pipeline_parallel_degree = ", pp, ": must be at least 1");
-  TITAN_CHECK(microbatches >= 1, "[parallelism] pipeline_parallel_microbatches = ", microbatches,
-              ": must be at least 1");
+  TITAN_CHECK(microbatches >= 1, m_is, ": must be at least 1");
   const bool interleaved = s.name == "Interleaved1F1B";
   if (interleaved)
     TITAN_CHECK(stages_per_rank >= 2, "Interleaved1F1B needs at least 2 stages per rank, got ", stages_per_rank,
@@ -200,11 +203,9 @@ PpSchedule make_pp_schedule(const std::string& name, int pp, int microbatches, i
     TITAN_CHECK(stages_per_rank == 1, s.name, " places one stage on each rank, got ", stages_per_rank,
                 " stages per rank (several: Interleaved1F1B)");
   if (s.name != "GPipe")
-    TITAN_CHECK(microbatches >= pp, s.name, ": [parallelism] pipeline_parallel_microbatches = ", microbatches,
-                " is less than pipeline_parallel_degree = ", pp, " (every rank needs a microbatch in flight)");
+    TITAN_CHECK(microbatches >= pp, s.name, ": ", m_is, " is less than pipeline_parallel_degree = ", pp, " (every rank needs a microbatch in flight)");
   if (interleaved)
-    TITAN_CHECK(microbatches % pp == 0, "Interleaved1F1B: [parallelism] pipeline_parallel_microbatches = ",
-                microbatches, " is not a multiple of pipeline_parallel_degree = ", pp);
+    TITAN_CHECK(microbatches % pp == 0, "Interleaved1F1B: ", m_is, " is not a multiple of pipeline_parallel_degree = ", pp);
   TITAN_CHECK(1LL * pp * stages_per_rank * microbatches <= kMaxStageMicrobatches, s.name, ": ", pp, " ranks x ",
               stages_per_rank, " stage(s) x ", microbatches, " microbatches is more than ", kMaxStageMicrobatches,
               " stage-microbatch pairs");

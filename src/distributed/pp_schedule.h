@@ -75,8 +75,11 @@ struct PpSchedule {
 // `microbatches` microbatches. Refuses (titan::Error, one line) an unknown name, pp or
 // microbatches below 1, fewer microbatches than ranks for 1F1B and Interleaved1F1B, microbatches
 // that are not a multiple of pp for Interleaved1F1B, and a stages_per_rank the schedule does not
-// take (1 for GPipe and 1F1B, at least 2 for Interleaved1F1B).
-PpSchedule make_pp_schedule(const std::string& name, int pp, int microbatches, int stages_per_rank = 1);
+// take (1 for GPipe and 1F1B, at least 2 for Interleaved1F1B). The refusals name the microbatch
+// count as `microbatches_from` (default "[parallelism] pipeline_parallel_microbatches = <m>"; the
+// trainer says where its count comes from).
+PpSchedule make_pp_schedule(const std::string& name, int pp, int microbatches, int stages_per_rank = 1,
+                            const std::string& microbatches_from = "");
 
 // The schedule names make_pp_schedule knows, canonical spelling.
 const std::vector<std::string>& pp_schedule_names();

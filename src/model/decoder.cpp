@@ -90,9 +90,8 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
     TITAN_CHECK(cfg_.num_experts % ep_.size() == 0, "expert parallelism: num_experts = ", cfg_.num_experts,
                 " does not divide by the expert-parallel degree", why);
     TITAN_CHECK(!tp_.on(), "expert parallelism: not together with tensor parallelism in this build", why);
-    TITAN_CHECK(weight_dtype == DType::F32 && !frozen,
-                "expert parallelism: trains the whole model in f32 master weights (no frozen or bf16 base, no LoRA) "
-                "in this build", why);
+    TITAN_CHECK(weight_dtype == DType::F32 || frozen,
+                "expert parallelism: bf16 weights only for a frozen (LoRA) base", why);
   }
   if (pp_.on()) {  // model/pipeline.h
     const std::string why = " ([parallelism] pipeline_parallel_degree)";
@@ -100,9 +99,8 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
                     pp_.layer_begin.back() == cfg_.num_hidden_layers,
                 "pipeline parallelism: the stages do not cover the model's ", cfg_.num_hidden_layers, " layers");
     TITAN_CHECK(!tp_.on(), "pipeline parallelism: not together with tensor parallelism in this build", why);
-    TITAN_CHECK(weight_dtype == DType::F32 && !frozen,
-                "pipeline parallelism: trains the whole model in f32 master weights (no frozen or bf16 base, no LoRA) "
-                "in this build", why);
+    TITAN_CHECK(weight_dtype == DType::F32 || frozen,
+                "pipeline parallelism: bf16 weights only for a frozen (LoRA) base", why);
     TITAN_CHECK(!aux_loss_on(), "pipeline parallelism: the router auxiliary loss (output_router_logits) spans every "
                 "stage's layers and is not computed across stages in this build; use [model] load_balance_coeff", why);
   }

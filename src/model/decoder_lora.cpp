@@ -17,14 +17,21 @@ const GemmKernel& lora_gemm(const LinearKernel& lin) {
 
 void DecoderModel::enable_lora(const LoraConfig& c, uint64_t seed) {
   TITAN_CHECK(lora_.empty(), "LoRA is already enabled on this model");
-  TITAN_CHECK(!tp_.on() && !ep_.on() && !pp_.on(),
-              "LoRA: not with tensor, expert or pipeline parallelism in this build ([parallelism] degrees 1)");
+  TITAN_CHECK(!tp_.on(), "LoRA: not with tensor parallelism in this build ([parallelism] tensor_parallel_degree = 1)");
   TITAN_CHECK(cfg_.model_type != "qwen3_5_moe", "LoRA on qwen3_5_moe models is not implemented yet (dense qwen3_5 "
               "only: the MoE block's shared expert and its gate have no adapters)");
   c.validate("lora");
   lora_cfg_ = c;
   lora_seed_ = seed;
   lora_ = lora_select(cfg_, c);
+  // Pipeline parallelism: the adapters of the layers this rank's stages hold (model/pipeline.h).
+  std::erase_if(lora_, [&](const LoraAdapter& ad) { return !holds_unit(unit_of_layer(ad.layer)); });
+  // Expert parallelism splits the experts over ranks; their adapters are not split with them here.
+  if (ep_.on())
+    for (const LoraAdapter& ad : lora_)
+      TITAN_CHECK(!ad.is_parameter(), "LoRA: with expert parallelism ([parallelism] expert_parallel_degree = ",
+                  ep_.size(), ") the MoE parameters (", ad.module, ", [lora] target_parameters) take no adapters "
+                  "in this build; target the attention projections");
   lora_layer_.assign(layers_.size(), {});
   for (size_t i = 0; i < lora_.size(); ++i) {
     LoraAdapter& ad = lora_[i];

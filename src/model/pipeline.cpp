@@ -48,15 +48,15 @@ std::vector<int64_t> stages_of_rank(int64_t stages, int64_t pp, int64_t rank) {
   return v;
 }
 
-std::string describe_stages(const PipelineStages& p, int64_t n_layers) {
+std::string describe_stage(const PipelineStages& p, int64_t s) {
+  const int64_t a = p.layer_begin[size_t(s)], b = p.layer_begin[size_t(s + 1)];
+  return "stage " + std::to_string(s) + ": " + (s == 0 ? "embedding + " : "") + "layers " + std::to_string(a) +
+         (b - a > 1 ? "-" + std::to_string(b - 1) : "") + (s == p.num_stages - 1 ? " + head" : "");
+}
+
+std::string describe_stages(const PipelineStages& p) {
   std::string out;
-  for (int64_t s = 0; s < p.num_stages; ++s) {
-    const int64_t a = p.layer_begin[size_t(s)], b = p.layer_begin[size_t(s + 1)];
-    out += (s ? " | stage " : "stage ") + std::to_string(s) + ": " + (s == 0 ? "embedding + " : "") + "layers " +
-           std::to_string(a) + (b - a > 1 ? "-" + std::to_string(b - 1) : "") +
-           (s == p.num_stages - 1 ? " + head" : "");
-  }
-  (void)n_layers;
+  for (int64_t s = 0; s < p.num_stages; ++s) out += (s ? " | " : "") + describe_stage(p, s);
   return out;
 }
 

@@ -47,7 +47,9 @@ struct PipelineStages {
 PipelineStages pipeline_stages(int64_t n_layers, int64_t stages, int64_t layers_per_stage = 0);
 // The stages rank `rank` of `pp` holds (stage s on rank s % pp).
 std::vector<int64_t> stages_of_rank(int64_t stages, int64_t pp, int64_t rank);
-// "stage 0: embedding + layers 0-1 | stage 1: layers 2-3 + head"
-std::string describe_stages(const PipelineStages& p, int64_t n_layers);
+// "stage 1: layers 2-3 + head"
+std::string describe_stage(const PipelineStages& p, int64_t stage);
+// Every stage: "stage 0: embedding + layers 0-1 | stage 1: layers 2-3 + head"
+std::string describe_stages(const PipelineStages& p);
 
 }  // namespace titan

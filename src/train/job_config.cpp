@@ -514,7 +514,11 @@ void JobConfig::validate(const std::string& o) const {
     require(training.local_batch_size % parallelism.pipeline_parallel_microbatch_size == 0, o, "parallelism",
             "pipeline_parallel_microbatch_size",
             "= " + std::to_string(parallelism.pipeline_parallel_microbatch_size) +
-                " does not divide [training] local_batch_size = " + std::to_string(training.local_batch_size));
+                " does not divide [training] local_batch_size = " + std::to_string(training.local_batch_size));    try {
+      pp_schedule_of(*this);
+    } catch (const Error& e) {
+      fail(o, ": ", e.what());
+    }
   }
   require(!checkpoint.initial_load_in_hf || !checkpoint.initial_load_path.empty(), o, "checkpoint",
           "initial_load_in_hf", "is true but [checkpoint] initial_load_path is empty");
@@ -523,6 +527,25 @@ void JobConfig::validate(const std::string& o) const {
     require(eq != std::string::npos && eq > 0 && eq + 1 < r.size(), o, "kernels", "replace",
             "entry \"" + r + "\" is not of the form \"pattern=kernel\"");
   }
+}
+
+int64_t pp_stages_per_rank(const JobConfig& cfg) {
+  const auto& p = cfg.parallelism;
+  if (p.pipeline_parallel_stages_per_rank != 0) return p.pipeline_parallel_stages_per_rank;
+  std::string name = p.pipeline_parallel_schedule;
+  for (char& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return name == "interleaved1f1b" ? 2 : 1;
+}
+
+distributed::PpSchedule pp_schedule_of(const JobConfig& cfg) {
+  const auto& p = cfg.parallelism;
+  const int64_t micro = cfg.training.local_batch_size / p.pipeline_parallel_microbatch_size;
+  const std::string from = "[training] local_batch_size / [parallelism] pipeline_parallel_microbatch_size = " +
+                           std::to_string(cfg.training.local_batch_size) + " / " +
+                           std::to_string(p.pipeline_parallel_microbatch_size) + " = " + std::to_string(micro) +
+                           " microbatch(es)";
+  return distributed::make_pp_schedule(p.pipeline_parallel_schedule, int(p.pipeline_parallel_degree), int(micro),
+                                       int(pp_stages_per_rank(cfg)), from);
 }
 
 comm::ParallelDegrees parallel_degrees(const JobConfig& cfg) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "comm/parallel_dims.h"
+#include "distributed/pp_schedule.h"
 #include "core/dtype.h"
 
 namespace titan {
@@ -343,6 +344,12 @@ std::string config_hash(const JobConfig& cfg);
 
 // [parallelism]'s degrees as the mesh takes them (comm/parallel_dims.h).
 comm::ParallelDegrees parallel_degrees(const JobConfig& cfg);
+
+// Pipeline parallelism: the stages each rank holds (pipeline_parallel_stages_per_rank; 0 = 2 for
+// Interleaved1F1B, 1 for the others) and the schedule a step runs (local_batch_size /
+// pipeline_parallel_microbatch_size microbatches); a refusal names those keys.
+int64_t pp_stages_per_rank(const JobConfig& cfg);
+distributed::PpSchedule pp_schedule_of(const JobConfig& cfg);
 
 // The keys that decide a run's numerical trajectory, as "section.key" -> the value as TOML text
 // ("unset" for an unset optional): what a resume must keep. [training] global_batch_size is the

@@ -186,7 +186,7 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("parallelism", "fsdp_reshard_after_forward", &c.parallelism.fsdp_reshard_after_forward,
             "free a layer's gathered parameters after its forward (default = always) or keep them for the backward"),
       field("parallelism", "fsdp_prefetch", &c.parallelism.fsdp_prefetch,
-            "gather the next layer on a communication thread while this one computes (off under tp)"),
+            "gather the next layer on a communication thread while this one computes (off under tp, ep and pp)"),
       field("parallelism", "pipeline_parallel_degree", &c.parallelism.pipeline_parallel_degree,
             "ranks the layers are split over as pipeline stages (activations sent between them)",
             {at_least_1, ranks_bound}),

@@ -93,17 +93,9 @@ class ShardedState final : public ModelState {
     std::optional<distributed::PpSchedule> schedule;
     if (mesh.dims().pp > 1) {
       pp_comm_ = &mesh.pp();
-      const auto& p = cfg.parallelism;
-      int64_t v = p.pipeline_parallel_stages_per_rank;
-      if (v == 0) {  // two stages per rank for the interleaved schedule, one for the others
-        std::string name = p.pipeline_parallel_schedule;
-        for (char& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-        v = name == "interleaved1f1b" ? 2 : 1;
-      }
-      const int64_t micro = cfg.training.local_batch_size / p.pipeline_parallel_microbatch_size;
-      schedule = distributed::make_pp_schedule(p.pipeline_parallel_schedule, int(mesh.dims().pp), int(micro), int(v));
+      schedule = pp_schedule_of(cfg);
       const ModelConfig mc = job_model_config(cfg);
-      pp = pipeline_stages(mc.num_hidden_layers, schedule->stages(), p.pipeline_parallel_layers_per_stage);
+      pp = pipeline_stages(mc.num_hidden_layers, schedule->stages(), cfg.parallelism.pipeline_parallel_layers_per_stage);
       pp.held = stages_of_rank(pp.num_stages, mesh.dims().pp, pp_comm_->rank());
       if (!writers_) writers_ = comm_.split(replica_, comm_.rank());
       // The ranks of the first and last stage at the same other coordinates: a tied embedding's two copies.
@@ -117,7 +109,9 @@ class ShardedState final : public ModelState {
                                          [&](int64_t unit) { jm.fill(unit, seed); }, replicate_comm_, expert_shard);
     model_ = std::move(jm.model);
     if (pp_comm_) {
-      fsdp_->set_pipeline(pp_comm_, model_->config().tie_word_embeddings ? tied_pair_.get() : nullptr);
+      const int r = pp_comm_->rank(), n = pp_comm_->size();
+      const bool pair = model_->config().tie_word_embeddings && (r == 0 || r == n - 1);
+      fsdp_->set_pipeline(pp_comm_, pair ? tied_pair_.get() : nullptr);
       runner_ = std::make_unique<distributed::PipelineRunner>(*model_, *pp_comm_, *schedule);
     }
     if (tp_comm_) {
@@ -188,6 +182,11 @@ class ShardedState final : public ModelState {
     std::vector<std::string> whole;
     if ((ep_comm_ || pp_comm_) && !lora_)
       for (const ParamSpec& sp : model_param_specs(model_->config())) whole.push_back(sp.name);
+    else if (pp_comm_)  // every stage's adapters
+      for (const LoraAdapter& ad : lora_select(model_->config(), model_->lora_config())) {
+        whole.push_back(lora_a_name(ad.module));
+        whole.push_back(lora_b_name(ad.module));
+      }
     else
       for (auto& p : trained().all()) whole.push_back(p.name);
     for (const std::string& n : whole) {
@@ -204,6 +203,11 @@ class ShardedState final : public ModelState {
   void export_hf(const std::string& dir, const HfExportOptions& opt) override {
     // One unit's parameters in memory at a time; rank 0 streams them into the files.
     // (The first replica's shard group gathers; rank 0 is in it.)
+    if (lora_ && pp_comm_) {
+      export_adapters_pipeline(dir);
+      comm_.barrier();
+      return;
+    }
     if (lora_) {  // a PEFT adapter folder; every rank holds the adapters whole
       if (comm_.rank() == 0) save_peft_adapter(*model_, dir, lora_base_, true, lora_fp_);
       comm_.barrier();
@@ -311,6 +315,42 @@ class ShardedState final : public ModelState {
     }
   }
 
+  // Pipeline parallelism: every stage's adapters into one PEFT folder. Rank 0 builds the whole
+  // model's adapters on a model without base memory (deferred, frozen), takes its own stage's
+  // values and receives the others' from the first rank of their stage (pp coordinate, every other
+  // coordinate 0), each stage sending its adapters in model order.
+  void export_adapters_pipeline(const std::string& dir) {
+    const int pp = pp_comm_->size(), per = comm_.size() / pp, me = comm_.rank();
+    const PipelineStages& st = model_->pipeline();
+    const ModelConfig& c = model_->config();
+    auto owner = [&](int64_t layer) {  // the pp rank of the stage that holds the layer
+      int64_t s = 0;
+      while (layer >= st.layer_begin[size_t(s) + 1]) ++s;
+      return int(s % pp);
+    };
+    if (me != 0 && me % per == 0) {
+      const auto& ps = model_->lora_params().all();
+      for (const LoraAdapter& ad : model_->lora_adapters())
+        for (size_t k = 0; k < 2; ++k) comm_.send(ps[ad.param + k].value.raw(), ps[ad.param + k].value.nbytes(), 0);
+      return;
+    }
+    if (me != 0) return;
+    DecoderModel whole(c, "cpu", /*deferred=*/true, /*frozen=*/true, model_->weight_dtype());
+    whole.enable_lora(model_->lora_config(), 0);
+    std::map<std::string, const Tensor*> mine;
+    for (const Param& p : model_->lora_params().all()) mine[p.name] = &p.value;
+    auto& wp = whole.lora_params().all();
+    for (const LoraAdapter& ad : whole.lora_adapters()) {
+      const int q = owner(ad.layer);
+      for (size_t k = 0; k < 2; ++k) {
+        Tensor& t = wp[ad.param + k].value;
+        if (q == 0) t.copy_(*mine.at(wp[ad.param + k].name));
+        else comm_.recv(t.raw(), t.nbytes(), q * per);
+      }
+    }
+    save_peft_adapter(whole, dir, lora_base_, true, lora_fp_);
+  }
+
   double adapter_comm_seconds() const { return lora_ ? lora_->dp.comm_seconds() + adapter_comm_ : 0.0; }
 
   double step_adapters(double max_norm, const AdamWParams& hp) {
@@ -324,7 +364,8 @@ class ShardedState final : public ModelState {
     }
     const double norm = distributed::clip_grad_norm({{g.data<float>(), c}}, max_norm, [this](double ss) {
       const double t0 = now_seconds();
-      const double total = shard_comm().all_reduce_sum(ss);
+      double total = shard_comm().all_reduce_sum(ss);
+      if (pp_comm_) total = pp_comm_->all_reduce_sum(total);  // every stage's adapters
       adapter_comm_ += now_seconds() - t0;
       return total;
     });

@@ -211,6 +211,17 @@ void Trainer::log_memory() const {
                : dp_mode_text(mesh_->dims(), cfg_.parallelism.enable_sequence_parallel).c_str(),
                double(m.params) / mib, double(m.grads) / mib, double(m.optimizer) / mib, double(m.transient) / mib,
                double(m.staging) / mib);
+  if (const distributed::PipelineRunner* pr = state_->pipeline()) {
+    // Which stages (model/pipeline.h) each pp rank holds; the memory above is rank 0's (the first stage).
+    const distributed::PpSchedule& sch = pr->schedule();
+    const PipelineStages& st = model.pipeline();
+    std::string where;
+    for (int64_t s = 0; s < st.num_stages; ++s)
+      where += (s ? " | " : "") + describe_stage(st, s) + " on pp rank " + std::to_string(s % sch.pp);
+    std::fprintf(stderr, "[titan] pipeline: %s, %lld stage(s), %d microbatch(es) of %lld row(s) per step: %s\n",
+                 sch.name.c_str(), (long long)st.num_stages, sch.microbatches,
+                 (long long)cfg_.parallelism.pipeline_parallel_microbatch_size, where.c_str());
+  }
 }
 
 // The metrics logger: rank 0 logs (console, metrics.jsonl, TensorBoard) against MFU's peak
@@ -345,12 +356,14 @@ double Trainer::forward_backward_step(const std::vector<Batch>& micro, int64_t g
     // of pipeline_parallel_microbatch_size rows and run through the stages; the loss sum lives on
     // the last stage and is shared over the pp group (the others add 0).
     const int64_t rows = cfg_.parallelism.pipeline_parallel_microbatch_size;
-    for (const Batch& b : micro) {
+    for (size_t a = 0; a < micro.size(); ++a) {
+      const Batch& b = micro[a];
       step_head_rows_ += DecoderModel::head_rows(b.labels);
       std::vector<distributed::PipelineRunner::Microbatch> mbs;
       for (int64_t r0 = 0; r0 < b.inputs.dim(0); r0 += rows) {
         distributed::PipelineRunner::Microbatch mb;
         mb.ids = b.inputs.slice0(r0, r0 + rows), mb.labels = b.labels.slice0(r0, r0 + rows);
+        mb.lora_step = step_, mb.lora_row0 = (int64_t(a) * dp_ + batch_rank_) * local_batch_ + r0;
         mbs.push_back(mb);
       }
       TITAN_CHECK(!b.positions.defined(), "pipeline parallelism: packed documents (block-causal positions) are not "

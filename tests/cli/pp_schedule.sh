@@ -66,4 +66,30 @@ err=$("$titan" info --pp-schedule Interleaved1F1B --pp 4 --microbatches 6 2>&1) 
 grep -q "pipeline_parallel_microbatches = 6 is not a multiple of pipeline_parallel_degree = 4" <<<"$err" ||
   fail "interleaved multiple: $err"
 echo "ok: refusals in one line: $err"
+
+# What each pipeline rank holds (titan info --model M --pp P): debugmodel (tied, 4 layers) at pp2,
+# batch 4 cut into 4 one-row microbatches of seq 32: rank 1 holds the last stage's layers, the
+# final norm (256 f32) and the tied embedding's copy, so exactly 1024 bytes more than rank 0
+# (embedding + as many layers); each rank sends 4 x 32 x 256 f32 = 131072 bytes a step (rank 0 the
+# activations, rank 1 their gradients); --dp 2 halves the shards; --layers-per-stage 1 at pp4 over
+# 6 layers of 0.6B gives the first and last stage 2 each.
+json=$("$titan" info --model debugmodel --n-layers 4 --pp 2 --batch 4 --seq-len 32 --json) || fail "info --pp: $json"
+json2=$("$titan" info --model debugmodel --n-layers 4 --pp 2 --batch 4 --seq-len 32 --dp 2 --json) || fail "info --pp --dp 2: $json2"
+json4=$("$titan" info --model 0.6B --n-layers 6 --pp 4 --layers-per-stage 1 --json) || fail "info --pp 4: $json4"
+python3 - "$json" "$json2" "$json4" <<'PY' || fail "info --pp: $json"
+import json, sys
+a, b, c = (json.loads(x) for x in sys.argv[1:4])
+assert a["stages"] == 2 and a["layer_begin"] == [0, 2, 4] and a["microbatches"] == 4, a
+r0, r1 = a["ranks"]
+assert r0["stages"] == "stage 0: embedding + layers 0-1", r0
+assert r1["stages"] == "stage 1: layers 2-3 + head (+ a copy of the tied embedding for the head)", r1
+assert r1["rank_param_bytes"] - r0["rank_param_bytes"] == 1024, (r0, r1)
+assert r0["sent_bytes_per_step"] == r1["sent_bytes_per_step"] == 4 * 32 * 256 * 4, (r0, r1)
+assert r0["max_activations_held"] == 2 and r1["max_activations_held"] == 1, a
+assert abs(a["bubble_fraction"] - 0.2) < 1e-12, a
+for x, y in zip(a["ranks"], b["ranks"]):
+    assert 0 <= y["rank_param_bytes"] - x["rank_param_bytes"] / 2 < 4096, (x, y)
+assert c["layer_begin"] == [0, 2, 3, 4, 6], c
+PY
+echo "ok: titan info --pp: each rank's stages, state and bytes sent"
 echo PASS

@@ -145,8 +145,10 @@ TEST(ExpertParallel, RefusesWhatItDoesNotBuild) {
     EXPECT_NE(test::error_of([&] { DecoderModel m(odd, "cpu", false, false, DType::F32, {}, ExpertParallel{&ep}); })
                   .find("num_experts = 7 does not divide"),
               std::string::npos);
-    EXPECT_NE(test::error_of([&] { DecoderModel m(config_of({}), "cpu", false, true, DType::F32, {}, ExpertParallel{&ep}); })
-                  .find("no LoRA"),
-              std::string::npos);
+    DecoderModel frozen(config_of({}), "cpu", false, true, DType::F32, {}, ExpertParallel{&ep});  // a LoRA base
+    LoraConfig lc;
+    lc.rank = 4, lc.alpha = 8, lc.target_parameters = {"model.layers.*.mlp.experts.gate_up_proj"};
+    const std::string e = test::error_of([&] { frozen.enable_lora(lc, 1); });
+    EXPECT_NE(e.find("take no adapters"), std::string::npos) << e;
   });
 }

@@ -114,7 +114,7 @@ TEST(PipelineStage, StageSplits) {
   EXPECT_EQ(p.layer_begin, (std::vector<int64_t>{0, 3, 6, 8, 10}));
   p = pipeline_stages(10, 4, 3);  // middle stages 3 layers, first and last 2 each
   EXPECT_EQ(p.layer_begin, (std::vector<int64_t>{0, 2, 5, 8, 10}));
-  EXPECT_EQ(describe_stages(pipeline_stages(4, 2), 4), "stage 0: embedding + layers 0-1 | stage 1: layers 2-3 + head");
+  EXPECT_EQ(describe_stages(pipeline_stages(4, 2)), "stage 0: embedding + layers 0-1 | stage 1: layers 2-3 + head");
   EXPECT_EQ(stages_of_rank(8, 4, 1), (std::vector<int64_t>{1, 5}));
   EXPECT_NE(test::error_of([] { pipeline_stages(3, 4); }).find("every stage needs at least one layer"), std::string::npos);
   EXPECT_NE(test::error_of([] { pipeline_stages(8, 4, 4); }).find("pipeline_parallel_layers_per_stage"), std::string::npos);

@@ -182,6 +182,27 @@ TEST(ExpertParallelTraining, HfExportEqualsOneProcess) {
   }
 }
 
+// LoRA on the attention projections of an expert-parallel model (the frozen experts split over
+// ep, the adapters whole on every rank): the ep2 curve equals one process's.
+TEST(ExpertParallelTrainingLong, LoraOnAttentionEqualsOneProcess) {
+  auto job = [](const std::string& name, const Layout& m) {
+    const std::string dump = test::temp_dir("ep_lora_" + name);
+    JobConfig c = ep_job(dump, 6, m);
+    c.lora.enable = true;
+    c.lora.rank = 8, c.lora.alpha = 16, c.lora.dropout = 0.1;
+    c.lora.target_modules = {"model.layers.*.self_attn.[qkvo]_proj"};  // every MLP of debug-moe is sparse
+    c.optimizer.lr = 1e-2;
+    c.checkpoint.enable = false;
+    c.validate("test");
+    run(c, m);
+    return losses(dump);
+  };
+  const std::vector<double> one = job("one", {});
+  ASSERT_EQ(one.size(), 6u);
+  EXPECT_LT(one.back(), one.front());
+  expect_same_curve(job("ep2", {1, 2, 2}), one, "LoRA ep2");
+}
+
 TEST(ExpertParallelTraining, RefusesWhatItDoesNotBuild) {
   auto refused = [](JobConfig c, int64_t world, const std::string& want) {
     const std::string dump = c.job.dump_folder;
@@ -198,5 +219,7 @@ TEST(ExpertParallelTraining, RefusesWhatItDoesNotBuild) {
   refused(dense, 2, "the model has no MoE layers");
   JobConfig lora = ep_job(test::temp_dir("ep_refuse_lora"), 1, {1, 2, 2});
   lora.lora.enable = true;
-  refused(lora, 2, "no LoRA");
+  lora.lora.target_modules = {"model.layers.*.self_attn.[qkvo]_proj"};
+  lora.lora.target_parameters = {"model.layers.*.mlp.experts.gate_up_proj"};
+  refused(lora, 2, "take no adapters");
 }
