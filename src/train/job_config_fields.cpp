@@ -203,8 +203,7 @@ std::vector<Field> fields_of(JobConfig& c) {
       field("parallelism", "context_parallel_degree", &c.parallelism.context_parallel_degree,
             "context parallelism (not built yet)", {only_one()}),
       field("parallelism", "expert_parallel_degree", &c.parallelism.expert_parallel_degree,
-            "ranks each MoE layer's experts are split over (borrowed from data_parallel_shard_degree; tokens go "
-            "to their experts' ranks by all-to-all)",
+            "ranks the experts of each MoE layer are split over (borrowed from data_parallel_shard_degree)",
             {at_least_1, ranks_bound}),
 
       field("checkpoint", "enable", &c.checkpoint.enable,

@@ -26,8 +26,8 @@ namespace {
 struct Layout {
   int64_t pp = 1, dp_shard = 1;
   std::string schedule = "1F1B";
-  int64_t ep = 1;
-  int64_t world() const { return pp * dp_shard; }
+  int64_t ep = 1, dp_replicate = 1;
+  int64_t world() const { return pp * dp_replicate * dp_shard; }
 };
 
 JobConfig pp_job(const std::string& dump, int64_t steps, const Layout& m, bool moe = false) {
@@ -43,11 +43,12 @@ JobConfig pp_job(const std::string& dump, int64_t steps, const Layout& m, bool m
   c.optimizer.lr = 3e-3;
   c.lr_scheduler.warmup_steps = 2;
   c.training.global_batch_size = 4;
-  c.training.local_batch_size = 4 / m.dp_shard;
+  c.training.local_batch_size = 4 / (m.dp_replicate * m.dp_shard);
   c.training.seq_len = 32;
   c.training.steps = steps;
   c.training.seed = 7;
   c.parallelism.data_parallel_shard_degree = m.dp_shard;
+  c.parallelism.data_parallel_replicate_degree = m.dp_replicate;
   c.parallelism.pipeline_parallel_degree = m.pp;
   c.parallelism.pipeline_parallel_schedule = m.schedule;
   c.parallelism.expert_parallel_degree = m.ep;
@@ -123,6 +124,13 @@ TEST(PipelineParallelTrainingLong, LossCurvesOfEverySchedule) {
   expect_same_curve(curve("moe_pp2_interleaved", {2, 1, "Interleaved1F1B"}, true), moe, "debug-moe pp2 Interleaved");
   // pp x dp_shard x ep: each stage's experts split over its ep group (4 ranks).
   expect_same_curve(curve("moe_pp2_dp2_ep2", {2, 2, "1F1B", 2}, true), moe, "debug-moe pp2 x dp2 x ep2");
+}
+
+// Eight ranks: debug-moe at pp2 x HSDP (2 replicas x dp_shard 2) x ep2, local batch 1 (one GPipe
+// microbatch per step: 1F1B needs one per stage), against one process.
+TEST(PipelineParallelTrainingLong, EightRanksPpByHsdpByEp) {
+  expect_same_curve(curve("moe_pp2_hsdp_ep2", {2, 2, "GPipe", 2, 2}, true), baseline(true),
+                    "debug-moe pp2 x dp_replicate 2 x dp_shard 2 x ep2");
 }
 
 // The export of pp2 x dp2 x ep2: each stage's experts joined from its ep group, the units sent from
