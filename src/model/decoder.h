@@ -259,6 +259,7 @@ class DecoderModel {
   // there): forward adds each adapter into its rows of the group's output y (y null: only the
   // saved x A^T, for a recomputation); backward takes d(output) and adds into dx.
   void lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tensor* y, LayerActs& a);
+  bool lora_targets(size_t l, LoraGroup g) const;  // whether layer l has an adapter in group g
   void lora_backward_group(size_t l, LoraGroup g, const Tensor& x, LayerActs& a, const Tensor& dy, Tensor& dx);
   // LoRA on a sparse layer's MoE parameters (model/decoder_lora.cpp): lora_merge_moe copies each
   // targeted weight of layer l with its delta merged into w (router, gate_up, down) and points m

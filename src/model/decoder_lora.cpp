@@ -18,8 +18,6 @@ const GemmKernel& lora_gemm(const LinearKernel& lin) {
 void DecoderModel::enable_lora(const LoraConfig& c, uint64_t seed) {
   TITAN_CHECK(lora_.empty(), "LoRA is already enabled on this model");
   TITAN_CHECK(!tp_.on(), "LoRA: not with tensor parallelism in this build ([parallelism] tensor_parallel_degree = 1)");
-  TITAN_CHECK(cfg_.model_type != "qwen3_5_moe", "LoRA on qwen3_5_moe models is not implemented yet (dense qwen3_5 "
-              "only: the MoE block's shared expert and its gate have no adapters)");
   c.validate("lora");
   lora_cfg_ = c;
   lora_seed_ = seed;
@@ -106,6 +104,13 @@ LoraDropout DecoderModel::lora_dropout(size_t i) const {
   d.rng = lora_dropout_rng(lora_seed_, lora_[i].module, lora_step_);
   d.row0 = lora_row0_, d.seq = lora_seq_;
   return d;
+}
+
+bool DecoderModel::lora_targets(size_t l, LoraGroup g) const {
+  if (lora_layer_.empty()) return false;
+  for (size_t i : lora_layer_[l])
+    if (lora_[i].group == g) return true;
+  return false;
 }
 
 void DecoderModel::lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tensor* y, LayerActs& a) {

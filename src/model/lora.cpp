@@ -52,7 +52,16 @@ std::vector<LoraAdapter> lora_candidates(const ModelConfig& cfg) {
       add("self_attn.v_proj", LoraGroup::Qkv, Qp + K, K, H);
       add("self_attn.o_proj", LoraGroup::O, 0, H, Q);
     }
-    if (cfg.layer_is_sparse(l)) continue;
+    if (cfg.layer_is_sparse(l)) {
+      if (!cfg.has_shared_expert()) continue;
+      // Qwen3.5-MoE's shared expert (rows of its fused [2 SI, H] gate_up) and its sigmoid gate.
+      const int64_t SI = cfg.shared_expert_intermediate_size;
+      add("mlp.shared_expert.gate_proj", LoraGroup::SharedGateUp, 0, SI, H);
+      add("mlp.shared_expert.up_proj", LoraGroup::SharedGateUp, SI, SI, H);
+      add("mlp.shared_expert.down_proj", LoraGroup::SharedDown, 0, H, SI);
+      add("mlp.shared_expert_gate", LoraGroup::SharedGate, 0, 1, H);
+      continue;
+    }
     add("mlp.gate_proj", LoraGroup::GateUp, 0, I, H);
     add("mlp.up_proj", LoraGroup::GateUp, I, I, H);
     add("mlp.down_proj", LoraGroup::Down, 0, H, I);
@@ -107,6 +116,13 @@ std::vector<LoraAdapter> lora_select(const ModelConfig& cfg, const LoraConfig& c
                       !module_pattern_match(pat, p + "experts.0.down_proj"),
                   "[lora] target_modules '", pat, "' names an MoE router or expert projection: they are parameters "
                   "(transformers 5), name them in [lora] target_parameters (e.g. \"model.layers.*.mlp.experts.gate_up_proj\")");
+      // A dense-MLP pattern such as mlp.*_proj on qwen3_5_moe: its MLP's linears sit one level down.
+      TITAN_CHECK(!cfg.has_shared_expert() || !(module_pattern_match(pat, p + "gate_proj") ||
+                                                module_pattern_match(pat, p + "up_proj") ||
+                                                module_pattern_match(pat, p + "down_proj")),
+                  "[lora] target_modules '", pat, "' matches no module: a qwen3_5_moe layer's MLP linears are its "
+                  "shared expert's, ", p, "shared_expert.gate_proj ... (a glob's * stops at a dot: use "
+                  "\"model.layers.*.mlp.**_proj\" or \"model.layers.*.mlp.shared_expert.*_proj\")");
     }
     fail("[lora] target_modules '", pat, "' matches no module (modules look like ",
          all.empty() ? std::string("(none)") : all.front().module, ")");

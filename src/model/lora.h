@@ -12,7 +12,14 @@
 // Dense Qwen3.5: a gated-attention layer's q_proj has 2 Q rows (each head's query then its output
 // gate, HF's layout; the adapter covers them all, as PEFT's does); a Gated DeltaNet layer's
 // linear_attn.in_proj_{qkv,z,b,a} are rows of its fused in-projection (group Qkv) and
-// linear_attn.out_proj is its output projection (group O). qwen3_5_moe is refused for now.
+// linear_attn.out_proj is its output projection (group O). Qwen3.5-MoE: the same mixers, and
+// in each (sparse) layer the shared expert's mlp.shared_expert.{gate,up,down}_proj (ordinary
+// nn.Linear modules in transformers: gate/up are rows of the fused [2 SI, H] shared gate_up,
+// group SharedGateUp; down_proj group SharedDown) and mlp.shared_expert_gate, the [1, H] linear
+// whose sigmoid scales the shared expert (group SharedGate: its adapter adds into the gate logit
+// before the sigmoid). shared_expert_gate is an nn.Linear in transformers, so PEFT adapts it when a
+// target names it (its "all-linear" does); this engine does too, rather than refuse a PEFT folder
+// that holds it. The routed experts and the router are parameters (target_parameters, below).
 // Adapter parameters keep PEFT's names without its "base_model.model." prefix:
 //   model.layers.0.self_attn.q_proj.lora_A.weight [r, in], ...lora_B.weight [out, r].
 //
@@ -60,7 +67,8 @@ struct LoraConfig {
 
 // Which fused projection output an adapter adds into.
 // Router / ExpertGateUp / ExpertDown: a targeted MoE parameter (merged into the weight).
-enum class LoraGroup { Qkv, O, GateUp, Down, Router, ExpertGateUp, ExpertDown };
+// SharedGateUp / SharedDown / SharedGate: qwen3_5_moe's shared expert and its gate (linear modules).
+enum class LoraGroup { Qkv, O, GateUp, Down, Router, ExpertGateUp, ExpertDown, SharedGateUp, SharedDown, SharedGate };
 
 struct LoraAdapter {
   std::string module;  // HF module name, "model.layers.3.self_attn.q_proj"
@@ -76,7 +84,8 @@ struct LoraAdapter {
 };
 
 // Every linear module of `cfg` that LoRA can target, in HF order (a sparse layer's attention
-// projections; its router and experts are parameters, below).
+// projections and, on qwen3_5_moe, its shared expert's projections and gate; its router and
+// experts are parameters, below).
 std::vector<LoraAdapter> lora_candidates(const ModelConfig& cfg);
 // Every MoE parameter that target_parameters can name, in HF order (per sparse layer: router,
 // experts' gate_up_proj, down_proj).

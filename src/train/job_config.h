@@ -238,7 +238,7 @@ struct LoraSection {
   int64_t rank = 8;
   double alpha = 16;
   double dropout = 0;  // only 0 is implemented
-  std::vector<std::string> target_modules = {"model.layers.*.self_attn.[qkvo]_proj", "model.layers.*.mlp.*_proj"};
+  std::vector<std::string> target_modules = {"model.layers.*.self_attn.[qkvo]_proj", "model.layers.*.mlp.**_proj"};
   std::vector<std::string> target_parameters;  // MoE router / expert parameters (PEFT's target_parameters)
   bool use_rslora = false;
   std::string init = "peft";          // PEFT's default: A Kaiming-uniform, B zeros

@@ -107,26 +107,36 @@ void DecoderModel::build_qwen3_5_layer(size_t l) {
 }
 
 // y [T, H] += sigmoid(xn2 . w_gate) * down(swiglu(gate_up(xn2))) (Qwen3_5MoeSparseMoeBlock's
-// shared expert). The gate is one dot product per token, in f32.
+// shared expert). The gate is one dot product per token, in f32. LoRA (model/lora.h): the
+// shared expert's gate/up adapters add into their rows of the fused gate_up output, down_proj's
+// into the down output, shared_expert_gate's into the gate logit, as the dense MLP's do.
 void DecoderModel::shared_expert_forward(size_t l, LayerActs& a, Tensor& y, int64_t T) {
   const Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
   const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size;
   a.sgu = f32({T, 2 * SI});
   k.linear->forward(a.xn2, L.w_sgu, a.sgu, compute_);
+  lora_forward_group(l, LoraGroup::SharedGateUp, a.xn2, &a.sgu, a);
   a.sact = f32({T, SI});
   k.swiglu->forward(a.sgu, a.sact);
   Tensor out = f32({T, H});
   k.linear->forward(a.sact, L.w_sdown, out, compute_);
+  lora_forward_group(l, LoraGroup::SharedDown, a.sact, &out, a);
+  Tensor zl;  // shared_expert_gate's adapter: its addition to the gate logit [T, 1]
+  if (lora_targets(l, LoraGroup::SharedGate)) {
+    zl = Tensor::zeros({T, 1}, DType::F32);
+    lora_forward_group(l, LoraGroup::SharedGate, a.xn2, &zl, a);
+  }
   a.sgate = f32({T});
   const float* x = a.xn2.data<float>();
   const float* wg = L.w_sgate.data<float>();
+  const float* zp = zl.defined() ? zl.data<float>() : nullptr;
   float* gp = a.sgate.data<float>();
   float* yp = y.data<float>();
   const float* op = out.data<float>();
   parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      double z = 0;
+      double z = zp ? double(zp[t]) : 0.0;
       for (int64_t h = 0; h < H; ++h) z += double(x[t * H + h]) * double(wg[h]);
       const float s = float(1.0 / (1.0 + std::exp(-z)));
       gp[t] = s;
@@ -140,10 +150,12 @@ void DecoderModel::shared_expert_backward(size_t l, LayerActs& a, const Tensor& 
   Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
   const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size;
-  // out = down(act) again (not kept), for the gate's gradient d(logit) = s (1 - s) (dy . out).
+  // out = down(act) again (not kept; with down_proj's adapter, whose x A^T this recomputes), for
+  // the gate's gradient d(logit) = s (1 - s) (dy . out).
   Tensor out = f32({T, H});
   k.linear->forward(a.sact, L.w_sdown, out, compute_);
-  Tensor dout = f32({T, H}), dlogit = f32({T});
+  lora_forward_group(l, LoraGroup::SharedDown, a.sact, &out, a);
+  Tensor dout = f32({T, H}), dlogit = f32({T, 1});
   const float* dyp = dy.data<float>();
   const float* op = out.data<float>();
   const float* gp = a.sgate.data<float>();
@@ -162,10 +174,13 @@ void DecoderModel::shared_expert_backward(size_t l, LayerActs& a, const Tensor& 
   out = Tensor();
   Tensor dact = f32({T, SI});
   k.linear->backward(a.sact, L.w_sdown, dout, &dact, grad_or_null(L.g_sdown), compute_);
+  lora_backward_group(l, LoraGroup::SharedDown, a.sact, a, dout, dact);
   Tensor dgu = f32({T, 2 * SI});
   k.swiglu->backward(a.sgu, dact, dgu);
   Tensor dx = f32({T, H});
   k.linear->backward(a.xn2, L.w_sgu, dgu, &dx, grad_or_null(L.g_sgu), compute_);
+  lora_backward_group(l, LoraGroup::SharedGateUp, a.xn2, a, dgu, dx);
+  lora_backward_group(l, LoraGroup::SharedGate, a.xn2, a, dlogit, dx);  // dx += d(logit) B A (scaled)
   // gate: dxn2 += dlogit w_gate; d(w_gate) += sum_t dlogit x
   const float* x = a.xn2.data<float>();
   const float* wg = L.w_sgate.data<float>();
