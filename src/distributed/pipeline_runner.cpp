@@ -34,7 +34,7 @@ double PipelineRunner::run(const std::vector<Microbatch>& mbs, float grad_scale)
     m.erase(it);
     return t;
   };
-  auto rows = [&](int mb) { return mbs[size_t(mb)].ids.numel(); };
+  auto rows = [&](int mb) { return model_.stage_rows(mbs[size_t(mb)].ids.numel()); };
   double loss = 0;
   for (const PpAction& a : schedule_.ranks[size_t(pp_.rank())]) {
     const Key k{a.stage, a.microbatch};

@@ -98,7 +98,6 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
     TITAN_CHECK(int64_t(pp_.layer_begin.size()) == pp_.num_stages + 1 &&
                     pp_.layer_begin.back() == cfg_.num_hidden_layers,
                 "pipeline parallelism: the stages do not cover the model's ", cfg_.num_hidden_layers, " layers");
-    TITAN_CHECK(!tp_.on(), "pipeline parallelism: not together with tensor parallelism in this build", why);
     TITAN_CHECK(weight_dtype == DType::F32 || frozen,
                 "pipeline parallelism: bf16 weights only for a frozen (LoRA) base", why);
     TITAN_CHECK(!aux_loss_on(), "pipeline parallelism: the router auxiliary loss (output_router_logits) spans every "
@@ -396,19 +395,14 @@ Tensor gather_labels(const Tensor& labels, const std::vector<int64_t>& rows) {
 
 DecoderModel::Hidden DecoderModel::forward_layers(const Tensor& ids, Positions pos, ActivationStore* store, Steps& steps,
                                               InferenceState* cache) {
-  const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
+  const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S;
   const size_t n = layers_.size();
   if (pos.start + S > rope_.max_pos()) rope_ = rope_cache(pos.start + S);
   Hidden out;
-  Tensor x = f32({T, H});  // the residual stream: the embedding, then each layer's output
+  Tensor x;  // the residual stream: the embedding, then each layer's output
   steps.at(0, Phase::Forward);
-  if (tp_.on()) {  // vocabulary-parallel: each rank's rows, summed (sequence parallel: its tokens' sums)
-    TITAN_CHECK(!cache, "generation: not with tensor parallelism in this build");
-    tp_embedding_forward(ids.view({T}), x);
-    x = tp_reduce_rows(x);
-  } else {
-    kernels_.back().embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, x);
-  }
+  TITAN_CHECK(!cache || !tp_.on(), "generation: not with tensor parallelism in this build");
+  embed(ids.view({T}), x);
   if (store) {
     store->x.assign(n + 1, Tensor());
     store->layers.assign(n, LayerActs());
@@ -558,7 +552,7 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
   TITAN_CHECK(!lora_params_merged_, "forward_backward: the MoE-parameter LoRA adapters were merged for inference");
   const std::vector<int64_t> doc_start = document_starts(positions, ids);
   const Positions pos{0, doc_start.empty() ? nullptr : doc_start.data()};
-  const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S, H = cfg_.hidden_size;
+  const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S;
   const size_t n = layers_.size();
   round_weights_for_compute();
   // LoRA dropout is on for this call only (lora_dropout reads the sequence length).
@@ -593,14 +587,43 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
   hid = Hidden();
   // Head: final norm, fused lm_head + cross-entropy forward and backward, norm backward.
   steps.at(num_units() - 1, Phase::Backward);
+  Tensor dx;  // d(residual stream), from the head down to the embedding
+  const double loss = head_forward_backward(store.x[n], labels, grad_scale, dx);
+  backward_layers(store, dx, dlogits, B, S, pos, steps);
+  steps.at(0, Phase::Backward);
+  embed_backward(ids.view({T}), dx);
+  steps.finish();
+  if (!hold_wbf_) wbf_.reset();
+  return loss + aux_term;
+}
+
+void DecoderModel::embed(const Tensor& ids, Tensor& x) {
+  const int64_t T = ids.numel();
+  x = f32({T, cfg_.hidden_size});
+  if (tp_.on()) {  // vocabulary-parallel: each rank's rows, summed (sequence parallel: its tokens' sums)
+    tp_embedding_forward(ids, x);
+    x = tp_reduce_rows(x);
+  } else {
+    kernels_.back().embedding->forward(ids, params_.at("model.embed_tokens.weight").value, x);
+  }
+}
+
+void DecoderModel::embed_backward(const Tensor& ids, const Tensor& dx) {
+  Tensor& gemb = params_.at("model.embed_tokens.weight").grad;
+  if (gemb.defined() && tp_.on()) tp_embedding_backward(ids, tp_gather_rows(dx), gemb);
+  else if (gemb.defined()) kernels_.back().embedding->backward(ids, dx, gemb);
+}
+
+double DecoderModel::head_forward_backward(const Tensor& xl, const Tensor& labels, float grad_scale, Tensor& dx) {
+  const int64_t T = labels.numel(), H = cfg_.hidden_size;
   const KernelSet& hk = kernels_.back();
   const Param& norm = params_.at("model.norm.weight");
-  const int64_t Tr = store.x[n].dim(0);  // the residual stream's rows on this rank
-  Tensor dx = f32({Tr, H});  // d(residual stream), from the head down to the embedding
+  const int64_t Tr = xl.dim(0);  // the residual stream's rows on this rank
+  dx = f32({Tr, H});
   double loss;
   if (tp_.on()) {  // the final norm on this rank's rows; the head over the vocabulary shards
     Tensor xn = f32({Tr, H}), rstd = f32({Tr}), dxf = f32({T, H});
-    hk.rmsnorm->forward(store.x[n], norm_weight(norm.value), float(cfg_.rms_norm_eps), xn, rstd);
+    hk.rmsnorm->forward(xl, norm_weight(norm.value), float(cfg_.rms_norm_eps), xn, rstd);
     const Tensor xf = tp_gather_rows(xn);
     const std::vector<int64_t> rows = sparse_label_rows(labels);
     Tensor& gw = lm_head_grad();
@@ -615,14 +638,14 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
     Tensor& gn = params_.at("model.norm.weight").grad;
     if (tp_norm_grads_partial()) {
       Tensor part = Tensor::zeros({H}, DType::F32);
-      hk.rmsnorm->backward(store.x[n], norm_weight(norm.value), rstd, dxn, dx, part);
+      hk.rmsnorm->backward(xl, norm_weight(norm.value), rstd, dxn, dx, part);
       tp_grad_sum(part, gn);
     } else {
-      hk.rmsnorm->backward(store.x[n], norm_weight(norm.value), rstd, dxn, dx, gn);
+      hk.rmsnorm->backward(xl, norm_weight(norm.value), rstd, dxn, dx, gn);
     }
   } else {
     Tensor xf = f32({T, H}), rstd = f32({T}), dxf = f32({T, H});
-    hk.rmsnorm->forward(store.x[n], norm_weight(norm.value), float(cfg_.rms_norm_eps), xf, rstd);
+    hk.rmsnorm->forward(xl, norm_weight(norm.value), float(cfg_.rms_norm_eps), xf, rstd);
     const std::vector<int64_t> rows = sparse_label_rows(labels);
     if (rows.empty()) {
       loss = hk.cross_entropy->forward_backward(xf, lm_head_weight(), labels.view({T}), grad_scale, dxf,
@@ -633,16 +656,9 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
                                                 grad_scale, dxc, lm_head_grad(), compute_);
       scatter_rows(dxc, rows, dxf);
     }
-    hk.rmsnorm->backward(store.x[n], norm_weight(norm.value), rstd, dxf, dx, params_.at("model.norm.weight").grad);
+    hk.rmsnorm->backward(xl, norm_weight(norm.value), rstd, dxf, dx, params_.at("model.norm.weight").grad);
   }
-  backward_layers(store, dx, dlogits, B, S, pos, steps);
-  steps.at(0, Phase::Backward);
-  Tensor& gemb = params_.at("model.embed_tokens.weight").grad;
-  if (gemb.defined() && tp_.on()) tp_embedding_backward(ids.view({T}), tp_gather_rows(dx), gemb);
-  else if (gemb.defined()) hk.embedding->backward(ids.view({T}), dx, gemb);
-  steps.finish();
-  if (!hold_wbf_) wbf_.reset();
-  return loss + aux_term;
+  return loss;
 }
 
 }  // namespace titan

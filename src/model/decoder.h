@@ -89,6 +89,9 @@ class DecoderModel {
   // layers; on the first stage the embedding's backward, else *dx_in = d(stage input).
   // Parameter gradients accumulate as in forward_backward.
   double stage_backward(StagePass& p, const Tensor& labels, float grad_scale, const Tensor* dy_out, Tensor* dx_in);
+  // The rows of a stage border's activations for `tokens` tokens on this rank (tokens / tp under
+  // sequence parallelism: each tp rank sends and receives its own rows).
+  int64_t stage_rows(int64_t tokens) const { return tp_rows(tokens); }
   // Expert parallelism: the bytes this rank's MoE blocks have sent to the other ep ranks so far
   // (dispatch and combine, forward and backward).
   int64_t expert_dispatch_bytes() const { return ep_bytes_; }
@@ -289,6 +292,13 @@ class DecoderModel {
   // tp_grad_sum: dw += the sum over tp of `part`, a replicated weight's partial gradient (the q/k
   // norms: each rank's heads; the other norms under sequence parallelism: each rank's tokens).
   int64_t tp_rows(int64_t T) const;
+  // The embedding of ids [T] into x (allocated: this rank's tp_rows(T) rows of the residual stream),
+  // its backward from dx (this rank's rows) into the embedding's gradient, and the head (final
+  // norm, fused lm_head + cross-entropy, their backward) on the last layer's output xl: returns the
+  // loss sum and dx (allocated, xl's shape). forward_backward and the pipeline stages share them.
+  void embed(const Tensor& ids, Tensor& x);
+  void embed_backward(const Tensor& ids, const Tensor& dx);
+  double head_forward_backward(const Tensor& xl, const Tensor& labels, float grad_scale, Tensor& dx);
   Tensor tp_gather_rows(const Tensor& local) const;
   Tensor tp_reduce_rows(Tensor& y) const;
   void tp_grad_sum(Tensor& part, Tensor& dw) const;

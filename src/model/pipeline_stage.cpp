@@ -37,13 +37,15 @@ std::shared_ptr<DecoderModel::StagePass> DecoderModel::stage_forward(int64_t sta
     ~TrainPass() { seq = 0; }
   } train_pass{lora_seq_ = p->S};
   Steps steps(*this, stage_schedule(cfg_, false, u0, u1, ckpt_));
-  Tensor x = f32({T, H});
+  const int64_t Tr = tp_rows(T);  // the residual stream's rows on this rank
+  Tensor x;
   if (stage == 0) {
     steps.at(0, Phase::Forward);
-    kernels_.back().embedding->forward(ids.view({T}), params_.at("model.embed_tokens.weight").value, x);
+    embed(ids.view({T}), x);
   } else {
-    TITAN_CHECK(x_in && x_in->shape() == Shape({T, H}) && x_in->dtype() == DType::F32, "pipeline: stage ", stage,
-                " needs its input activations f32 [", T, ", ", H, "]");
+    TITAN_CHECK(x_in && x_in->shape() == Shape({Tr, H}) && x_in->dtype() == DType::F32, "pipeline: stage ", stage,
+                " needs its input activations f32 [", Tr, ", ", H, "]");
+    x = f32({Tr, H});
     x.copy_(*x_in);
   }
   p->store.x.assign(size_t(n) + 1, Tensor());
@@ -71,32 +73,26 @@ double DecoderModel::stage_backward(StagePass& p, const Tensor& labels, float gr
     ~TrainPass() { seq = 0; }
   } train_pass{lora_seq_ = p.S};
   Steps steps(*this, stage_schedule(cfg_, true, u0, u1, ckpt_));
-  Tensor dx = f32({T, H});
+  const int64_t Tr = tp_rows(T);  // the residual stream's rows on this rank
+  Tensor dx;
   double loss = 0;
   if (stage == last) {  // head: final norm, fused lm_head + cross-entropy forward and backward, norm backward
     TITAN_CHECK(labels.numel() == T && labels.dtype() == DType::I64, "pipeline: labels must be i64 [", p.B, ", ",
                 p.S, "], got ", labels.str());
     steps.at(n + 1, Phase::Backward);
-    const KernelSet& hk = kernels_.back();
-    const Param& norm = params_.at("model.norm.weight");
-    const Tensor& xl = p.store.x[l1];
-    Tensor xf = f32({T, H}), rstd = f32({T}), dxf = f32({T, H});
-    hk.rmsnorm->forward(xl, norm_weight(norm.value), float(cfg_.rms_norm_eps), xf, rstd);
-    loss = hk.cross_entropy->forward_backward(xf, lm_head_weight(), labels.view({T}), grad_scale, dxf, lm_head_grad(),
-                                              compute_);
-    hk.rmsnorm->backward(xl, norm_weight(norm.value), rstd, dxf, dx, params_.at("model.norm.weight").grad);
+    loss = head_forward_backward(p.store.x[l1], labels, grad_scale, dx);
     p.store.x[l1] = Tensor();
   } else {
-    TITAN_CHECK(dy_out && dy_out->shape() == Shape({T, H}), "pipeline: stage ", stage,
-                " needs the gradient of its output f32 [", T, ", ", H, "]");
+    TITAN_CHECK(dy_out && dy_out->shape() == Shape({Tr, H}), "pipeline: stage ", stage,
+                " needs the gradient of its output f32 [", Tr, ", ", H, "]");
+    dx = f32({Tr, H});
     dx.copy_(*dy_out);
   }
   std::vector<Tensor> dlogits(static_cast<size_t>(n));
   backward_layers(p.store, dx, dlogits, p.B, p.S, p.pos(), steps, l0, l1);
   if (stage == 0) {
     steps.at(0, Phase::Backward);
-    Tensor& gemb = params_.at("model.embed_tokens.weight").grad;
-    if (gemb.defined()) kernels_.back().embedding->backward(p.ids.view({T}), dx, gemb);
+    embed_backward(p.ids.view({T}), dx);
   } else {
     TITAN_CHECK(dx_in, "pipeline: stage ", stage, " needs somewhere to put its input gradient");
     *dx_in = dx;

@@ -284,6 +284,20 @@ class ShardedState final : public ModelState {
       ep_comm_->all_gather(lgu.data<float>(), gu.data<float>(), lgu.numel());
       ep_comm_->all_gather(ldn.data<float>(), dn.data<float>(), ldn.numel());
     }
+    // Tensor parallelism: the stage's tp ranks join their shards of each split tensor (a
+    // collective over tp on every rank that holds the unit; the sender keeps the whole tensors).
+    std::map<std::string, Tensor> joined;
+    if (holds && tp_comm_) {
+      auto [p0, p1] = model_->unit_params(unit);
+      for (size_t i = p0; i < p1; ++i) {
+        const ParamSpec& sp = model_->param_specs()[i];
+        if (sp.placement.tp_dim < 0) continue;
+        const Param& p = model_->params().all()[i];
+        Tensor full = Tensor::empty(Shape(sp.shape), p.value.dtype());
+        tp_gather_shards(*tp_comm_, p.value, sp.placement.tp_dim, full);
+        if (comm_.rank() == sender) joined[p.name] = full;
+      }
+    }
     if (comm_.rank() != sender && comm_.rank() != 0) return;
     std::vector<ParamSpec> specs;
     for (ParamSpec& sp : model_param_specs(c))
@@ -296,7 +310,8 @@ class ShardedState final : public ModelState {
       for (const ParamSpec& sp : specs) {
         Tensor t;
         if (sp.expert < 0) {
-          t = model_->params().all()[local.at(sp.name)].value;
+          auto it = joined.find(sp.name);
+          t = it != joined.end() ? it->second : model_->params().all()[local.at(sp.name)].value;
         } else {  // gate_proj, up_proj: the halves of the expert's gate_up rows; down_proj: its down matrix
           const Tensor e_gu = gu.slice0(sp.expert, sp.expert + 1).view({2 * MI, c.hidden_size});
           if (sp.name.ends_with(".gate_proj.weight")) t = e_gu.slice0(0, MI);

@@ -3,8 +3,8 @@
 # run's loss curve against one process's within 1e-5 relative:
 #  - pp2 with 1F1B, GPipe and Interleaved1F1B (4 microbatches of 1 row; interleaved: 4 stages,
 #    2 per rank);
-#  - pp2 x dp_shard 2 (4 ranks, local batch 2: 2 microbatches per rank) and pp4 with 1F1B (the
-#    tied embedding on ranks 0 and 3, none on the middle ranks);
+#  - pp2 x dp_shard 2 (4 ranks, local batch 2: 2 microbatches per rank), pp4 with 1F1B (the
+#    tied embedding on ranks 0 and 3, none on the middle ranks) and pp2 x tp2 (sequence parallel);
 #  - every pp run's metrics.jsonl has pp_bubble in [0, 1] on every step, and the setup line names
 #    the pipeline degree;
 #  - the pp2 (1F1B) run's step-3 checkpoint (its step-6 one removed) resumes on one process with
@@ -14,7 +14,7 @@
 #    (names, dtypes, shapes, offsets) and config.json; its values are not bit-equal to one
 #    process's (summation order, amplified by AdamW where a gradient is near zero): every one
 #    within 1e-5, 99.9% within 1e-7;
-#  - one-line errors: an unknown schedule name, 1F1B with fewer microbatches than pp ranks, pp x tp.
+#  - one-line errors: an unknown schedule name, 1F1B with fewer microbatches than pp ranks, validation under pp.
 # Skips (77) when mpirun is missing.
 set -uo pipefail
 titan=$1 src=$2
@@ -39,7 +39,9 @@ run pp2dp2 4 --training.local_batch_size 2 --parallelism.pipeline_parallel_degre
     --parallelism.data_parallel_shard_degree 2 --parallelism.pipeline_parallel_schedule 1F1B
 run pp4 4 --training.local_batch_size 4 --parallelism.pipeline_parallel_degree 4 \
     --parallelism.data_parallel_shard_degree 1 --parallelism.pipeline_parallel_schedule 1F1B
-for r in pp2_1f1b pp2_gpipe pp2_interleaved pp2dp2 pp4; do
+run pp2tp2 4 --training.local_batch_size 4 "${pp2[@]}" --parallelism.tensor_parallel_degree 2 \
+    --parallelism.pipeline_parallel_schedule 1F1B
+for r in pp2_1f1b pp2_gpipe pp2_interleaved pp2dp2 pp4 pp2tp2; do
   echo -n "$r vs 1: "; compare "$work/one/metrics.jsonl" "$work/$r/metrics.jsonl" || fail "$r curve differs"
   # The measured bubble: on every step, a fraction.
   awk '{ if (!match($0, /"pp_bubble":[-0-9.eE+]+/)) { print "step line without pp_bubble: " $0; exit 1 }
@@ -122,6 +124,6 @@ one_line bad_schedule 2 "pipeline_parallel_schedule" --training.local_batch_size
   --parallelism.pipeline_parallel_schedule ZeroBubble
 one_line few_microbatches 2 "less than" --training.local_batch_size 4 "${pp2[@]}" \
   --parallelism.pipeline_parallel_schedule 1F1B --parallelism.pipeline_parallel_microbatch_size 4
-one_line pp_tp 4 "not together with tensor parallelism" --training.local_batch_size 4 \
-  --parallelism.pipeline_parallel_degree 2 --parallelism.data_parallel_shard_degree 1 --parallelism.tensor_parallel_degree 2
+one_line pp_validation 2 "validation does not run through pipeline stages" --training.local_batch_size 4 "${pp2[@]}" \
+  --validation.enable true
 echo "ok (${SECONDS}s)"
