@@ -549,7 +549,12 @@ static int cmd_info(const std::vector<std::string>& argv) {
   const int64_t seq = args.get_int("seq-len", 2048, 1, kMaxSeqLen);
   const int64_t dp = args.get_int("dp", 1, 1, kMaxRanks);
   cfg.num_hidden_layers = args.get_int("n-layers", cfg.num_hidden_layers, 1, cfg.num_hidden_layers);
-  if (args.get_int("pp", 1, 1, 1024) > 1) return print_pp_info(m, cfg, args, seq, dp);
+  if (args.get_int("pp", 1, 1, 1024) > 1) {
+    TITAN_CHECK(args.get_int("tp", 1, 1, kMaxRanks) == 1 && args.get_int("ep", 1, 1, kMaxRanks) == 1,
+                "titan info --pp: not together with --tp or --ep (the per-rank state of pp x tp and pp x ep is "
+                "not predicted yet; the trainer's setup line reports it)");
+    return print_pp_info(m, cfg, args, seq, dp);
+  }
   const int64_t tp = args.get_int("tp", 1, 1, kMaxRanks);
   if (tp > 1) return print_tp_info(m, cfg, seq, dp, tp, args.has("json"));
   const int64_t ep = args.get_int("ep", 1, 1, kMaxRanks);

@@ -91,5 +91,7 @@ for x, y in zip(a["ranks"], b["ranks"]):
     assert 0 <= y["rank_param_bytes"] - x["rank_param_bytes"] / 2 < 4096, (x, y)
 assert c["layer_begin"] == [0, 2, 3, 4, 6], c
 PY
+err=$("$titan" info --model debugmodel --pp 2 --tp 2 2>&1) && fail "info --pp --tp accepted: $err"
+[ "$(wc -l <<<"$err")" -eq 1 ] && grep -q "not together with --tp or --ep" <<<"$err" || fail "info --pp --tp: $err"
 echo "ok: titan info --pp: each rank's stages, state and bytes sent"
 echo PASS
