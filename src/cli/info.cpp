@@ -11,7 +11,6 @@
 // job's device mesh; `titan info --pp-schedule` prints a pipeline schedule and its bubble.
 #include <sys/stat.h>
 
-#include <cctype>
 #include <cstdio>
 
 #include "cli/command.h"
@@ -404,9 +403,7 @@ static int print_pp_info(const std::string& m, const ModelConfig& cfg, const Arg
   const bool json = args.has("json");
   const int pp = int(args.get_int("pp", 1, 2, 1024));
   std::string name = args.get("schedule", "1F1B");
-  std::string lower = name;
-  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
-  const int v = int(args.get_int("stages-per-rank", lower == "interleaved1f1b" ? 2 : 1, 1, 64));
+  const int v = int(args.get_int("stages-per-rank", distributed::pp_default_stages_per_rank(name), 1, 64));
   const int64_t batch = args.get_int("batch", pp, 1, int64_t(1) << 24);
   const int micro = int(args.get_int("microbatches", batch, 1, 1 << 14));
   TITAN_CHECK(batch % micro == 0, "--microbatches ", micro, " does not divide --batch ", batch);
@@ -493,9 +490,7 @@ static int print_pp_schedule(const std::vector<std::string>& argv) {
   const int pp = int(args.get_int("pp", 1, 1, 1024));
   const int microbatches = int(args.get_int("microbatches", pp, 1, 1 << 14));
   // Interleaved1F1B needs several stages per rank: 2 unless told.
-  std::string lower = name;
-  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
-  const int v = int(args.get_int("stages-per-rank", lower == "interleaved1f1b" ? 2 : 1, 1, 64));
+  const int v = int(args.get_int("stages-per-rank", distributed::pp_default_stages_per_rank(name), 1, 64));
   const distributed::PpSchedule s = distributed::make_pp_schedule(name, pp, microbatches, v);
   const distributed::PpSimulation sim = distributed::simulate_pp_schedule(s);
   if (!args.has("json")) {

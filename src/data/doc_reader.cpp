@@ -15,13 +15,8 @@ namespace titan::data {
 
 namespace {
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return s;
-}
-
 bool type_of(const std::string& path, FileType* t) {
-  std::string name = lower(std::filesystem::path(path).filename().string());
+  std::string name = ascii_lower(std::filesystem::path(path).filename().string());
   t->compression = compression_of(name);
   if (t->compression == Compression::Gzip) name.resize(name.size() - 3);
   if (t->compression == Compression::Zstd) name.resize(name.size() - 4);

@@ -6,12 +6,12 @@
 #include "distributed/pp_schedule.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <deque>
 
 #include "core/error.h"
+#include "util/strings.h"
 
 namespace titan::distributed {
 
@@ -26,10 +26,6 @@ struct Compute {
   int microbatch;
 };
 
-std::string lowercase(std::string s) {
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // Most (stage, microbatch) pairs a schedule may have: far beyond a real job (pp 64 x 8 virtual
 // stages x 512 microbatches is 2^18), small enough for the simulator's tables.
@@ -180,14 +176,23 @@ const std::vector<std::string>& pp_schedule_names() {
   return names;
 }
 
+std::string pp_schedule_canonical(const std::string& name) {
+  for (const std::string& n : pp_schedule_names())
+    if (ascii_lower(n) == ascii_lower(name)) return n;
+  return "";
+}
+
+int pp_default_stages_per_rank(const std::string& name) {
+  return pp_schedule_canonical(name) == "Interleaved1F1B" ? 2 : 1;
+}
+
 PpSchedule make_pp_schedule(const std::string& name, int pp, int microbatches, int stages_per_rank,
                             const std::string& microbatches_from) {
   PpSchedule s;
   const std::string m_is = microbatches_from.empty()
                                ? "[parallelism] pipeline_parallel_microbatches = " + std::to_string(microbatches)
                                : microbatches_from;
-  for (const std::string& n : pp_schedule_names())
-    if (lowercase(n) == lowercase(name)) s.name = n;
+  s.name = pp_schedule_canonical(name);
   if (s.name.empty()) {
     std::string known;
     for (const std::string& n : pp_schedule_names()) known += (known.empty() ? "" : ", ") + n;

@@ -83,6 +83,10 @@ PpSchedule make_pp_schedule(const std::string& name, int pp, int microbatches, i
 
 // The schedule names make_pp_schedule knows, canonical spelling.
 const std::vector<std::string>& pp_schedule_names();
+// `name` in its canonical spelling (any letter case matches), "" when it names no schedule.
+std::string pp_schedule_canonical(const std::string& name);
+// The stages per rank a schedule takes when not told: 2 for Interleaved1F1B, 1 for the others.
+int pp_default_stages_per_rank(const std::string& name);
 
 // One compute action as it ran in the simulation: [start, end) in cost units.
 struct PpInterval {

@@ -2,7 +2,6 @@
 
 #include <toml++/toml.h>
 
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -497,15 +496,9 @@ void JobConfig::validate(const std::string& o) const {
               " is not a multiple of local_batch_size = ", training.local_batch_size);
   if (parallelism.data_parallel_shard_degree != -1) grad_accumulation_steps(1);
   if (parallelism.pipeline_parallel_degree > 1) {
-    const auto& names = distributed::pp_schedule_names();
-    auto lower = [](std::string s) {
-      for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-      return s;
-    };
-    bool known = false;
-    for (const auto& n : names) known = known || lower(n) == lower(parallelism.pipeline_parallel_schedule);
+    const bool known = !distributed::pp_schedule_canonical(parallelism.pipeline_parallel_schedule).empty();
     std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    for (const auto& n : distributed::pp_schedule_names()) list += (list.empty() ? "" : ", ") + n;
     require(known, o, "parallelism", "pipeline_parallel_schedule",
             "\"" + parallelism.pipeline_parallel_schedule + "\" is not a schedule (known: " + list + ")");
     require(!validation.enable, o, "validation", "enable",
@@ -514,7 +507,8 @@ void JobConfig::validate(const std::string& o) const {
     require(training.local_batch_size % parallelism.pipeline_parallel_microbatch_size == 0, o, "parallelism",
             "pipeline_parallel_microbatch_size",
             "= " + std::to_string(parallelism.pipeline_parallel_microbatch_size) +
-                " does not divide [training] local_batch_size = " + std::to_string(training.local_batch_size));    try {
+                " does not divide [training] local_batch_size = " + std::to_string(training.local_batch_size));
+    try {
       pp_schedule_of(*this);
     } catch (const Error& e) {
       fail(o, ": ", e.what());
@@ -532,9 +526,7 @@ void JobConfig::validate(const std::string& o) const {
 int64_t pp_stages_per_rank(const JobConfig& cfg) {
   const auto& p = cfg.parallelism;
   if (p.pipeline_parallel_stages_per_rank != 0) return p.pipeline_parallel_stages_per_rank;
-  std::string name = p.pipeline_parallel_schedule;
-  for (char& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return name == "interleaved1f1b" ? 2 : 1;
+  return distributed::pp_default_stages_per_rank(p.pipeline_parallel_schedule);
 }
 
 distributed::PpSchedule pp_schedule_of(const JobConfig& cfg) {

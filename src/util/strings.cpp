@@ -53,6 +53,12 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
+std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 const char* not_a_file_reason(unsigned mode) {
   if (S_ISREG(mode) || S_ISFIFO(mode)) return nullptr;
   if (S_ISDIR(mode)) return "is a directory";

@@ -11,6 +11,8 @@ size_t edit_distance(std::string_view a, std::string_view b);
 std::string closest_match(std::string_view s, const std::vector<std::string>& candidates);
 std::vector<std::string> split(std::string_view s, char sep);
 std::string trim(std::string_view s);
+// `s` with ASCII letters in lower case (other bytes, UTF-8 included, unchanged).
+std::string ascii_lower(std::string_view s);
 // Bytes of a whole file; the error names the file and the reason. A folder, a device or a socket
 // is refused ("<path>: is a directory"); a named pipe is read to its end.
 std::string read_file(const std::string& path);
