@@ -555,11 +555,7 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S;
   const size_t n = layers_.size();
   round_weights_for_compute();
-  // LoRA dropout is on for this call only (lora_dropout reads the sequence length).
-  struct TrainPass {
-    int64_t& seq;
-    ~TrainPass() { seq = 0; }
-  } train_pass{lora_seq_ = S};
+  const TrainPass train_pass(lora_seq_, S);
   Steps steps(*this, Pass::Train);
   ActivationStore store;
   Hidden hid = forward_layers(ids, pos, &store, steps);

@@ -44,6 +44,16 @@ struct LayerActs {
   bool have_attn = false, have_mlp = false;
 };
 
+// A training pass's scope (forward_backward, a pipeline stage pass): LoRA dropout is on inside it
+// only, since lora_dropout reads the pass's sequence length from `seq` (DecoderModel::lora_seq_).
+struct TrainPass {
+  int64_t& seq;
+  TrainPass(int64_t& seq_slot, int64_t S) : seq(seq_slot) { seq = S; }
+  ~TrainPass() { seq = 0; }
+  TrainPass(const TrainPass&) = delete;
+  TrainPass& operator=(const TrainPass&) = delete;
+};
+
 // What a training forward keeps for its backward.
 struct ActivationStore {
   std::vector<Tensor> x;          // [n_layers + 1]: each layer's input [T, H], then the last output

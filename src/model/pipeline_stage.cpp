@@ -31,11 +31,7 @@ std::shared_ptr<DecoderModel::StagePass> DecoderModel::stage_forward(int64_t sta
   const int64_t u0 = pp_.unit_begin(stage, n), u1 = pp_.unit_end(stage, n);
   const size_t l0 = size_t(pp_.layer_begin[size_t(stage)]), l1 = size_t(pp_.layer_begin[size_t(stage) + 1]);
   round_weights_for_compute();
-  // LoRA dropout is on for this pass only (lora_dropout reads the sequence length).
-  struct TrainPass {
-    int64_t& seq;
-    ~TrainPass() { seq = 0; }
-  } train_pass{lora_seq_ = p->S};
+  const TrainPass train_pass(lora_seq_, p->S);
   Steps steps(*this, stage_schedule(cfg_, false, u0, u1, ckpt_));
   const int64_t Tr = tp_rows(T);  // the residual stream's rows on this rank
   Tensor x;
@@ -68,10 +64,7 @@ double DecoderModel::stage_backward(StagePass& p, const Tensor& labels, float gr
   const int64_t u0 = pp_.unit_begin(stage, n), u1 = pp_.unit_end(stage, n);
   const size_t l0 = size_t(pp_.layer_begin[size_t(stage)]), l1 = size_t(pp_.layer_begin[size_t(stage) + 1]);
   round_weights_for_compute();
-  struct TrainPass {
-    int64_t& seq;
-    ~TrainPass() { seq = 0; }
-  } train_pass{lora_seq_ = p.S};
+  const TrainPass train_pass(lora_seq_, p.S);
   Steps steps(*this, stage_schedule(cfg_, true, u0, u1, ckpt_));
   const int64_t Tr = tp_rows(T);  // the residual stream's rows on this rank
   Tensor dx;
