@@ -11,6 +11,12 @@ bool PipelineStages::holds(int64_t stage) const {
   return held.empty() || std::find(held.begin(), held.end(), stage) != held.end();
 }
 
+int64_t PipelineStages::stage_of_unit(int64_t u, int64_t n_layers) const {
+  int64_t s = 0;
+  while (s + 1 < num_stages && u >= unit_end(s, n_layers)) ++s;
+  return s;
+}
+
 bool PipelineStages::holds_unit(int64_t u, int64_t n_layers, bool tied) const {
   if (!on()) return true;
   if (u == 0 && tied && holds(num_stages - 1)) return true;

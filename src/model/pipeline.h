@@ -35,6 +35,8 @@ struct PipelineStages {
   int64_t unit_end(int64_t s, int64_t n_layers) const {
     return s == num_stages - 1 ? n_layers + 2 : 1 + layer_begin[size_t(s + 1)];
   }
+  // The stage whose unit range holds unit u (the embedding: stage 0).
+  int64_t stage_of_unit(int64_t u, int64_t n_layers) const;
   // Whether this rank holds unit u (a tied embedding also on the rank of the last stage).
   bool holds_unit(int64_t u, int64_t n_layers, bool tied) const;
 };

@@ -268,8 +268,7 @@ class ShardedState final : public ModelState {
   void export_unit(int64_t unit, HfExportWriter* w) {
     const ModelConfig& c = model_->config();
     const PipelineStages& st = model_->pipeline();
-    int64_t stage = 0;
-    while (unit >= st.unit_end(stage, c.num_hidden_layers)) ++stage;
+    const int64_t stage = st.stage_of_unit(unit, c.num_hidden_layers);
     const int pp = pp_comm_ ? pp_comm_->size() : 1, owner = int(stage % pp);
     const int sender = owner * (comm_.size() / pp);  // pp is the mesh's outermost axis
     const bool holds = !pp_comm_ || pp_comm_->rank() == owner;
@@ -338,11 +337,6 @@ class ShardedState final : public ModelState {
     const int pp = pp_comm_->size(), per = comm_.size() / pp, me = comm_.rank();
     const PipelineStages& st = model_->pipeline();
     const ModelConfig& c = model_->config();
-    auto owner = [&](int64_t layer) {  // the pp rank of the stage that holds the layer
-      int64_t s = 0;
-      while (layer >= st.layer_begin[size_t(s) + 1]) ++s;
-      return int(s % pp);
-    };
     if (me != 0 && me % per == 0) {
       const auto& ps = model_->lora_params().all();
       for (const LoraAdapter& ad : model_->lora_adapters())
@@ -356,7 +350,7 @@ class ShardedState final : public ModelState {
     for (const Param& p : model_->lora_params().all()) mine[p.name] = &p.value;
     auto& wp = whole.lora_params().all();
     for (const LoraAdapter& ad : whole.lora_adapters()) {
-      const int q = owner(ad.layer);
+      const int q = int(st.stage_of_unit(1 + ad.layer, c.num_hidden_layers) % pp);  // the layer's stage's pp rank
       for (size_t k = 0; k < 2; ++k) {
         Tensor& t = wp[ad.param + k].value;
         if (q == 0) t.copy_(*mine.at(wp[ad.param + k].name));
