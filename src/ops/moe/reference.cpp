@@ -117,15 +117,7 @@ void backward(const MoEArgs& args, const MoESaved& s, const Tensor& dy, const Mo
   TITAN_CHECK(dy.ndim() == 2 && dy.dim(0) == T && dy.dim(1) == H, "moe: dy must be [", T, ", ", H, "], got ", dy.str());
   TITAN_CHECK(s.topk_idx.defined() && s.topk_idx.dim(0) == T && s.topk_idx.dim(1) == K,
               "moe: saved routing does not match these arguments (run forward first)");
-  if (gr.dx) opcheck::f32(*gr.dx, "moe", "dx");
-  if (gr.dx) opcheck::same_shape(*gr.dx, *a.x, "moe", "dx", "x");
-  if (gr.drouter) opcheck::f32(*gr.drouter, "moe", "drouter");
-  if (gr.drouter) opcheck::same_shape(*gr.drouter, *a.router, "moe", "drouter", "router");
-  if (gr.dgate_up) opcheck::f32(*gr.dgate_up, "moe", "dgate_up");
-  if (gr.dgate_up) opcheck::same_shape(*gr.dgate_up, *a.gate_up, "moe", "dgate_up", "gate_up");
-  if (gr.ddown) opcheck::f32(*gr.ddown, "moe", "ddown");
-  if (gr.ddown) opcheck::same_shape(*gr.ddown, *a.down, "moe", "ddown", "down");
-  if (gr.dlogits_extra) opcheck::same_shape(*gr.dlogits_extra, s.logits, "moe", "dlogits_extra", "logits");
+  moe_check_grads(a, s, gr);
   const Rounder rb{a.compute == DType::BF16};
   const float* x = a.x->data<float>();
   const float* dyp = dy.data<float>();
