@@ -5,19 +5,16 @@
 // (bf16 matmuls: within bf16 rounding, see below.)
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
 
 #include "comm/thread_comm.h"
 #include "common/test_util.h"
-#include "model/hf_checkpoint.h"
+#include "parallel_train.h"
 #include "train/trainer.h"
 
 using namespace titan;
+using test::expect_same_curve;
+using test::losses;
 namespace fs = std::filesystem;
 
 namespace {
@@ -33,56 +30,22 @@ struct Variant {
 };
 
 JobConfig ep_job(const std::string& dump, int64_t steps, const Layout& m, const Variant& v = {}) {
-  JobConfig c;
-  c.job.dump_folder = dump;
+  JobConfig c = test::parallel_job(dump, steps);
   c.model.name = ModelName::Qwen3Moe;
   c.model.flavor = "debug-moe";  // 8 experts of 128, top-2, every layer sparse
   c.model.n_layers = 2;
   c.model.load_balance_coeff = v.load_balance_coeff;
-  c.optimizer.lr = 3e-3;
-  c.lr_scheduler.warmup_steps = 2;
-  c.training.global_batch_size = 4;
   c.training.local_batch_size = 4 / m.world();
-  c.training.seq_len = 32;
-  c.training.steps = steps;
-  c.training.seed = 7;
   if (v.bf16) c.training.mixed_precision_param = DType::BF16;
   if (v.full_ac) c.activation_checkpoint.mode = ActivationCheckpointMode::Full;
   c.parallelism.data_parallel_replicate_degree = m.dp_replicate;
   c.parallelism.data_parallel_shard_degree = m.dp_shard;
   c.parallelism.expert_parallel_degree = m.ep;
-  c.checkpoint.enable = true;
-  c.checkpoint.interval = 4;
-  c.checkpoint.keep_latest_k = 0;
-  c.metrics.log_freq = 1;
-  c.metrics.enable_tensorboard = false;
   c.validate("test");
   return c;
 }
 
-void run(const JobConfig& c, const Layout& m) {
-  if (m.world() == 1) {
-    run_training(c);
-    return;
-  }
-  comm::run_threaded_ranks(int(m.world()), [&](comm::Comm& world) { run_training(c, world); }, 600);
-}
-
-std::vector<double> losses(const std::string& dump) {
-  std::vector<double> v;
-  std::ifstream f(dump + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(f, line))
-    if (!line.empty()) v.push_back(nlohmann::json::parse(line)["loss"].get<double>());
-  return v;
-}
-
-void expect_same_curve(const std::vector<double>& got, const std::vector<double>& want, const std::string& what,
-                       size_t from = 0) {
-  ASSERT_EQ(got.size() + from, want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i + from], 1e-5 * std::fabs(want[i + from])) << what << " step " << i + from + 1;
-}
+void run(const JobConfig& c, const Layout& m) { test::run_on_ranks(c, m.world()); }
 
 std::vector<double> curve(const std::string& name, const Layout& m, const Variant& v = {}) {
   const std::string dump = test::temp_dir("ep_train_" + name);
@@ -166,20 +129,9 @@ TEST(ExpertParallelTrainingLong, CheckpointsResumeAcrossExpertDegrees) {
 // it is bit for bit one process's.
 TEST(ExpertParallelTraining, HfExportEqualsOneProcess) {
   auto exported = [](const Layout& m, const std::string& name) {
-    const std::string dump = test::temp_dir("ep_export_" + name);
-    JobConfig c = ep_job(dump, 1, m);
-    c.optimizer.lr = 0;
-    c.checkpoint.last_save_in_hf = true;
-    run(c, m);
-    return load_hf_weights(dump + "/checkpoint/step-1-hf");
+    return test::export_as_initialised(ep_job(test::temp_dir("ep_export_" + name), 1, m), m.world());
   };
-  const TensorMap wa = exported({}, "one"), wb = exported({1, 4, 2}, "ep2xdp2");
-  ASSERT_EQ(wa.size(), wb.size());
-  for (const auto& [name, t] : wa) {
-    ASSERT_TRUE(wb.count(name)) << name;
-    ASSERT_EQ(wb.at(name).shape(), t.shape()) << name;
-    EXPECT_EQ(std::memcmp(wb.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
-  }
+  test::expect_same_tensors(exported({}, "one"), exported({1, 4, 2}, "ep2xdp2"));
 }
 
 // LoRA on the attention projections of an expert-parallel model (the frozen experts split over

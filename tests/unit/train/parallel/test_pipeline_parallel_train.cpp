@@ -5,20 +5,18 @@
 // losses; the HF export of a pp run is one process's.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
-#include <nlohmann/json.hpp>
-
-#include "comm/thread_comm.h"
 #include "common/test_util.h"
+#include "parallel_train.h"
 #include "io/safetensors.h"
 #include "model/hf_checkpoint.h"
 #include "train/trainer.h"
 
 using namespace titan;
+using test::expect_same_curve;
+using test::losses;
 namespace fs = std::filesystem;
 
 namespace {
@@ -32,8 +30,7 @@ struct Layout {
 };
 
 JobConfig pp_job(const std::string& dump, int64_t steps, const Layout& m, bool moe = false) {
-  JobConfig c;
-  c.job.dump_folder = dump;
+  JobConfig c = test::parallel_job(dump, steps);
   if (moe) {
     c.model.name = ModelName::Qwen3Moe;
     c.model.flavor = "debug-moe";  // 8 experts of 128, top-2, every layer sparse
@@ -41,13 +38,7 @@ JobConfig pp_job(const std::string& dump, int64_t steps, const Layout& m, bool m
     c.model.flavor = "debugmodel";  // tied embedding
   }
   c.model.n_layers = 4;
-  c.optimizer.lr = 3e-3;
-  c.lr_scheduler.warmup_steps = 2;
-  c.training.global_batch_size = 4;
   c.training.local_batch_size = 4 / (m.dp_replicate * m.dp_shard);
-  c.training.seq_len = 32;
-  c.training.steps = steps;
-  c.training.seed = 7;
   c.parallelism.data_parallel_shard_degree = m.dp_shard;
   c.parallelism.data_parallel_replicate_degree = m.dp_replicate;
   c.parallelism.pipeline_parallel_degree = m.pp;
@@ -55,37 +46,15 @@ JobConfig pp_job(const std::string& dump, int64_t steps, const Layout& m, bool m
   c.parallelism.enable_sequence_parallel = m.sequence_parallel;
   c.parallelism.pipeline_parallel_schedule = m.schedule;
   c.parallelism.expert_parallel_degree = m.ep;
-  c.checkpoint.enable = true;
-  c.checkpoint.interval = 4;
-  c.checkpoint.keep_latest_k = 0;
-  c.metrics.log_freq = 1;
-  c.metrics.enable_tensorboard = false;
   c.validate("test");
   return c;
 }
 
-void run(const JobConfig& c, const Layout& m) {
-  if (m.world() == 1) {
-    run_training(c);
-    return;
-  }
-  comm::run_threaded_ranks(int(m.world()), [&](comm::Comm& world) { run_training(c, world); }, 600);
-}
+void run(const JobConfig& c, const Layout& m) { test::run_on_ranks(c, m.world()); }
 
-std::vector<double> losses(const std::string& dump) {
-  std::vector<double> v;
-  std::ifstream f(dump + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(f, line))
-    if (!line.empty()) v.push_back(nlohmann::json::parse(line)["loss"].get<double>());
-  return v;
-}
-
-void expect_same_curve(const std::vector<double>& got, const std::vector<double>& want, const std::string& what,
-                       size_t from = 0) {
-  ASSERT_EQ(got.size() + from, want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i + from], 1e-5 * std::fabs(want[i + from])) << what << " step " << i + from + 1;
+// The HF export of a job's first step as initialised (lr 0) at layout m.
+TensorMap exported(const Layout& m, const std::string& name, bool moe = false) {
+  return test::export_as_initialised(pp_job(test::temp_dir(name), 1, m, moe), m.world());
 }
 
 std::vector<double> curve(const std::string& name, const Layout& m, bool moe = false) {
@@ -151,40 +120,14 @@ TEST(PipelineParallelTrainingLong, WithTensorParallelism) {
   Layout gpipe = pt;
   gpipe.schedule = "GPipe";
   expect_same_curve(curve("moe_pp2_tp2", gpipe, true), baseline(true), "debug-moe pp2 x tp2 GPipe");
-  auto exported = [](const Layout& m, const std::string& name) {
-    const std::string dump = test::temp_dir("pp_tp_export_" + name);
-    JobConfig c = pp_job(dump, 1, m);
-    c.optimizer.lr = 0;
-    c.checkpoint.last_save_in_hf = true;
-    run(c, m);
-    return load_hf_weights(dump + "/checkpoint/step-1-hf");
-  };
-  const TensorMap wa = exported({}, "one"), wb = exported(pt, "pp2xtp2");
-  ASSERT_EQ(wa.size(), wb.size());
-  for (const auto& [name, t] : wa) {
-    ASSERT_TRUE(wb.count(name)) << name;
-    ASSERT_EQ(wb.at(name).shape(), t.shape()) << name;
-    EXPECT_EQ(std::memcmp(wb.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
-  }
+  test::expect_same_tensors(exported({}, "pp_tp_export_one"), exported(pt, "pp_tp_export_pp2xtp2"));
 }
 
 // The export of pp2 x dp2 x ep2: each stage's experts joined from its ep group, the units sent from
 // their stages; bit for bit one process's.
 TEST(PipelineParallelTrainingLong, HfExportOfPpByEpEqualsOneProcess) {
-  auto exported = [](const Layout& m, const std::string& name) {
-    const std::string dump = test::temp_dir("pp_ep_export_" + name);
-    JobConfig c = pp_job(dump, 1, m, true);
-    c.optimizer.lr = 0;
-    c.checkpoint.last_save_in_hf = true;
-    run(c, m);
-    return load_hf_weights(dump + "/checkpoint/step-1-hf");
-  };
-  const TensorMap wa = exported({}, "one"), wb = exported({2, 2, "1F1B", 2}, "pp2xdp2xep2");
-  ASSERT_EQ(wa.size(), wb.size());
-  for (const auto& [name, t] : wa) {
-    ASSERT_TRUE(wb.count(name)) << name;
-    EXPECT_EQ(std::memcmp(wb.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
-  }
+  test::expect_same_tensors(exported({}, "pp_ep_export_one", true),
+                            exported({2, 2, "1F1B", 2}, "pp_ep_export_pp2xdp2xep2", true));
 }
 
 // Composition at pp2: full activation checkpointing with gradient accumulation (global batch 8 =
@@ -239,21 +182,7 @@ TEST(PipelineParallelTrainingLong, CheckpointsResumeAcrossLayouts) {
 // The export takes each unit from its stage: with the weights as initialised (lr 0) it is bit for
 // bit one process's.
 TEST(PipelineParallelTraining, HfExportEqualsOneProcess) {
-  auto exported = [](const Layout& m, const std::string& name) {
-    const std::string dump = test::temp_dir("pp_export_" + name);
-    JobConfig c = pp_job(dump, 1, m);
-    c.optimizer.lr = 0;
-    c.checkpoint.last_save_in_hf = true;
-    run(c, m);
-    return load_hf_weights(dump + "/checkpoint/step-1-hf");
-  };
-  const TensorMap wa = exported({}, "one"), wb = exported({2, 2, "1F1B"}, "pp2xdp2");
-  ASSERT_EQ(wa.size(), wb.size());
-  for (const auto& [name, t] : wa) {
-    ASSERT_TRUE(wb.count(name)) << name;
-    ASSERT_EQ(wb.at(name).shape(), t.shape()) << name;
-    EXPECT_EQ(std::memcmp(wb.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
-  }
+  test::expect_same_tensors(exported({}, "pp_export_one"), exported({2, 2, "1F1B"}, "pp_export_pp2xdp2"));
 }
 
 // LoRA (rank 8 on the attention and MLP projections, dropout 0.1: masks by step and global row)
