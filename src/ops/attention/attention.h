@@ -14,6 +14,11 @@
 // Block-causal (packed documents, ops/attention/segments.h): the *_segments forms take seg [B * S],
 // the start of each token's document within its sequence; query s sees keys seg[s] <= t <= s.
 // With seg == nullptr they are the causal forms.
+//
+// Suffix (context parallelism, model/context_parallel.h): the *_suffix forms take queries that are
+// the last Sq positions of sequences of Sk >= Sq keys: q rows [B * Sq], k and v rows [B * Sk],
+// out [B, Sq, Hq, D], lse [B, Hq, Sq]; query i sees keys t <= Sk - Sq + i (dk, dv [B * Sk] rows,
+// overwritten). With Sq == Sk they equal the causal forms.
 #pragma once
 #include <string>
 
@@ -39,6 +44,24 @@ struct AttentionKernel {
   void (*backward_segments)(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
                             const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg, float scale,
                             const RowView& dq, const RowView& dk, const RowView& dv) = nullptr;
+  void (*forward_suffix)(const RowView& q, const RowView& k, const RowView& v, int64_t sq, int64_t sk, float scale,
+                         Tensor& out, Tensor& lse) = nullptr;
+  void (*backward_suffix)(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+                          const Tensor& dout, int64_t sq, int64_t sk, float scale, const RowView& dq,
+                          const RowView& dk, const RowView& dv) = nullptr;
+
+  void forward_rows_suffix(const RowView& q, const RowView& k, const RowView& v, int64_t sq, int64_t sk, float scale,
+                           Tensor& out, Tensor& lse) const {
+    TITAN_CHECK(forward_suffix, who("forward"), ": context-parallel (suffix) attention is not implemented by this variant");
+    forward_suffix(q, k, v, sq, sk, scale, out, lse);
+  }
+  void backward_rows_suffix(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                            const Tensor& lse, const Tensor& dout, int64_t sq, int64_t sk, float scale,
+                            const RowView& dq, const RowView& dk, const RowView& dv) const {
+    TITAN_CHECK(backward_suffix, who("backward"),
+                ": context-parallel (suffix) attention is not implemented by this variant");
+    backward_suffix(q, k, v, out, lse, dout, sq, sk, scale, dq, dk, dv);
+  }
 
   void forward_rows_seg(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
                         float scale, Tensor& out, Tensor& lse) const {

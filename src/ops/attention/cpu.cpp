@@ -92,22 +92,25 @@ void queries_from_keys(const TileOps& ops, bool diag, int64_t qn, int64_t kn, in
   if (qn > kHalf) ops.gemm(qn - kHalf, D, kn, t + kHalf, 1, kTile, Y, ldy, C + kHalf * ldc, ldc, accumulate);
 }
 
-void forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
-             Tensor& lse) {
-  const Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, "attention.cpu forward");
+// The forward of queries that are the last Sq = d.S of Sk positions (Sk == Sq: plain causal).
+// Query blocks are laid on the key positions, so a block's diagonal is the key block at its own
+// start; the columns of the first block before position off = Sk - Sq are padding.
+void forward_impl(const Dims& d, int64_t Sk, const RowView& q, const RowView& k, const RowView& v, float scale,
+                  Tensor& out, Tensor& lse) {
   const TileOps& ops = tile_ops();
   // Token row strides: qs, ks, vs of the (possibly strided) inputs, os of out (contiguous).
-  const int64_t D = d.D, S = d.S, nb = num_blocks(S), qs = q.ld, ks = k.ld, vs = v.ld, os = d.Hq * D;
-  const float* Q = q.t.data<float>();  // [B * S rows at qs, Hq, D]
-  const float* K = k.t.data<float>();  // [B * S rows at ks, Hkv, D]
-  const float* V = v.t.data<float>();  // [B * S rows at vs, Hkv, D]
-  float* O = out.data<float>();        // [B, S, Hq, D]
-  float* L = lse.data<float>();      // [B, Hq, S]
+  const int64_t D = d.D, Sq = d.S, off = Sk - Sq, nb = num_blocks(Sk), qb0 = off / kTile, qs = q.ld, ks = k.ld,
+                vs = v.ld, os = d.Hq * D;
+  const float* Q = q.t.data<float>();  // [B * Sq rows at qs, Hq, D]
+  const float* K = k.t.data<float>();  // [B * Sk rows at ks, Hkv, D]
+  const float* V = v.t.data<float>();  // [B * Sk rows at vs, Hkv, D]
+  float* O = out.data<float>();        // [B, Sq, Hq, D]
+  float* L = lse.data<float>();        // [B, Hq, Sq]
   const int64_t heads = d.B * d.Hq;
-  parallel_for(nb * heads, 1, [&](int64_t t0, int64_t t1) {
+  parallel_for((nb - qb0) * heads, 1, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> buf;
     buf.resize(size_t(2 * D * kTile + kTile * kTile + 3 * kTile));
-    float* qt = buf.data();          // [D, kTile]  scale * Q_i^T, zero past the sequence end
+    float* qt = buf.data();          // [D, kTile]  scale * Q_i^T, zero outside the queries
     float* acc = qt + D * kTile;     // [kTile, D]  unnormalized output rows
     float* st = acc + kTile * D;     // [kTile, kTile]  scores / probabilities, key-major
     float* m = st + kTile * kTile;   // [kTile] running max
@@ -115,15 +118,16 @@ void forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, 
     float* alpha = l + kTile;        // [kTile] rescale factor of this step
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t qb = nb - 1 - t / heads, b = (t % heads) / d.Hq, h = t % d.Hq, g = h / d.group();
-      const int64_t q0 = qb * kTile, qn = std::min<int64_t>(kTile, S - q0);
-      if (qn < kTile) std::fill_n(qt, D * kTile, 0.f);
-      transpose_scaled(Q + (b * S + q0) * qs + h * D, qs, qn, D, scale, qt, kTile);
+      // Columns [c0, qn) of the block are queries (key positions q0 + c0 ..).
+      const int64_t q0 = qb * kTile, qn = std::min<int64_t>(kTile, Sk - q0), c0 = std::max<int64_t>(0, off - q0);
+      if (qn < kTile || c0 > 0) std::fill_n(qt, D * kTile, 0.f);
+      transpose_scaled(Q + (b * Sq + q0 + c0 - off) * qs + h * D, qs, qn - c0, D, scale, qt + c0, kTile);
       std::fill(m, m + kTile, -INFINITY);
       std::fill(l, l + kTile, 0.f);
       for (int64_t kb = 0; kb <= qb; ++kb) {
-        const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, S - k0);
-        const float* krows = K + (b * S + k0) * ks + g * D;
-        const float* vrows = V + (b * S + k0) * vs + g * D;
+        const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, Sk - k0);
+        const float* krows = K + (b * Sk + k0) * ks + g * D;
+        const float* vrows = V + (b * Sk + k0) * vs + g * D;
         const bool diag = kb == qb;
         keys_by_queries(ops, diag, kn, D, krows, ks, qt, kTile, st);
         ops.softmax_step(st, int(kn), diag, m, l, alpha);
@@ -135,53 +139,64 @@ void forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, 
           }
         queries_from_keys(ops, diag, qn, kn, D, st, vrows, vs, acc, D, kb > 0);
       }
-      for (int64_t i = 0; i < qn; ++i) {
-        float* orow = O + (b * S + q0 + i) * os + h * D;
+      for (int64_t i = c0; i < qn; ++i) {
+        float* orow = O + (b * Sq + q0 + i - off) * os + h * D;
         const float li = l[i];
         for (int64_t c = 0; c < D; ++c) orow[c] = acc[i * D + c] / li;
-        L[(b * d.Hq + h) * S + q0 + i] = m[i] + std::log(l[i]);
+        L[(b * d.Hq + h) * Sq + q0 + i - off] = m[i] + std::log(l[i]);
       }
     }
   });
 }
 
+void forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
+             Tensor& lse) {
+  const Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, "attention.cpu forward");
+  forward_impl(d, d.S, q, k, v, scale, out, lse);
+}
+
 // Key-block ranges for the backward: about `want` ranges of equal work, the work of key block kb
-// being the number of query blocks that see it (nb - kb). Returns the range starts plus nb.
-std::vector<int64_t> key_ranges(int64_t nb, int64_t want) {
+// being the number of query blocks that see it (nb - max(kb, qb0), query blocks starting at qb0).
+// Returns the range starts plus nb.
+std::vector<int64_t> key_ranges(int64_t nb, int64_t qb0, int64_t want) {
   std::vector<int64_t> starts{0};
-  const double total = double(nb) * double(nb + 1) / 2;
+  double total = 0;
+  for (int64_t kb = 0; kb < nb; ++kb) total += double(nb - std::max(kb, qb0));
   double done = 0;
   for (int64_t kb = 0; kb + 1 < nb && int64_t(starts.size()) < want; ++kb) {
-    done += double(nb - kb);
+    done += double(nb - std::max(kb, qb0));
     if (done >= total * double(starts.size()) / double(want)) starts.push_back(kb + 1);
   }
   starts.push_back(nb);
   return starts;
 }
 
-void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-              const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk, const RowView& dv) {
-  const Dims d = check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.cpu backward");
+// The backward of forward_impl: queries at the last Sq = d.S of Sk key positions. Positions before
+// off = Sk - Sq are padding queries with zero q and dO rows, which add nothing to dK and dV.
+void backward_impl(const Dims& d, int64_t Sk, const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                   const Tensor& lse, const Tensor& dout, float scale, const RowView& dq, const RowView& dk,
+                   const RowView& dv) {
   const TileOps& ops = tile_ops();
   // Token row strides of the views (qs, ks, vs; dqs, dks, dvs) and of out / dout (os, contiguous).
-  const int64_t D = d.D, S = d.S, nb = num_blocks(S), Sp = nb * kTile, os = d.Hq * D;
+  const int64_t D = d.D, Sq = d.S, off = Sk - Sq, nb = num_blocks(Sk), qb0 = off / kTile, Sp = nb * kTile,
+                os = d.Hq * D;
   const int64_t qs = q.ld, ks = k.ld, vs = v.ld, dqs = dq.ld, dks = dk.ld, dvs = dv.ld;
-  const float* Q = q.t.data<float>();   // [B * S rows at qs, Hq, D]
-  const float* K = k.t.data<float>();   // [B * S rows at ks, Hkv, D]
-  const float* V = v.t.data<float>();   // [B * S rows at vs, Hkv, D]
-  const float* O = out.data<float>();   // [B, S, Hq, D]
-  const float* dO = dout.data<float>(); // [B, S, Hq, D]
-  const float* L = lse.data<float>();   // [B, Hq, S]
+  const float* Q = q.t.data<float>();   // [B * Sq rows at qs, Hq, D]
+  const float* K = k.t.data<float>();   // [B * Sk rows at ks, Hkv, D]
+  const float* V = v.t.data<float>();   // [B * Sk rows at vs, Hkv, D]
+  const float* O = out.data<float>();   // [B, Sq, Hq, D]
+  const float* dO = dout.data<float>(); // [B, Sq, Hq, D]
+  const float* L = lse.data<float>();   // [B, Hq, Sq]
   float* dQ = dq.t.data<float>();
   float* dK = dk.t.data<float>();
   float* dV = dv.t.data<float>();
 
   // At least 16 tasks where the sequence allows, from the shapes alone (never the thread count).
   const int64_t pairs = d.B * d.Hkv;
-  const std::vector<int64_t> ranges = key_ranges(nb, std::min(nb, (16 + pairs - 1) / pairs));
+  const std::vector<int64_t> ranges = key_ranges(nb, qb0, std::min(nb, (16 + pairs - 1) / pairs));
   const int64_t nr = int64_t(ranges.size()) - 1;
-  Tensor partial;  // [nr, B, S, Hq, D] dQ of each key range (contiguous), when nr > 1
-  if (nr > 1) partial = Tensor::empty({nr, d.B, S, d.Hq, D}, DType::F32);
+  Tensor partial;  // [nr, B, Sq, Hq, D] dQ of each key range (contiguous), when nr > 1
+  if (nr > 1) partial = Tensor::empty({nr, d.B, Sq, d.Hq, D}, DType::F32);
 
   // Per task, everything the tile products touch is packed into dense per-head blocks: the products
   // then walk dense rows instead of D-float pieces at a stride of H * D, which for power-of-two
@@ -189,63 +204,67 @@ void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor
   // of Sp + 16 floats for the same reason (their rows are read in 64-float pieces).
   const int64_t ldt = Sp + 16;
   parallel_for(pairs * nr, 1, [&](int64_t t0, int64_t t1) {
-    // O(S D) per task, so a local buffer (long sequences would otherwise pin megabytes per thread).
-    std::vector<float> buf(size_t(2 * D * ldt + 2 * Sp + 2 * kTile * kTile + 7 * S * D));
-    float* qt = buf.data();           // [D, ldt] scale * Q^T of one head, zero past the end
+    // O(Sk D) per task, so a local buffer (long sequences would otherwise pin megabytes per thread).
+    std::vector<float> buf(size_t(2 * D * ldt + 2 * Sp + 2 * kTile * kTile + 7 * Sk * D));
+    float* qt = buf.data();           // [D, ldt] scale * Q^T of one head, zero outside the queries
     float* dot = qt + D * ldt;        // [D, ldt] dO^T
     float* lsep = dot + D * ldt;      // [Sp] lse
     float* dsum = lsep + Sp;          // [Sp] D = rowsum(dO * O)
     float* st = dsum + Sp;            // [kTile, kTile] scores, then P (key-major)
     float* dpt = st + kTile * kTile;  // [kTile, kTile] dP, then scale * dS
-    float* qp = dpt + kTile * kTile;  // [S, D] Q rows of one head (rows from lo)
-    float* dop = qp + S * D;          // [S, D] dO rows
-    float* dqp = dop + S * D;         // [S, D] dQ accumulator
-    float* kp = dqp + S * D;          // [S, D] K rows of the kv head (rows lo..hi)
-    float* vp = kp + S * D;           // [S, D] V rows
-    float* dkp = vp + S * D;          // [S, D] dK accumulator
-    float* dvp = dkp + S * D;         // [S, D] dV accumulator
+    float* qp = dpt + kTile * kTile;  // [Sk, D] Q rows of one head (rows from lo; zero before off)
+    float* dop = qp + Sk * D;         // [Sk, D] dO rows (likewise)
+    float* dqp = dop + Sk * D;        // [Sk, D] dQ accumulator
+    float* kp = dqp + Sk * D;         // [Sk, D] K rows of the kv head (rows lo..hi)
+    float* vp = kp + Sk * D;          // [Sk, D] V rows
+    float* dkp = vp + Sk * D;         // [Sk, D] dK accumulator
+    float* dvp = dkp + Sk * D;        // [Sk, D] dV accumulator
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t r = t % nr, b = (t / nr) / d.Hkv, g = (t / nr) % d.Hkv;
       const int64_t kb0 = ranges[size_t(r)], kb1 = ranges[size_t(r) + 1];
-      const int64_t lo = kb0 * kTile, hi = std::min(S, kb1 * kTile);  // key rows owned; queries from lo
-      pack_rows(K + (b * S + lo) * ks + g * D, ks, hi - lo, D, kp + lo * D);
-      pack_rows(V + (b * S + lo) * vs + g * D, vs, hi - lo, D, vp + lo * D);
+      const int64_t lo = kb0 * kTile, hi = std::min(Sk, kb1 * kTile);  // key rows owned; queries from lo
+      const int64_t qlo = std::max(lo, off);                            // the first real query row
+      pack_rows(K + (b * Sk + lo) * ks + g * D, ks, hi - lo, D, kp + lo * D);
+      pack_rows(V + (b * Sk + lo) * vs + g * D, vs, hi - lo, D, vp + lo * D);
       std::fill(dkp + lo * D, dkp + hi * D, 0.f);
       std::fill(dvp + lo * D, dvp + hi * D, 0.f);
       for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
-        const int64_t qhead = (b * S) * qs + h * D;  // offset of row (b, 0, h) in q
-        const int64_t ohead = (b * S) * os + h * D;  // ... in out, dout and the dQ partials
-        pack_rows(Q + qhead + lo * qs, qs, S - lo, D, qp + lo * D);
-        pack_rows(dO + ohead + lo * os, os, S - lo, D, dop + lo * D);
-        std::fill(dqp + lo * D, dqp + S * D, 0.f);
+        const int64_t qhead = (b * Sq) * qs + h * D;  // offset of row (b, 0, h) in q
+        const int64_t ohead = (b * Sq) * os + h * D;  // ... in out, dout and the dQ partials
+        std::fill(qp + lo * D, qp + qlo * D, 0.f);
+        std::fill(dop + lo * D, dop + qlo * D, 0.f);
+        pack_rows(Q + qhead + (qlo - off) * qs, qs, Sk - qlo, D, qp + qlo * D);
+        pack_rows(dO + ohead + (qlo - off) * os, os, Sk - qlo, D, dop + qlo * D);
+        std::fill(dqp + lo * D, dqp + Sk * D, 0.f);
         // Transposed copies, zero past the end.
         for (int64_t c = 0; c < D; ++c) {
-          std::fill(qt + c * ldt + S, qt + (c + 1) * ldt, 0.f);
-          std::fill(dot + c * ldt + S, dot + (c + 1) * ldt, 0.f);
+          std::fill(qt + c * ldt + Sk, qt + (c + 1) * ldt, 0.f);
+          std::fill(dot + c * ldt + Sk, dot + (c + 1) * ldt, 0.f);
         }
-        transpose_scaled(qp + lo * D, D, S - lo, D, scale, qt + lo, ldt);
-        transpose_scaled(dop + lo * D, D, S - lo, D, 1.f, dot + lo, ldt);
+        transpose_scaled(qp + lo * D, D, Sk - lo, D, scale, qt + lo, ldt);
+        transpose_scaled(dop + lo * D, D, Sk - lo, D, 1.f, dot + lo, ldt);
         // D = rowsum(dO * O) in double, eight partial sums so the loop vectorizes.
         for (int64_t s = lo; s < Sp; ++s) {
           double part[8] = {};
-          if (s + kAhead < S) prefetch_row(O + ohead + (s + kAhead) * os, D);
-          if (s < S) {
+          const bool real = s >= off && s < Sk;
+          if (real && s + kAhead < Sk) prefetch_row(O + ohead + (s - off + kAhead) * os, D);
+          if (real) {
             const float* dorow = dop + s * D;
-            const float* orow = O + ohead + s * os;
+            const float* orow = O + ohead + (s - off) * os;
             int64_t c = 0;
             for (; c + 8 <= D; c += 8)
               for (int u = 0; u < 8; ++u) part[u] += double(dorow[c + u]) * double(orow[c + u]);
             for (; c < D; ++c) part[0] += double(dorow[c]) * double(orow[c]);
           }
-          lsep[s] = s < S ? L[(b * d.Hq + h) * S + s] : 0.f;
+          lsep[s] = real ? L[(b * d.Hq + h) * Sq + s - off] : 0.f;
           dsum[s] = float(((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7])));
         }
         for (int64_t kb = kb0; kb < kb1; ++kb) {
-          const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, S - k0);
+          const int64_t k0 = kb * kTile, kn = std::min<int64_t>(kTile, Sk - k0);
           const float *krows = kp + k0 * D, *vrows = vp + k0 * D;
           float *dkrows = dkp + k0 * D, *dvrows = dvp + k0 * D;
-          for (int64_t qb = kb; qb < nb; ++qb) {
-            const int64_t q0 = qb * kTile, qn = std::min<int64_t>(kTile, S - q0);
+          for (int64_t qb = std::max(kb, qb0); qb < nb; ++qb) {
+            const int64_t q0 = qb * kTile, qn = std::min<int64_t>(kTile, Sk - q0);
             const bool diag = qb == kb;
             keys_by_queries(ops, diag, kn, D, krows, D, qt + q0, ldt, st);    // St = K (sQ)^T
             keys_by_queries(ops, diag, kn, D, vrows, D, dot + q0, ldt, dpt);  // dPt = V dO^T
@@ -256,21 +275,22 @@ void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor
           }
         }
         if (nr > 1)
-          unpack_rows(dqp + lo * D, S - lo, D, partial.data<float>() + r * d.B * S * os + ohead + lo * os, os);
+          unpack_rows(dqp + qlo * D, Sk - qlo, D, partial.data<float>() + r * d.B * Sq * os + ohead + (qlo - off) * os,
+                      os);
         else
-          unpack_rows(dqp + lo * D, S - lo, D, dQ + (b * S) * dqs + h * D + lo * dqs, dqs);
+          unpack_rows(dqp + qlo * D, Sk - qlo, D, dQ + (b * Sq) * dqs + h * D + (qlo - off) * dqs, dqs);
       }
-      unpack_rows(dkp + lo * D, hi - lo, D, dK + (b * S + lo) * dks + g * D, dks);
-      unpack_rows(dvp + lo * D, hi - lo, D, dV + (b * S + lo) * dvs + g * D, dvs);
+      unpack_rows(dkp + lo * D, hi - lo, D, dK + (b * Sk + lo) * dks + g * D, dks);
+      unpack_rows(dvp + lo * D, hi - lo, D, dV + (b * Sk + lo) * dvs + g * D, dvs);
     }
   });
 
   if (nr > 1) {
     const float* part = partial.data<float>();
-    const int64_t stride = d.B * S * os;
-    parallel_for(d.B * S, 16, [&](int64_t r0, int64_t r1) {
-      for (int64_t row = r0; row < r1; ++row) {  // row = b * S + s
-        const int64_t s = row % S;
+    const int64_t stride = d.B * Sq * os;
+    parallel_for(d.B * Sq, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t row = r0; row < r1; ++row) {  // row = b * Sq + s - off
+        const int64_t s = row % Sq + off;
         float* dst = dQ + row * dqs;
         std::fill_n(dst, os, 0.f);
         for (int64_t r = 0; r < nr && ranges[size_t(r)] * kTile <= s; ++r)
@@ -278,6 +298,26 @@ void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor
       }
     });
   }
+}
+
+void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+              const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk, const RowView& dv) {
+  const Dims d = check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.cpu backward");
+  backward_impl(d, d.S, q, k, v, out, lse, dout, scale, dq, dk, dv);
+}
+
+void forward_suffix(const RowView& q, const RowView& k, const RowView& v, int64_t sq, int64_t sk, float scale,
+                    Tensor& out, Tensor& lse) {
+  const Dims d = check_rows_suffix_forward(q, k, v, sq, sk, scale, out, lse, "attention.cpu forward");
+  forward_impl(d, sk, q, k, v, scale, out, lse);
+}
+
+void backward_suffix(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+                     const Tensor& dout, int64_t sq, int64_t sk, float scale, const RowView& dq, const RowView& dk,
+                     const RowView& dv) {
+  const Dims d =
+      check_rows_suffix_backward(q, k, v, out, lse, dout, sq, sk, scale, dq, dk, dv, "attention.cpu backward");
+  backward_impl(d, sk, q, k, v, out, lse, dout, scale, dq, dk, dv);
 }
 
 // Elements [e0, e0 + n) of a contiguous tensor, as a 1-d view.
@@ -313,7 +353,8 @@ void backward_segments(const RowView& q, const RowView& k, const RowView& v, con
   });
 }
 
-const AttentionKernel kCpu{"cpu", forward, backward, forward_segments, backward_segments};
+const AttentionKernel kCpu{"cpu", forward, backward, forward_segments, backward_segments, forward_suffix,
+                           backward_suffix};
 TITAN_REGISTER_KERNEL(AttentionKernel, "cpu", DeviceType::CPU, kCpu);
 
 }  // namespace

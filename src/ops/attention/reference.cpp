@@ -160,7 +160,55 @@ void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor
   backward_segments(q, k, v, out, lse, dout, seq, nullptr, scale, dq, dk, dv);
 }
 
-const AttentionKernel kReference{"reference", forward, backward, forward_segments, backward_segments};
+// The suffix forms: the queries (and dO) placed at the last Sq of Sk positions of a zero-padded
+// sequence, attended as plain causal attention over Sk; padding queries have zero q and dO, so
+// they add nothing to dK and dV, and their rows of the outputs are dropped.
+std::vector<double> padded(const std::vector<double>& rows, const Dims& d, int64_t sk) {
+  const int64_t w = d.Hq * d.D, off = sk - d.S;
+  std::vector<double> r(size_t(d.B * sk * w), 0.0);
+  for (int64_t b = 0; b < d.B; ++b)
+    std::copy_n(rows.data() + b * d.S * w, d.S * w, r.data() + (b * sk + off) * w);
+  return r;
+}
+std::vector<double> suffix_rows(const std::vector<double>& full, const Dims& d, int64_t sk) {
+  const int64_t w = d.Hq * d.D, off = sk - d.S;
+  std::vector<double> r(size_t(d.B * d.S * w));
+  for (int64_t b = 0; b < d.B; ++b)
+    std::copy_n(full.data() + (b * sk + off) * w, d.S * w, r.data() + b * d.S * w);
+  return r;
+}
+
+void forward_suffix(const RowView& q, const RowView& k, const RowView& v, int64_t sq, int64_t sk, float scale,
+                    Tensor& out, Tensor& lse) {
+  const Dims d = check_rows_suffix_forward(q, k, v, sq, sk, scale, out, lse, "attention.reference forward");
+  Dims full = d;
+  full.S = sk;
+  auto qd = padded(to_double(q), d, sk), kd = to_double(k), vd = to_double(v);
+  std::vector<double> od(qd.size()), ld(size_t(d.B * d.Hq * sk));
+  reference_forward(full, qd.data(), kd.data(), vd.data(), scale, od.data(), ld.data());
+  from_double(suffix_rows(od, d, sk), out);
+  float* L = lse.data<float>();
+  for (int64_t bh = 0; bh < d.B * d.Hq; ++bh)
+    for (int64_t s = 0; s < sq; ++s) L[bh * sq + s] = float(ld[size_t(bh * sk + sk - sq + s)]);
+}
+
+void backward_suffix(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
+                     const Tensor& dout, int64_t sq, int64_t sk, float scale, const RowView& dq, const RowView& dk,
+                     const RowView& dv) {
+  const Dims d =
+      check_rows_suffix_backward(q, k, v, out, lse, dout, sq, sk, scale, dq, dk, dv, "attention.reference backward");
+  Dims full = d;
+  full.S = sk;
+  auto qd = padded(to_double(q), d, sk), kd = to_double(k), vd = to_double(v), dod = padded(to_double(dout), d, sk);
+  std::vector<double> dqd(qd.size()), dkd(kd.size()), dvd(vd.size());
+  reference_backward(full, qd.data(), kd.data(), vd.data(), dod.data(), scale, dqd.data(), dkd.data(), dvd.data());
+  from_double(suffix_rows(dqd, d, sk), dq);
+  from_double(dkd, dk);
+  from_double(dvd, dv);
+}
+
+const AttentionKernel kReference{"reference", forward,        backward,       forward_segments,
+                                 backward_segments, forward_suffix, backward_suffix};
 TITAN_REGISTER_KERNEL(AttentionKernel, "reference", DeviceType::CPU, kReference);
 
 }  // namespace

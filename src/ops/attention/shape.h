@@ -121,4 +121,45 @@ inline Dims check_rows_backward(const RowView& q, const RowView& k, const RowVie
   return d;
 }
 
+// The suffix forms (context parallelism, attention.h): q [B*Sq, Hq, D], k and v [B*Sk, Hkv, D]
+// with Sk >= Sq; out [B, Sq, Hq, D] and lse [B, Hq, Sq]. Dims::S is Sq.
+inline Dims check_rows_suffix(const RowView& q, const RowView& k, const RowView& v, int64_t sq, int64_t sk,
+                              float scale, const char* who) {
+  check_view(q, DType::F32, who, "q");
+  check_view(k, DType::F32, who, "k");
+  check_view(v, DType::F32, who, "v");
+  TITAN_CHECK(sq > 0 && sk >= sq, who, ": a suffix of ", sq, " queries over ", sk,
+              " keys (the queries must be the last sq >= 1 of sk positions)");
+  TITAN_CHECK(q.n > 0 && q.n % sq == 0, who, ": 'q' has ", q.n, " token rows, not a positive multiple of ", sq);
+  check_same_rows(k, v, who, "k", "v");
+  const int64_t B = q.n / sq;
+  TITAN_CHECK(k.n == B * sk && k.d == q.d, who, ": 'k' [", k.n, ", ", k.h, ", ", k.d, "] does not match ", B,
+              " sequences of ", sk, " keys of 'q' [", q.n, ", ", q.h, ", ", q.d, "]");
+  TITAN_CHECK(q.h % k.h == 0, who, ": query heads (", q.h, ") must be a multiple of kv heads (", k.h, ")");
+  TITAN_CHECK(std::isfinite(scale), who, ": scale must be finite, got ", scale);
+  return Dims{B, sq, q.h, k.h, q.d};
+}
+
+inline Dims check_rows_suffix_forward(const RowView& q, const RowView& k, const RowView& v, int64_t sq, int64_t sk,
+                                      float scale, const Tensor& out, const Tensor& lse, const char* who) {
+  const Dims d = check_rows_suffix(q, k, v, sq, sk, scale, who);
+  check_contiguous_out(out, {d.B, d.S, d.Hq, d.D}, who, "out");
+  check_contiguous_out(lse, {d.B, d.Hq, d.S}, who, "lse");
+  return d;
+}
+
+inline Dims check_rows_suffix_backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                                       const Tensor& lse, const Tensor& dout, int64_t sq, int64_t sk, float scale,
+                                       const RowView& dq, const RowView& dk, const RowView& dv, const char* who) {
+  const Dims d = check_rows_suffix_forward(q, k, v, sq, sk, scale, out, lse, who);
+  check_contiguous_out(dout, {d.B, d.S, d.Hq, d.D}, who, "dout");
+  check_view(dq, DType::F32, who, "dq");
+  check_view(dk, DType::F32, who, "dk");
+  check_view(dv, DType::F32, who, "dv");
+  check_same_rows(q, dq, who, "q", "dq");
+  check_same_rows(k, dk, who, "k", "dk");
+  check_same_rows(v, dv, who, "v", "dv");
+  return d;
+}
+
 }  // namespace titan::attention
