@@ -397,7 +397,10 @@ DecoderModel::Hidden DecoderModel::forward_layers(const Tensor& ids, Positions p
                                               InferenceState* cache) {
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S;
   const size_t n = layers_.size();
-  if (pos.start + S > rope_.max_pos()) rope_ = rope_cache(pos.start + S);
+  const int64_t end = pos.chunks ? pos.global_seq : pos.start + S;  // past the last position
+  TITAN_CHECK(end <= cfg_.max_position_embeddings, "sequence length ", end, " exceeds max_position_embeddings ",
+              cfg_.max_position_embeddings);
+  if (end > rope_.max_pos()) rope_ = rope_cache(end);
   Hidden out;
   Tensor x;  // the residual stream: the embedding, then each layer's output
   steps.at(0, Phase::Forward);
@@ -464,11 +467,11 @@ void DecoderModel::backward_layers(ActivationStore& store, Tensor& dx, std::vect
 double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* logits_out, const Tensor* positions) {
   check_batch(ids, labels, cfg_.max_position_embeddings);
   TITAN_CHECK(!pp_.on(), "scoring: not with pipeline parallelism in this build (the model holds only its stages)");
-  const std::vector<int64_t> doc_start = document_starts(positions, ids);
+  const SequenceLayout layout = sequence_layout(ids, positions, cp_);
   const int64_t T = ids.numel(), H = cfg_.hidden_size;
   round_weights_for_compute();
   Steps steps(*this, Pass::Score);
-  Hidden hid = forward_layers(ids, Positions{0, doc_start.empty() ? nullptr : doc_start.data()}, nullptr, steps);
+  Hidden hid = forward_layers(ids, layout.pos(), nullptr, steps);
   steps.at(num_units() - 1, Phase::Forward);
   const KernelSet& hk = kernels_.back();
   const int64_t Tr = hid.x.dim(0);
@@ -498,6 +501,19 @@ double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* lo
     loss += double(count_labels(labels)) * cfg_.router_aux_loss_coef * last_aux_;
   }
   return loss;
+}
+
+void DecoderModel::set_context_parallel(const ContextParallel& cp) {
+  if (cp.on()) {
+    const char* why = " ([parallelism] context_parallel_degree = 1)";
+    TITAN_CHECK(!cfg_.is_qwen3_5(), "context parallelism: not for ", cfg_.model_type,
+                " (its linear-attention layers carry a recurrent state along the sequence) in this build", why);
+    TITAN_CHECK(!lora_enabled(), "context parallelism: not with LoRA in this build", why);
+    TITAN_CHECK(!pp_.on(), "context parallelism: not with pipeline parallelism in this build", why);
+    TITAN_CHECK(!aux_loss_on(), "context parallelism: the router auxiliary loss (output_router_logits) spans every ",
+                "token of a sequence; not with context parallelism in this build", why);
+  }
+  cp_ = cp;
 }
 
 void DecoderModel::set_compute_dtype(DType d) {
@@ -550,8 +566,9 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
   check_batch(ids, labels, cfg_.max_position_embeddings);
   TITAN_CHECK(!pp_.on(), "forward_backward: a pipeline stage trains through stage_forward / stage_backward");
   TITAN_CHECK(!lora_params_merged_, "forward_backward: the MoE-parameter LoRA adapters were merged for inference");
-  const std::vector<int64_t> doc_start = document_starts(positions, ids);
-  const Positions pos{0, doc_start.empty() ? nullptr : doc_start.data()};
+  TITAN_CHECK(!cp_.on() || !lora_enabled(), "LoRA: not with context parallelism in this build");
+  const SequenceLayout layout = sequence_layout(ids, positions, cp_);
+  const Positions pos = layout.pos();
   const int64_t B = ids.dim(0), S = ids.dim(1), T = B * S;
   const size_t n = layers_.size();
   round_weights_for_compute();

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/context_parallel.h"
 #include "model/expert_parallel.h"
 #include "model/pipeline.h"
 #include "model/kernels.h"
@@ -48,9 +49,14 @@ struct InferenceState;   // per-layer state of a generating batch (model/inferen
 // Packed documents (block-causal, model/positions.h): doc_start [B * S] gives, per token, the
 // index in its sequence of its document's first token; each document's positions restart at 0
 // and its tokens attend only within it. nullptr: one document per sequence.
+//
+// Context parallelism (model/context_parallel.h): the S tokens of a call are this rank's chunks of
+// sequences of global_seq tokens; doc_start then holds global token indices.
 struct Positions {
   int64_t start = 0;
   const int64_t* doc_start = nullptr;
+  const std::vector<SeqChunk>* chunks = nullptr;  // null: the whole sequence
+  int64_t global_seq = 0;                         // with chunks
 };
 
 class DecoderModel {
@@ -72,6 +78,12 @@ class DecoderModel {
 
   const ModelConfig& config() const { return cfg_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
+  // Context parallelism (model/context_parallel.h): training and scoring calls then take this
+  // rank's chunks of each sequence (cp_take_sequence of ids, labels and positions). It changes no
+  // parameter; causal-attention families only (not the Qwen3.5 linear-attention layers), no LoRA,
+  // no pipeline stages, no router auxiliary loss.
+  void set_context_parallel(const ContextParallel& cp);
+  const ContextParallel& context_parallel() const { return cp_; }
   const ExpertParallel& expert_parallel() const { return ep_; }
   // Pipeline parallelism (model/pipeline.h): the stages this model holds; only their units have
   // parameters, and training goes through stage_forward / stage_backward.
@@ -314,6 +326,20 @@ class DecoderModel {
   // sum as this rank's partial (reduce with tp_reduce_rows), overwritten, and dw accumulated (null:
   // a frozen head).
   double tp_cross_entropy(const Tensor& xf, const Tensor& labels, float grad_scale, Tensor* dxf, Tensor* dw);
+  // Context parallelism (model/layers/context_parallel_ops.cpp), for calls whose Positions carry
+  // chunks: cp_gather_sequence joins every rank's rows of x [B*S, h, d] (S local tokens) into the
+  // whole sequences [B, global_seq, h, d]; cp_reduce_scatter_sequence sums whole-sequence
+  // gradients over cp and writes this rank's tokens into dst; the attention forward and backward
+  // over the gathered K and V (q, out, lse, dout and the gradients of the local tokens).
+  Tensor cp_gather_sequence(const RowView& x, int64_t B, int64_t S, const Positions& pos) const;
+  void cp_reduce_scatter_sequence(const Tensor& global, int64_t B, int64_t S, const Positions& pos,
+                                  const RowView& dst) const;
+  void cp_attention_forward(const AttentionKernel& k, const RowView& q, const RowView& kk, const RowView& v, int64_t B,
+                            int64_t S, const Positions& pos, float scale, Tensor& out, Tensor& lse) const;
+  void cp_attention_backward(const AttentionKernel& k, const RowView& q, const RowView& kk, const RowView& v,
+                             const Tensor& out, const Tensor& lse, const Tensor& dout, int64_t B, int64_t S,
+                             const Positions& pos, float scale, const RowView& dq, const RowView& dk,
+                             const RowView& dv) const;
   // With bf16 compute, each linear weight is rounded to bf16 once per forward(_backward) call
   // (not once per GEMM); the copies live for that call only, so updated weights are never stale.
   // With unit hooks a layer's copies are made when its values arrive and dropped when they go.
@@ -326,6 +352,7 @@ class DecoderModel {
   ModelConfig cfg_;
   TensorParallel tp_;
   ExpertParallel ep_;
+  ContextParallel cp_;
   PipelineStages pp_;
   int64_t ep_bytes_ = 0;  // expert_dispatch_bytes
   // This rank's share of the model's widths (the whole model without tensor parallelism): heads,

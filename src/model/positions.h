@@ -21,7 +21,23 @@ std::vector<int64_t> document_starts(const Tensor* positions, const Tensor& ids)
 // document of a packed stream), as torchtitan's block_causal mask cuts documents at the eos id.
 Tensor positions_after_separator(const Tensor& ids, int64_t separator);
 
-// RoPE over rows x [B * S, H, D] at the tokens' positions: start + s, or within each document.
+// The token layout of a training or scoring call on ids [B, S]: doc_start (packed documents, from
+// positions [B, S]) and, under context parallelism, this rank's chunks of sequences of S x cp
+// tokens (ids, labels and positions then hold those chunks: model/context_parallel.h). Errors as
+// document_starts, on the chunks' positions (a chunk may start inside a document).
+struct SequenceLayout {
+  std::vector<int64_t> doc_start;
+  std::vector<SeqChunk> chunks;
+  int64_t global_seq = 0;
+  Positions pos() const {
+    return Positions{0, doc_start.empty() ? nullptr : doc_start.data(), chunks.empty() ? nullptr : &chunks,
+                     global_seq};
+  }
+};
+SequenceLayout sequence_layout(const Tensor& ids, const Tensor* positions, const ContextParallel& cp);
+
+// RoPE over rows x [B * S, H, D] at the tokens' positions: start + s, or within each document
+// (under context parallelism, at the global positions of the rank's chunks).
 void rope_rows(const RopeKernel& k, bool backward, const RowView& x, int64_t S, const Positions& pos,
                const RopeCache& cache);
 

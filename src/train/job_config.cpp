@@ -514,6 +514,22 @@ void JobConfig::validate(const std::string& o) const {
       fail(o, ": ", e.what());
     }
   }
+  if (parallelism.context_parallel_degree > 1) {
+    const int64_t cp = parallelism.context_parallel_degree;
+    const bool ht = parallelism.context_parallel_load_balancer == CpLoadBalancer::HeadTail;
+    const int64_t chunks = ht ? 2 * cp : cp;
+    require(training.seq_len % chunks == 0, o, "training", "seq_len",
+            "= " + std::to_string(training.seq_len) + " does not divide into " + std::to_string(chunks) +
+                " chunks ([parallelism] context_parallel_degree = " + std::to_string(cp) +
+                ", context_parallel_load_balancer = \"" + (ht ? "headtail\": 2 chunks per rank)" : "none\")"));
+    require(!validation.enable || validation.seq_len % chunks == 0, o, "validation", "seq_len",
+            "= " + std::to_string(validation.seq_len) + " does not divide into the " + std::to_string(chunks) +
+                " context-parallel chunks of [training] seq_len");
+    require(!lora.enable, o, "lora", "enable",
+            "is true with [parallelism] context_parallel_degree > 1: LoRA does not run context-parallel in this build");
+    require(parallelism.pipeline_parallel_degree == 1, o, "parallelism", "pipeline_parallel_degree",
+            "> 1 with context_parallel_degree > 1: pipeline stages do not run context-parallel in this build");
+  }
   require(!checkpoint.initial_load_in_hf || !checkpoint.initial_load_path.empty(), o, "checkpoint",
           "initial_load_in_hf", "is true but [checkpoint] initial_load_path is empty");
   for (auto& r : kernels.replace) {

@@ -33,6 +33,7 @@ enum class OptimizerName { AdamW };
 enum class DecayType { Linear, Sqrt, Cosine };
 enum class ReshardAfterForward { Default, Always, Never };
 enum class ActivationCheckpointMode { None, Selective, Full };
+enum class CpLoadBalancer { HeadTail, None };
 enum class AttnMaskType { Causal, BlockCausal };
 enum class DatasetFormat { Text, Chat };
 // [training] dataset_streaming: auto streams mixtures and datasets above 1 GiB on disk.
@@ -80,6 +81,11 @@ template <>
 struct OptionNames<AttnMaskType> {
   static constexpr std::pair<AttnMaskType, const char*> values[] = {{AttnMaskType::Causal, "causal"},
                                                                     {AttnMaskType::BlockCausal, "block_causal"}};
+};
+template <>
+struct OptionNames<CpLoadBalancer> {
+  static constexpr std::pair<CpLoadBalancer, const char*> values[] = {{CpLoadBalancer::HeadTail, "headtail"},
+                                                                      {CpLoadBalancer::None, "none"}};
 };
 template <>
 struct OptionNames<DatasetFormat> {
@@ -188,7 +194,11 @@ struct ParallelismSection {
   int64_t pipeline_parallel_microbatch_size = 1;
   int64_t pipeline_parallel_layers_per_stage = 0;  // 0: the layers split evenly over the stages
   int64_t pipeline_parallel_stages_per_rank = 0;   // 0: 2 for Interleaved1F1B, 1 otherwise
+  // Context parallelism (model/context_parallel.h): each sequence split over cp ranks; FSDP shards
+  // over data_parallel_shard_degree x context_parallel_degree. headtail: 2 cp chunks, rank r
+  // holding chunks r and 2 cp - 1 - r (balanced causal work); none: one chunk per rank.
   int64_t context_parallel_degree = 1;
+  CpLoadBalancer context_parallel_load_balancer = CpLoadBalancer::HeadTail;
   int64_t expert_parallel_degree = 1;
   // Sharded data parallelism (distributed/fsdp.h): free a layer's gathered parameters after its forward
   // and gather them again for backward ("default" = "always", as torchtitan without pipeline

@@ -63,11 +63,6 @@ std::vector<std::string> dataset_names() {
   return out;
 }
 
-// Degrees of parallelism this build does not have: only 1.
-Check only_one() {
-  return {[](int64_t v) { return v == 1; }, "is not implemented yet (only 1 is supported in this build)", true};
-}
-
 }  // namespace
 
 const std::vector<std::string>& section_names() {
@@ -201,7 +196,10 @@ std::vector<Field> fields_of(JobConfig& c) {
             "stages each pipeline rank holds (Interleaved1F1B: >= 2; 0: 2 for it, 1 otherwise)",
             {{[](int64_t v) { return v >= 0; }, "must be >= 0"}}),
       field("parallelism", "context_parallel_degree", &c.parallelism.context_parallel_degree,
-            "context parallelism (not built yet)", {only_one()}),
+            "ranks each sequence is split over (attention gathers K/V over them); FSDP shards over dp_shard x this",
+            {at_least_1, ranks_bound}),
+      field("parallelism", "context_parallel_load_balancer", &c.parallelism.context_parallel_load_balancer,
+            "headtail: rank r holds sequence chunks r and 2cp-1-r of 2cp (equal causal work); none: chunk r of cp"),
       field("parallelism", "expert_parallel_degree", &c.parallelism.expert_parallel_degree,
             "ranks the experts of each MoE layer are split over (borrowed from data_parallel_shard_degree)",
             {at_least_1, ranks_bound}),

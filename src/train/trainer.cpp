@@ -110,6 +110,10 @@ void Trainer::init_run() {
 void Trainer::build_model() {
   state_ = make_model_state(cfg_, *mesh_);
   DecoderModel& m = model();
+  // Context parallelism: the model attends over the cp group; next_global_batch hands it this
+  // rank's chunks of each sequence.
+  m.set_context_parallel(ContextParallel{&mesh_->cp(), cfg_.parallelism.context_parallel_load_balancer ==
+                                                          CpLoadBalancer::HeadTail});
   // A bf16 LoRA base ([lora] base_dtype) computes its GEMMs in bf16 whatever mixed_precision_param
   // says: the same arithmetic as f32 weights with mixed_precision_param = bfloat16 (docs/lora.md).
   m.set_compute_dtype(m.weight_dtype() == DType::BF16 ? DType::BF16 : cfg_.training.mixed_precision_param);
@@ -321,7 +325,7 @@ StepRecord Trainer::train_step() {
   rec.loss = loss;
   rec.grad_norm = norm;
   rec.lr = hp.lr;
-  rec.tokens = global_batch_ / dp_ * seq_;  // this rank's
+  rec.tokens = global_batch_ / dp_ * seq_ / cfg_.parallelism.context_parallel_degree;  // this rank's
   rec.flops = flops_per_token_ * double(rec.tokens) - head_flops_per_row_ * double(rec.tokens - step_head_rows_);
   rec.world = world_;
   rec.comm_seconds = world_ > 1 ? t_comm : 0.0;
@@ -342,6 +346,14 @@ StepRecord Trainer::train_step() {
 std::vector<Batch> Trainer::next_global_batch(int64_t* local_count) {
   std::vector<Batch> micro;
   for (int64_t a = 0; a < accum_; ++a) micro.push_back(data_->next(batch_rank_, dp_));
+  // Context parallelism: the cp ranks of a batch coordinate read the same rows and keep their
+  // chunks of each (the loss group's count then sums every labelled token once).
+  if (const ContextParallel& cp = model().context_parallel(); cp.on())
+    for (Batch& b : micro) {
+      b.inputs = cp_take_sequence(b.inputs, cp);
+      b.labels = cp_take_sequence(b.labels, cp);
+      if (b.positions.defined()) b.positions = cp_take_sequence(b.positions, cp);
+    }
   *local_count = 0;
   for (auto& b : micro) *local_count += count_labels(b.labels);
   return micro;

@@ -27,9 +27,11 @@ Validator::Validator(const JobConfig& cfg, const data::Tokenizer& tok, const std
   rows_ = std::make_unique<DataRows>(cfg, tok, validation_source(cfg), cfg.validation.seq_len);
 }
 
-ValidationResult Validator::run(DecoderModel& model, comm::Comm& comm) const {
+ValidationResult Validator::run(DecoderModel& model, comm::Comm& comm, comm::Comm* loss_comm) const {
   const double t0 = now_seconds();
   const int64_t W = comm.size(), r = comm.rank(), lb = cfg_.validation.local_batch_size;
+  comm::Comm& sum_comm = loss_comm ? *loss_comm : comm;
+  const ContextParallel& cp = model.context_parallel();
   const int64_t N = cfg_.validation.steps * lb, per = (N + W - 1) / W, calls = (per + lb - 1) / lb;
   const int64_t first = std::min(N, r * per), last = std::min(N, (r + 1) * per);
   double loss_sum = 0;
@@ -39,12 +41,18 @@ ValidationResult Validator::run(DecoderModel& model, comm::Comm& comm) const {
     Batch b = rows_->rows(uint64_t(n > 0 ? a : 0), std::max<int64_t>(n, 1));
     if (n == 0)  // this rank is out of rows: a forward that counts nothing
       std::fill_n(b.labels.data<int64_t>(), b.labels.numel(), int64_t(-100));
+    if (cp.on()) {  // this rank's chunks of each row, as in training
+      b.inputs = cp_take_sequence(b.inputs, cp);
+      b.labels = cp_take_sequence(b.labels, cp);
+      if (b.positions.defined()) b.positions = cp_take_sequence(b.positions, cp);
+    }
     count += count_labels(b.labels);
     loss_sum += model.forward(b.inputs, b.labels, nullptr, b.positions.defined() ? &b.positions : nullptr);
   }
   ValidationResult res;
-  res.tokens = W > 1 ? comm.all_reduce_sum(count) : count;
-  const double total = W > 1 ? comm.all_reduce_sum(loss_sum) : loss_sum;
+  const bool sum = sum_comm.size() > 1;
+  res.tokens = sum ? sum_comm.all_reduce_sum(count) : count;
+  const double total = sum ? sum_comm.all_reduce_sum(loss_sum) : loss_sum;
   res.loss = res.tokens > 0 ? total / double(res.tokens) : NAN;
   res.seconds = now_seconds() - t0;
   return res;
@@ -91,7 +99,7 @@ class ValidationHook final : public TrainerHook {
   }
   void on_step_end(Trainer& t, const StepRecord& rec) override {
     if (rec.step % t.cfg().validation.freq != 0 && !t.last_step()) return;
-    const ValidationResult r = v_.run(t.model(), t.mesh().batch());
+    const ValidationResult r = v_.run(t.model(), t.mesh().batch(), &t.mesh().loss());
     if (t.lead()) t.metrics().record_validation(rec.step, r.loss, r.tokens, r.seconds);
     if (t.cfg().validation.sample_prompts.empty()) return;
     if (t.comm().size() > 1 || t.model_state().sharded()) {

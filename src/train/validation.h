@@ -35,7 +35,9 @@ class Validator {
   // Loads the held-out data (every rank; no collective).
   Validator(const JobConfig& cfg, const data::Tokenizer& tok, const std::string& tokenizer_dir);
   // Collective: every rank calls it.
-  ValidationResult run(DecoderModel& model, comm::Comm& comm) const;
+  // Rows split over `comm` (the mesh's batch group); the loss and count summed over loss_comm
+  // (the loss group: with context parallelism each rank scores its chunks of the rows), else comm.
+  ValidationResult run(DecoderModel& model, comm::Comm& comm, comm::Comm* loss_comm = nullptr) const;
   // Greedy continuations of [validation] sample_prompts (call on one process with whole weights).
   std::vector<std::string> samples(DecoderModel& model) const;
   const DataRows& rows() const { return *rows_; }

@@ -80,8 +80,13 @@ void DecoderModel::attention_forward(size_t l, const Tensor& x, LayerActs& a, in
     rope_rows(*k.rope, false, q, S, pos, rope_);
     rope_rows(*k.rope, false, kk, S, pos, rope_);
     a.lse = f32({B, nh, S});
-    k.attention->forward_rows_seg(q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, pos.doc_start,
-                                  float(1.0 / std::sqrt(double(D))), a.attn, a.lse);
+    const float scale = float(1.0 / std::sqrt(double(D)));
+    if (pos.chunks)  // context parallelism: over the keys of every cp rank
+      cp_attention_forward(*k.attention, q, kk, RowView::columns(a.qkv, Q + K, nkv, D), B, S, pos, scale, a.attn,
+                           a.lse);
+    else
+      k.attention->forward_rows_seg(q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, pos.doc_start, scale, a.attn,
+                                    a.lse);
   }
   a.attn = a.attn.view({T, Q});
   if (tp_.on()) {  // row-parallel: the partial sums reduced over tp, then the residual
@@ -114,10 +119,16 @@ void DecoderModel::attention_backward(size_t l, const Tensor& x, LayerActs& a, T
     // dq, dk, dv land in their columns of the fused gradient; RoPE and the q/k norm go back in place.
     Tensor dqkv = f32({T, Q + 2 * K});
     const RowView dq = RowView::columns(dqkv, 0, nh, D), dk = RowView::columns(dqkv, Q, nkv, D);
-    k.attention->backward_rows_seg(RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
-                                   RowView::columns(a.qkv, Q + K, nkv, D), a.attn.view({B, S, nh, D}), a.lse,
-                                   dattn.view({B, S, nh, D}), S, pos.doc_start, float(1.0 / std::sqrt(double(D))),
-                                   dq, dk, RowView::columns(dqkv, Q + K, nkv, D));
+    const float scale = float(1.0 / std::sqrt(double(D)));
+    if (pos.chunks)
+      cp_attention_backward(*k.attention, RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
+                            RowView::columns(a.qkv, Q + K, nkv, D), a.attn, a.lse, dattn, B, S, pos, scale, dq, dk,
+                            RowView::columns(dqkv, Q + K, nkv, D));
+    else
+      k.attention->backward_rows_seg(RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
+                                     RowView::columns(a.qkv, Q + K, nkv, D), a.attn.view({B, S, nh, D}), a.lse,
+                                     dattn.view({B, S, nh, D}), S, pos.doc_start, scale, dq, dk,
+                                     RowView::columns(dqkv, Q + K, nkv, D));
     dattn = Tensor();
     rope_rows(*k.rope, true, dq, S, pos, rope_);
     rope_rows(*k.rope, true, dk, S, pos, rope_);
