@@ -20,11 +20,12 @@ namespace titan {
 
 namespace {
 
-std::string dp_mode_text(const comm::ParallelDims& d, bool sp) {
+std::string dp_mode_text(const comm::ParallelDims& d, bool sp, bool head_tail) {
   std::string s = d.dp_replicate == 1 ? "fully sharded (FSDP) over " + std::to_string(d.fsdp()) + " rank(s)"
                                       : "hybrid (HSDP): sharded over " + std::to_string(d.fsdp()) + " ranks x " +
                                             std::to_string(d.dp_replicate) + " replicas";
   if (d.tp > 1) s += "; tensor parallel " + std::to_string(d.tp) + (sp ? " (sequence parallel)" : "");
+  if (d.cp > 1) s += "; context parallel " + std::to_string(d.cp) + (head_tail ? " (head-tail chunks)" : "");
   if (d.pp > 1) s += "; pipeline parallel " + std::to_string(d.pp);
   if (d.ep > 1)
     s += "; expert parallel " + std::to_string(d.ep) + " (experts sharded over " + std::to_string(d.expert_fsdp()) +
@@ -212,7 +213,9 @@ void Trainer::log_memory() const {
                "[titan] data parallel: %lld rank(s), %s; per rank: params %.3f MiB, grads %.3f MiB, optimizer %.3f MiB, "
                "gathered units up to %.3f MiB, comm staging %.3f MiB\n",
                (long long)world_, world_ == 1 ? "one process" : !state_->sharded() ? "replicated"
-               : dp_mode_text(mesh_->dims(), cfg_.parallelism.enable_sequence_parallel).c_str(),
+               : dp_mode_text(mesh_->dims(), cfg_.parallelism.enable_sequence_parallel,
+                              cfg_.parallelism.context_parallel_load_balancer == CpLoadBalancer::HeadTail)
+                     .c_str(),
                double(m.params) / mib, double(m.grads) / mib, double(m.optimizer) / mib, double(m.transient) / mib,
                double(m.staging) / mib);
   if (const distributed::PipelineRunner* pr = state_->pipeline()) {
