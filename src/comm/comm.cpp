@@ -149,20 +149,25 @@ void Comm::quiesce() { queue_->drain(); }
 
 void Comm::all_gather_bytes(const void* in, void* out, size_t bytes) {
   quiesce();
+  count_sent(size_t(size() - 1) * bytes);
   do_all_gather(in, out, bytes);
 }
 void Comm::all_to_all_bytes(const void* in, void* out, size_t bytes) {
   quiesce();
+  count_sent(size_t(size() - 1) * bytes);
   do_all_to_all(in, out, bytes);
 }
 void Comm::all_to_all_v_bytes(const void* in, const size_t* send_bytes, void* out, const size_t* recv_bytes) {
   quiesce();
+  for (int q = 0; q < size(); ++q)
+    if (q != rank()) count_sent(send_bytes[q]);
   do_all_to_all_v(in, send_bytes, out, recv_bytes);
 }
 void Comm::exchange_counts(const int64_t* send, int64_t* recv) { all_to_all_bytes(send, recv, sizeof(int64_t)); }
 void Comm::send(const void* buf, size_t bytes, int dst) {
   TITAN_CHECK(dst >= 0 && dst < size(), "send to rank ", dst, " of a ", size(), "-rank communicator");
   quiesce();
+  if (dst != rank()) count_sent(bytes);
   do_send(buf, bytes, dst);
 }
 void Comm::recv(void* buf, size_t bytes, int src) {
@@ -173,6 +178,7 @@ void Comm::recv(void* buf, size_t bytes, int src) {
 void Comm::broadcast(void* buf, size_t bytes, int root) {
   TITAN_CHECK(root >= 0 && root < size(), "broadcast from rank ", root, " of a ", size(), "-rank communicator");
   quiesce();
+  if (root == rank()) count_sent(size_t(size() - 1) * bytes);
   do_broadcast(buf, bytes, root);
 }
 void Comm::barrier() {

@@ -25,6 +25,7 @@
 // Large buffers move in pieces of at most kPieceElems elements per rank, so the staging memory is
 // bounded (world x piece) and no MPI count exceeds INT_MAX.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -123,6 +124,13 @@ class Comm {
 
   static constexpr int64_t kPieceElems = int64_t(1) << 22;  // 4Mi elements (16 MiB f32) per rank
 
+  // Bytes this rank has handed to the other ranks through this communicator so far (its own block
+  // of a collective excluded): an all-gather of b bytes per rank counts (n - 1) b, an all-to-all
+  // the blocks for the others, a send its bytes, a broadcast (n - 1) b on the root. The reductions
+  // above are built on them, so a reduce-scatter of n chunks of c bytes counts (n - 1) c and an
+  // all-reduce of N bytes 2 (n - 1) N / n: the volume of a ring, the analytic count to compare with.
+  int64_t sent_bytes() const { return sent_.load(std::memory_order_relaxed); }
+
  protected:
   Comm();
   // A communicator split from `parent`: shares its communication thread.
@@ -143,6 +151,8 @@ class Comm {
   // Waits for queued work unless called on the communication thread itself.
   void quiesce();
   std::shared_ptr<CommQueue> queue_;
+  std::atomic<int64_t> sent_{0};
+  void count_sent(size_t bytes) { sent_.fetch_add(int64_t(bytes), std::memory_order_relaxed); }
   double timeout_ = 0;
   std::string timeout_setting_;
   template <class T>

@@ -149,12 +149,13 @@ LogLine MetricsLogger::make_line(const StepRecord& r) {
   l.mfu = opt_.peak_flops > 0 ? 100.0 * fps / opt_.peak_flops : 0;
   l.data_pct = win_seconds_ > 0 ? 100.0 * win_data_ / win_seconds_ : 0;
   l.world = r.world;
-  l.tps_total = l.tps * double(r.world);
+  l.tps_total = l.tps * double(r.token_ranks > 0 ? r.token_ranks : r.world);
   l.comm_pct = win_seconds_ > 0 ? 100.0 * win_comm_ / win_seconds_ : 0;
   l.comm_wait_pct = win_seconds_ > 0 ? 100.0 * win_wait_ / win_seconds_ : 0;
   l.memory_peak_max_rank_gib = r.max_rank_peak_bytes / kGiB;
   l.gather_bytes = r.gather_bytes;
   l.dispatch_bytes = r.dispatch_bytes;
+  l.tp_bytes = r.tp_bytes, l.cp_bytes = r.cp_bytes;
   l.pp_bubble = r.pp_bubble;
   l.elapsed_s = now_seconds() - start_;
   l.warmup = r.step <= opt_.perf_warmup_steps;
@@ -172,6 +173,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
   win_comm_ += r.comm_seconds;
   win_wait_ += r.comm_wait_seconds;
   world_ = r.world;
+  token_ranks_ = r.token_ranks > 0 ? r.token_ranks : r.world;
   double tps = r.step_seconds > 0 ? double(r.tokens) / r.step_seconds : 0;
   all_tps_.push_back(tps);
   all_fps_.push_back(r.step_seconds > 0 ? flops / r.step_seconds : 0);
@@ -216,6 +218,8 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
       j["memory_peak_max_rank_gib"] = l.memory_peak_max_rank_gib;
       if (l.gather_bytes > 0) j["gather_bytes"] = l.gather_bytes;
       if (l.dispatch_bytes > 0) j["dispatch_bytes"] = l.dispatch_bytes;
+      if (l.tp_bytes > 0) j["tp_bytes"] = l.tp_bytes;
+      if (l.cp_bytes > 0) j["cp_bytes"] = l.cp_bytes;
       if (l.pp_bubble >= 0) j["pp_bubble"] = l.pp_bubble;
     }
     if (!r.dataset_tokens.empty()) {
@@ -294,7 +298,7 @@ RunSummary MetricsLogger::finish() {
                         {"final_loss", num(s.final_loss)}};
     if (world_ > 1) {
       j["world"] = world_;
-      j["median_tps_total"] = s.median_tps * double(world_);
+      j["median_tps_total"] = s.median_tps * double(token_ranks_);
     }
     write_file_atomic(opt_.dump_folder + "/summary.json", j.dump(2) + "\n");
   }

@@ -20,7 +20,9 @@
 //   sharded model gather_bytes = the bytes the logged step's parameter all-gathers assembled on
 //   this rank (each unit's padded values in their dtype; (N-1)/N of them arrived over the wire),
 //   and with expert parallelism dispatch_bytes = what this rank's MoE blocks sent to the other
-//   ep ranks in the step (tokens' rows to their experts and back, forward and backward), and
+//   ep ranks in the step (tokens' rows to their experts and back, forward and backward), with
+//   tensor / context parallelism tp_bytes / cp_bytes = what this rank sent over its tp / cp group
+//   in the step (the layers' collectives: comm::Comm::sent_bytes, a ring's volume), and
 //   with pipeline parallelism pp_bubble = 1 - (seconds in this rank's stage forwards and
 //   backwards) / (seconds of its schedule runs): the measured bubble (waits for the other stages,
 //   sends, receives), against the schedule's predicted one (titan info --pp-schedule)
@@ -46,12 +48,16 @@ struct StepRecord {
   double flops = 0;           // model FLOPs of those tokens (0: tokens x MetricsOptions::flops_per_token)
   double step_seconds = 0;    // wall time of the whole step, data loading included
   double data_seconds = 0;    // part of step_seconds spent waiting for the data loader
-  int64_t world = 1;          // data-parallel ranks; each processed `tokens` in the same wall time
+  int64_t world = 1;          // ranks; each processed `tokens` in the same wall time
+  // Ranks whose `tokens` are distinct ones of the step (world / (tp x pp): the ranks of a tensor-
+  // or pipeline-parallel group work on the same tokens); tps_total = tps x this. 0: world.
+  int64_t token_ranks = 0;
   double comm_seconds = 0;    // part of step_seconds inside collectives (gradients, parameters)
   double comm_wait_seconds = 0;  // of which the computing thread waited (not overlapped)
   double max_rank_peak_bytes = 0;  // largest allocator peak over all ranks (world > 1)
   int64_t gather_bytes = 0;   // parameter all-gathers of this step on this rank (sharded; 0 otherwise)
   int64_t dispatch_bytes = 0; // sent to other ranks by the expert-parallel MoE blocks this step (0 without EP)
+  int64_t tp_bytes = 0, cp_bytes = 0;  // sent over the tp / cp group this step (0 without them)
   double pp_bubble = -1;      // pipeline: this rank's idle fraction of its schedule's runs (-1 without PP)
   // Tokens trained on so far from each dataset of a [training] dataset_mix, all ranks together
   // (metrics.jsonl's "dataset_tokens"); empty for one dataset.
@@ -91,7 +97,7 @@ struct LogLine {
   double tps = 0, tflops = 0, mfu = 0, data_pct = 0;
   int64_t world = 1;
   double tps_total = 0, comm_pct = 0, comm_wait_pct = 0, memory_peak_max_rank_gib = 0;
-  int64_t gather_bytes = 0, dispatch_bytes = 0;
+  int64_t gather_bytes = 0, dispatch_bytes = 0, tp_bytes = 0, cp_bytes = 0;
   double pp_bubble = -1;
   double elapsed_s = 0;  // since the logger was created
   bool warmup = false;
@@ -139,7 +145,7 @@ class MetricsLogger {
   // Accumulated since the previous log line.
   int64_t win_tokens_ = 0;
   double win_seconds_ = 0, win_data_ = 0, win_comm_ = 0, win_wait_ = 0;
-  int64_t world_ = 1;
+  int64_t world_ = 1, token_ranks_ = 1;
   std::vector<double> steady_tps_, all_tps_;
   std::vector<double> steady_fps_, all_fps_;  // model FLOP/s of each step
   double win_flops_ = 0;

@@ -302,6 +302,7 @@ StepRecord Trainer::train_step() {
   const double t_data = now_seconds() - t0;
   const double comm0 = state_->comm_seconds(), wait0 = state_->comm_wait_seconds();
   const int64_t gathered0 = state_->gathered_bytes(), dispatched0 = state_->dispatch_bytes();
+  const int64_t tp0 = mesh_->tp().sent_bytes(), cp0 = mesh_->cp().sent_bytes();
   // The trainer's own collectives; they block this thread too.
   double t_comm = 0;
   auto timed = [&t_comm](auto&& f) {
@@ -331,10 +332,12 @@ StepRecord Trainer::train_step() {
   rec.tokens = global_batch_ / dp_ * seq_ / cfg_.parallelism.context_parallel_degree;  // this rank's
   rec.flops = flops_per_token_ * double(rec.tokens) - head_flops_per_row_ * double(rec.tokens - step_head_rows_);
   rec.world = world_;
+  rec.token_ranks = dp_ * cfg_.parallelism.context_parallel_degree;
   rec.comm_seconds = world_ > 1 ? t_comm : 0.0;
   rec.comm_wait_seconds = world_ > 1 ? t_wait : 0.0;
   rec.gather_bytes = state_->gathered_bytes() - gathered0;
   rec.dispatch_bytes = state_->dispatch_bytes() - dispatched0;
+  rec.tp_bytes = mesh_->tp().sent_bytes() - tp0, rec.cp_bytes = mesh_->cp().sent_bytes() - cp0;
   if (pp_run_s_ > 0) rec.pp_bubble = 1.0 - pp_compute_s_ / pp_run_s_;
   pp_compute_s_ = pp_run_s_ = 0;
   if (world_ > 1) rec.max_rank_peak_bytes = comm_.all_reduce_max(double(cpu_allocator().stats().peak_bytes));
