@@ -189,8 +189,11 @@ TEST(JobConfig, ValidationRefusesUnimplementedParallelismAndBadRanges) {
   c = JobConfig();
   c.parallelism.tensor_parallel_degree = 2;  // built (model/tensor_parallel.h)
   EXPECT_NO_THROW(c.validate("x"));
-  c.parallelism.context_parallel_degree = 2;
-  EXPECT_NE(error_of([&] { c.validate("x"); }).find("context_parallel_degree = 2 is not implemented yet"),
+  c.parallelism.context_parallel_degree = 2;  // built (model/context_parallel.h)
+  EXPECT_NO_THROW(c.validate("x"));
+  c.parallelism.context_parallel_load_balancer = CpLoadBalancer::None;
+  c.training.seq_len = 2049;  // not 2 chunks
+  EXPECT_NE(error_of([&] { c.validate("x"); }).find("[training] seq_len = 2049 does not divide into 2 chunks"),
             std::string::npos);
   c = JobConfig();
   c.parallelism.expert_parallel_degree = -1;
@@ -238,7 +241,8 @@ TEST(JobConfig, RenderRoundTrips) {
   // dataset_format, train_on_prompt, skip_bad_rows, dataset_column, dataset_mix, dataset_streaming,
   // dataset_threads + 9 [validation] keys + 10 [lora] keys + [parallelism] enable_sequence_parallel
   // + [parallelism] pipeline_parallel_schedule, _microbatch_size, _layers_per_stage, _stages_per_rank
-  EXPECT_EQ(job_config_keys().size(), 89u);
+  // + [parallelism] context_parallel_load_balancer
+  EXPECT_EQ(job_config_keys().size(), 90u);
 }
 
 TEST(JobConfig, HashCoversTheTrajectoryOnly) {
