@@ -1,6 +1,6 @@
-// Training with context parallelism on the mesh (threaded ranks): dp_shard 2 x cp 2 trains and
-// validates like one process (loss curve and held-out loss within 1e-5), cp x tp x HSDP on eight
-// threads likewise, checkpoints move between cp and other meshes, the HF export is one process's;
+// Training with context parallelism on the mesh (threaded ranks): cp2, dp_shard 2 x cp 2, cp x tp and
+// cp x tp x HSDP on eight threads train and validate like one process (loss curve and held-out loss
+// within 1e-5), every mesh of 2 and 4 ranks trains like it, checkpoints move between cp and other meshes, the HF export is one process's;
 // the job refuses what cp does not run, in one line naming the keys.
 #include <gtest/gtest.h>
 
@@ -82,11 +82,13 @@ void expect_layout_matches(const char* name, const Mesh& m) {
 
 }  // namespace
 
-// make test: a 2-D mesh, FSDP over dp_shard x cp.
-TEST(ContextParallelTraining, Dp2ByCp2TrainsAndValidatesLikeOneProcess) { expect_layout_matches("dp2 x cp2", {1, 2, 2, 1}); }
+// make test: cp2 (FSDP over its 2 ranks).
+TEST(ContextParallelTraining, Cp2TrainsAndValidatesLikeOneProcess) { expect_layout_matches("cp2", {1, 1, 2, 1}); }
 
-// ctest -L long: plain chunks with tp, and a 3-D mesh on eight threads (HSDP 2 x cp2 x tp2).
-TEST(ContextParallelTrainingLong, CpByTpAndThreeDimensionalMeshes) {
+// ctest -L long: 2-D meshes (FSDP over dp_shard x cp; plain chunks with tp), and a 3-D mesh on eight
+// threads (HSDP 2 x cp2 x tp2).
+TEST(ContextParallelTrainingLong, TwoAndThreeDimensionalMeshes) {
+  expect_layout_matches("dp2 x cp2", {1, 2, 2, 1});
   expect_layout_matches("cp2 x tp2 none", {1, 1, 2, 2, false});
   expect_layout_matches("hsdp2 x cp2 x tp2", {2, 1, 2, 2, true});
 }
@@ -103,6 +105,50 @@ TEST(ContextParallelTrainingLong, CheckpointsResumeAcrossMeshes) {
     ASSERT_EQ(got.size(), 8u) << name;
     got.erase(got.begin(), got.begin() + 4);
     expect_same_curve(got, baseline().train, name, 4);
+  }
+}
+
+// Every mesh of dp_shard, dp_replicate, tp and cp with 2 or 4 ranks trains 3 steps like one process,
+// dense and MoE, under each activation checkpointing mode in turn (by the layout's index), with
+// gradient accumulation wherever the batch degree leaves local batches of one row.
+TEST(ContextParallelTrainingLong, EveryMeshOfTwoAndFourRanks) {
+  const std::vector<Mesh> meshes = {{1, 2, 1, 1}, {2, 1, 1, 1}, {1, 1, 2, 1}, {1, 1, 1, 2},  // product 2
+                                    {1, 4, 1, 1}, {4, 1, 1, 1}, {1, 1, 4, 1}, {1, 1, 1, 4}, {2, 2, 1, 1},
+                                    {1, 2, 2, 1}, {1, 2, 1, 2}, {2, 1, 2, 1}, {2, 1, 1, 2}, {1, 1, 2, 2}};
+  const ActivationCheckpointMode modes[] = {ActivationCheckpointMode::None, ActivationCheckpointMode::Selective,
+                                            ActivationCheckpointMode::Full};
+  for (bool moe : {false, true}) {
+    auto job = [&](const std::string& dump, const Mesh& m, size_t i) {
+      JobConfig c = cp_job(dump, 3, m);
+      c.validation.enable = false;
+      c.checkpoint.enable = false;
+      c.activation_checkpoint.mode = modes[i % 3];
+      // Batch degree 4: local batch 1 and 4 / 4 = 1 micro-batch; degree 2: two rows, or one row
+      // accumulated twice on odd layouts.
+      const int64_t dp = m.dp_replicate * m.dp_shard;
+      c.training.local_batch_size = (dp == 2 && i % 2 == 1) ? 1 : 4 / dp;
+      if (moe) {
+        c.model.name = ModelName::Qwen3Moe;
+        c.model.flavor = "debug-moe";
+      }
+      c.validate("test");
+      return c;
+    };
+    std::vector<double> want[3];
+    for (size_t mode = 0; mode < 3; ++mode) {
+      const std::string d = test::temp_dir(std::string("cp_every_one_") + (moe ? "moe" : "dense") + std::to_string(mode));
+      test::run_on_ranks(job(d, {}, mode), 1);
+      want[mode] = curves(d).train;
+    }
+    for (size_t i = 0; i < meshes.size(); ++i) {
+      const Mesh& m = meshes[i];
+      if (moe && m.world() == 4 && i % 2 == 0) continue;  // MoE: every 2-rank mesh and half the 4-rank ones
+      const std::string name = std::string(moe ? "moe" : "dense") + " rep" + std::to_string(m.dp_replicate) + " shard" +
+                               std::to_string(m.dp_shard) + " cp" + std::to_string(m.cp) + " tp" + std::to_string(m.tp);
+      const std::string d = test::temp_dir("cp_every_" + std::to_string(i) + (moe ? "m" : "d"));
+      test::run_on_ranks(job(d, m, i), m.world());
+      expect_same_curve(curves(d).train, want[i % 3], name);
+    }
   }
 }
 
