@@ -81,8 +81,8 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
     for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
       TITAN_CHECK(cfg_.layer_kind(l).mixer == MixerKind::Attention,
                   "tensor parallelism: only attention layers are split over tensor-parallel ranks in this build");
-    TITAN_CHECK(weight_dtype == DType::F32 && !frozen,
-                "tensor parallelism: trains the whole model in f32 master weights (no frozen or bf16 base, no LoRA) in this build");
+    TITAN_CHECK(weight_dtype == DType::F32,
+                "tensor parallelism: the weights are f32 in this build (no bf16 LoRA base: [lora] base_dtype = \"float32\")");
   }
   if (ep_.on()) {  // model/expert_parallel.h
     const std::string why = " ([parallelism] expert_parallel_degree = " + std::to_string(ep_.size()) + ")";
