@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "comm/thread_comm.h"
@@ -171,7 +172,7 @@ namespace {
 
 struct LoraCase {
   std::string model_type = "qwen3";
-  bool sp = true, frozen = true, tied = true;
+  bool sp = true, frozen = true, tied = true, moe = false;
   double dropout = 0.1;
   Checkpointing ckpt = Checkpointing::None;
   DType compute = DType::F32;
@@ -186,6 +187,12 @@ void check_lora_case(const LoraCase& k) {
   LoraConfig lc;
   lc.rank = 4, lc.alpha = 8, lc.dropout = k.dropout;
   lc.target_modules = {"model.layers.*.self_attn.[qkvo]_proj", "model.layers.*.mlp.*_proj"};
+  if (k.moe) {  // every layer sparse (4 experts of 32, top-2, the auxiliary loss): adapters on attention
+    c.model_type = "qwen3_moe";
+    c.num_experts = 4, c.num_experts_per_tok = 2, c.moe_intermediate_size = 32, c.norm_topk_prob = true;
+    c.output_router_logits = true, c.router_aux_loss_coef = 0.05;
+    lc.target_modules = {"model.layers.*.self_attn.[qkvo]_proj"};
+  }
   const int64_t B = 2, S = 24;
   const Batch b = make_batch(c, B, S, false);
   const float scale = 1.0f / float(count_labels(b.labels));
@@ -285,13 +292,58 @@ TEST(TensorParallelLora, UnfrozenLlamaBaseAndQwen2) {
   k.model_type = "qwen2";
   check_lora_case(k);
 }
+TEST(TensorParallelLora, AttentionAdaptersOfAnMoEModel) {
+  LoraCase k;
+  k.moe = true;
+  check_lora_case(k);
+}
 TEST(TensorParallelLora, Bf16Matmuls) {
   LoraCase k;
   k.compute = DType::BF16;
   check_lora_case(k);
 }
 
-TEST(TensorParallelLora, RefusesAdaptersOnMoEParametersAndABf16Base) {
+// A bf16 base ([lora] base_dtype) at tp2 trains bit for bit like the f32 base with bf16 matmuls at
+// tp2 (the same rounded weights: each block of a whole tensor's f32 init rounded once), as one
+// process does: loss and every adapter gradient.
+TEST(TensorParallelLora, Bf16BaseEqualsF32BaseWithBf16Matmuls) {
+  for (const bool tied : {true, false}) {
+    ModelConfig c = flavor_config("debug-tiny");
+    c.model_type = "llama", c.tie_word_embeddings = tied;
+    LoraConfig lc;
+    lc.rank = 4, lc.alpha = 8, lc.dropout = 0.1;
+    lc.target_modules = {"model.layers.*.self_attn.[qkvo]_proj", "model.layers.*.mlp.*_proj"};
+    const Batch b = make_batch(c, 2, 24, false);
+    const float scale = 1.0f / float(count_labels(b.labels));
+    std::mutex mu;
+    comm::run_threaded_ranks(2, [&](comm::Comm& tp) {
+      std::vector<std::unique_ptr<DecoderModel>> ms;
+      for (const DType wdt : {DType::F32, DType::BF16}) {
+        auto m = std::make_unique<DecoderModel>(c, "cpu", false, true, wdt, TensorParallel{&tp, true});
+        m->init_weights(InitScheme::Torchtitan, 5);
+        m->enable_lora(lc, 11);
+        uint64_t seed = 100;
+        for (Param& p : m->lora_params().all()) p.value.copy_(test::randn(p.value.shape(), seed++, 0.05));
+        m->set_compute_dtype(DType::BF16);
+        m->set_lora_dropout_rows(2, 4);
+        ms.push_back(std::move(m));
+      }
+      const double l32 = ms[0]->forward_backward(b.ids, b.labels, scale);
+      const double l16 = ms[1]->forward_backward(b.ids, b.labels, scale);
+      std::vector<std::string> differ;
+      for (size_t i = 0; i < ms[0]->lora_params().all().size(); ++i) {
+        const Tensor& g0 = ms[0]->lora_params().all()[i].grad;
+        const Tensor& g1 = ms[1]->lora_params().all()[i].grad;
+        if (std::memcmp(g0.raw(), g1.raw(), g0.nbytes()) != 0) differ.push_back(ms[0]->lora_params().all()[i].name);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_EQ(l32, l16) << "tied " << tied << " rank " << tp.rank();
+      EXPECT_TRUE(differ.empty()) << differ.front() << " (tied " << tied << ", rank " << tp.rank() << ")";
+    });
+  }
+}
+
+TEST(TensorParallelLora, RefusesAdaptersOnMoEParametersAndATrainableBf16Model) {
   ModelConfig c = flavor_config("debug-tiny");
   c.model_type = "qwen3_moe";
   c.num_experts = 4, c.num_experts_per_tok = 2, c.moe_intermediate_size = 32;
@@ -302,7 +354,7 @@ TEST(TensorParallelLora, RefusesAdaptersOnMoEParametersAndABf16Base) {
     EXPECT_ERROR_HAS(m.enable_lora(lc, 1),
                      "LoRA: with tensor parallelism ([parallelism] tensor_parallel_degree = 2) the MoE parameters "
                      "(model.layers.0.mlp.experts.gate_up_proj, [lora] target_parameters) take no adapters");
-    EXPECT_ERROR_HAS(DecoderModel b(c, "cpu", false, true, DType::BF16, TensorParallel{&tp, true}),
-                     "tensor parallelism: the weights are f32 in this build");
+    EXPECT_ERROR_HAS(DecoderModel b(c, "cpu", false, false, DType::BF16, TensorParallel{&tp, true}),
+                     "tensor parallelism: bf16 weights only for a frozen (LoRA) base");
   });
 }

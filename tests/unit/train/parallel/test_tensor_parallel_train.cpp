@@ -277,3 +277,24 @@ TEST(TensorParallelTrainingLong, LoraCheckpointAtTp2ResumesOnOneProcess) {
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [t, w] : a) EXPECT_LE(test::rel_err(b.at(t), w), 1e-3) << t;
 }
+
+// ctest -L long: a bf16 base ([lora] base_dtype, its shards and gathers bf16) at tp2 x dp2 trains
+// bit for bit like the f32 base with bf16 matmuls at tp2 x dp2 (the same rounded weights), as one
+// process and FSDP do: every loss and the trained PEFT folder.
+TEST(TensorParallelTrainingLong, LoraBf16BaseAtTp2ByDp2EqualsF32BaseWithBf16Matmuls) {
+  const Mesh m{1, 2, 2, true};
+  auto go = [&](bool bf16_base) {
+    const std::string d = test::temp_dir(bf16_base ? "tp_lora_bf16_base" : "tp_lora_f32_base_bf16_matmuls");
+    JobConfig c = lora_tp_job(d, 6, m);
+    if (bf16_base) c.lora.base_dtype = DType::BF16;
+    else c.training.mixed_precision_param = DType::BF16;
+    run(c, m);
+    return d;
+  };
+  const std::string a = go(false), b = go(true);
+  const std::vector<double> la = losses(a), lb = losses(b);
+  ASSERT_EQ(la.size(), 6u);
+  EXPECT_LT(la.back(), la.front());
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(la[i], lb[i]) << "step " << i + 1;
+  test::expect_same_tensors(peft_tensors(a, 6), peft_tensors(b, 6));
+}
