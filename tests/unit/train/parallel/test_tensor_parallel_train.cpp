@@ -260,22 +260,33 @@ TEST(TensorParallelTrainingLong, LoraLossCurvesAndAdaptersEqualOneProcess) {
   }
 }
 
-// ctest -L long: a LoRA checkpoint written at tp2 (the split adapters and their moments as boxes of
-// the whole tensors) resumes on one process: steps 5..8 are the one-process run's.
-TEST(TensorParallelTrainingLong, LoraCheckpointAtTp2ResumesOnOneProcess) {
+// ctest -L long: LoRA checkpoints (the split adapters and their moments as boxes of the whole
+// tensors) resume across meshes: one written at tp2 resumes on one process, and the one-process
+// run's resumes at tp2 x dp2 without sequence parallelism; steps 5..8 are the one-process run's and
+// so are the adapters at the end (within 1e-3 of each tensor's peak).
+TEST(TensorParallelTrainingLong, LoraCheckpointsResumeAcrossMeshes) {
   const std::vector<double> want = losses(lora_baseline());
   ASSERT_EQ(want.size(), 8u);
-  const std::string d = test::temp_dir("tp_lora_resume");
-  run(lora_tp_job(d, 8, {1, 1, 2, true}), {1, 1, 2, true});
-  fs::remove_all(d + "/checkpoint/step-8");
-  run(lora_tp_job(d, 8, {}), {});
-  std::vector<double> got = losses(d);
-  ASSERT_EQ(got.size(), 8u);
-  expect_same_curve(got, want, "LoRA tp2 -> 1");
-  // The resumed run's adapters: one process's after its own 8 steps (within 1e-3 of each peak).
-  const TensorMap a = peft_tensors(lora_baseline(), 8), b = peft_tensors(d, 8);
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [t, w] : a) EXPECT_LE(test::rel_err(b.at(t), w), 1e-3) << t;
+  const TensorMap adapters = peft_tensors(lora_baseline(), 8);
+  auto check = [&](const std::string& d, const std::string& what) {
+    const std::vector<double> got = losses(d);
+    ASSERT_EQ(got.size(), 8u) << what;
+    expect_same_curve(got, want, what);
+    const TensorMap b = peft_tensors(d, 8);
+    ASSERT_EQ(b.size(), adapters.size()) << what;
+    for (const auto& [t, w] : adapters) EXPECT_LE(test::rel_err(b.at(t), w), 1e-3) << what << " " << t;
+  };
+  const std::string a = test::temp_dir("tp_lora_resume_tp2_to_1");
+  run(lora_tp_job(a, 8, {1, 1, 2, true}), {1, 1, 2, true});
+  fs::remove_all(a + "/checkpoint/step-8");
+  run(lora_tp_job(a, 8, {}), {});
+  check(a, "LoRA tp2 -> 1");
+  const std::string b = test::temp_dir("tp_lora_resume_1_to_tp2xdp2");
+  fs::copy(lora_baseline(), b, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  fs::remove_all(b + "/checkpoint/step-8");
+  fs::remove_all(b + "/checkpoint/step-8-hf");
+  run(lora_tp_job(b, 8, {1, 2, 2, false}), {1, 2, 2, false});
+  check(b, "LoRA 1 -> tp2 x dp2 (no sp)");
 }
 
 // ctest -L long: a bf16 base ([lora] base_dtype, its shards and gathers bf16) at tp2 x dp2 trains
