@@ -81,8 +81,7 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
     for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
       TITAN_CHECK(cfg_.layer_kind(l).mixer == MixerKind::Attention,
                   "tensor parallelism: only attention layers are split over tensor-parallel ranks in this build");
-    TITAN_CHECK(weight_dtype == DType::F32 && !frozen,
-                "tensor parallelism: trains the whole model in f32 master weights (no frozen or bf16 base, no LoRA) in this build");
+    TITAN_CHECK(weight_dtype == DType::F32 || frozen, "tensor parallelism: bf16 weights only for a frozen (LoRA) base");
   }
   if (ep_.on()) {  // model/expert_parallel.h
     const std::string why = " ([parallelism] expert_parallel_degree = " + std::to_string(ep_.size()) + ")";
@@ -326,7 +325,13 @@ void DecoderModel::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) 
     if (tp_.on() && specs_[i].placement.tp_dim >= 0) {  // this rank's block of the whole tensor's init
       Tensor w = Tensor::empty(specs_[i].shape, DType::F32);
       init(w, specs_[i]);
-      tp_take_shard(w, specs_[i].placement.tp_dim, tp_.rank(), tp_.size(), p.value);
+      if (p.value.dtype() == DType::F32) {
+        tp_take_shard(w, specs_[i].placement.tp_dim, tp_.rank(), tp_.size(), p.value);
+      } else {  // a bf16 base: the f32 block, rounded once (RNE) as a whole tensor's init is
+        Tensor b = Tensor::empty(p.value.shape(), DType::F32);
+        tp_take_shard(w, specs_[i].placement.tp_dim, tp_.rank(), tp_.size(), b);
+        p.value.copy_(b);
+      }
     } else if (p.value.dtype() == DType::F32) {
       init(p.value, specs_[i]);
     } else {

@@ -70,7 +70,8 @@ class DecoderModel {
   // a loader reads them straight into bf16 (half the memory; no f32 copy is ever held). Norms,
   // biases, the router and the embedding stay f32.
   // tp: tensor parallelism (model/tensor_parallel.h): the parameters get their local shapes and
-  // the layers run the tp group's collectives; training and scoring only (no LoRA, no generation).
+  // the layers run the tp group's collectives; training and scoring only (no generation); LoRA
+  // adapters are split like their linears (model/lora.h).
   DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false,
                bool frozen = false, DType weight_dtype = DType::F32, const TensorParallel& tp = {},
                const ExpertParallel& ep = {}, const PipelineStages& pp = {});
@@ -162,6 +163,10 @@ class DecoderModel {
   const std::vector<LoraAdapter>& lora_adapters() const { return lora_; }
   ParamStore& lora_params() { return lora_params_; }
   const ParamStore& lora_params() const { return lora_params_; }
+  // What each adapter tensor is (whole shape, unit, tensor-parallel placement; model/lora.h
+  // lora_param_specs), in lora_params() order; under tensor parallelism lora_params() holds this
+  // rank's local shapes of them.
+  const std::vector<ParamSpec>& lora_param_specs() const { return lora_specs_; }
   // Freezes every base parameter: their gradient buffers are released (Param::grad undefined)
   // and the backward computes no base weight gradient, only the input gradients it needs.
   void freeze_base();
@@ -379,6 +384,7 @@ class DecoderModel {
   LoraConfig lora_cfg_;
   std::vector<LoraAdapter> lora_;               // HF order
   ParamStore lora_params_;                      // lora_A, lora_B of each adapter, in that order
+  std::vector<ParamSpec> lora_specs_;           // one per lora_params_ entry (whole shapes, placement)
   std::vector<std::vector<size_t>> lora_layer_;  // per layer: indices into lora_
   uint64_t lora_seed_ = 0;                       // enable_lora's seed: the dropout masks' too
   int64_t lora_step_ = 0, lora_row0_ = 0;        // set_lora_dropout_rows

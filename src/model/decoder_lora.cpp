@@ -17,7 +17,6 @@ const GemmKernel& lora_gemm(const LinearKernel& lin) {
 
 void DecoderModel::enable_lora(const LoraConfig& c, uint64_t seed) {
   TITAN_CHECK(lora_.empty(), "LoRA is already enabled on this model");
-  TITAN_CHECK(!tp_.on(), "LoRA: not with tensor parallelism in this build ([parallelism] tensor_parallel_degree = 1)");
   c.validate("lora");
   lora_cfg_ = c;
   lora_seed_ = seed;
@@ -30,18 +29,38 @@ void DecoderModel::enable_lora(const LoraConfig& c, uint64_t seed) {
       TITAN_CHECK(!ad.is_parameter(), "LoRA: with expert parallelism ([parallelism] expert_parallel_degree = ",
                   ep_.size(), ") the MoE parameters (", ad.module, ", [lora] target_parameters) take no adapters "
                   "in this build; target the attention projections");
+  // Tensor parallelism: each adapter split like its linear (model/lora.h); the MoE parameters'
+  // adapters (a router replicated, experts split by rows and columns) are not split here.
+  if (tp_.on())
+    for (const LoraAdapter& ad : lora_) {
+      TITAN_CHECK(!ad.is_parameter(), "LoRA: with tensor parallelism ([parallelism] tensor_parallel_degree = ",
+                  tp_.size(), ") the MoE parameters (", ad.module, ", [lora] target_parameters) take no adapters "
+                  "in this build; target the attention and MLP projections ([lora] target_modules)");
+      TITAN_CHECK(lora_column_parallel(ad.group) || lora_row_parallel(ad.group), "LoRA: ", ad.module,
+                  " is not split over tensor-parallel ranks in this build ([parallelism] tensor_parallel_degree = ",
+                  tp_.size(), ")");
+    }
+  lora_specs_ = titan::lora_param_specs(lora_, c.rank);
   lora_layer_.assign(layers_.size(), {});
   for (size_t i = 0; i < lora_.size(); ++i) {
     LoraAdapter& ad = lora_[i];
     ad.param = lora_params_.all().size();
     // A targeted MoE parameter: one rank-r pair per expert, A [E*r, in], B [out, r*E] (model/lora.h).
-    const int64_t R = c.rank * ad.experts;
-    Tensor A = Tensor::zeros({R, ad.in}, DType::F32), B = Tensor::zeros({ad.out, R}, DType::F32);
-    // PEFT: kaiming_uniform_(A, a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); B = 0.
+    // Under tensor parallelism this rank's blocks (ParamSpec::local_shape) of the whole tensors.
+    const ParamSpec& sa = lora_specs_[ad.param];
+    const ParamSpec& sb = lora_specs_[ad.param + 1];
+    Tensor A = Tensor::empty(sa.shape, DType::F32);
+    // PEFT: kaiming_uniform_(A, a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)) over the whole A; B = 0.
     const double bound = 1.0 / std::sqrt(double(ad.in));
-    fill_uniform(A, -bound, bound, Philox{seed, stream_id(lora_a_name(ad.module).c_str())});
-    lora_params_.add(lora_a_name(ad.module), A, Tensor::zeros(A.shape(), DType::F32));
-    lora_params_.add(lora_b_name(ad.module), B, Tensor::zeros(B.shape(), DType::F32));
+    fill_uniform(A, -bound, bound, Philox{seed, stream_id(sa.name.c_str())});
+    if (tp_.on() && sa.placement.tp_dim >= 0) {
+      Tensor whole = A;
+      A = Tensor::empty(sa.local_shape(tp_.size()), DType::F32);
+      tp_take_shard(whole, sa.placement.tp_dim, tp_.rank(), tp_.size(), A);
+    }
+    const Tensor B = Tensor::zeros(sb.local_shape(tp_.size()), DType::F32);
+    lora_params_.add(sa.name, A, Tensor::zeros(A.shape(), DType::F32));
+    lora_params_.add(sb.name, B, Tensor::zeros(B.shape(), DType::F32));
     lora_layer_[size_t(ad.layer)].push_back(i);
   }
 }
@@ -66,16 +85,22 @@ void DecoderModel::merge_lora() {
       continue;
     }
     Tensor& w = params_.at(ad.module + ".weight").value;  // [out, in], a contiguous row range
+    // (Under tensor parallelism this rank's block of W, of B and of A: model/lora.h.)
+    const Tensor& A = ps[ad.param].value;
+    const Tensor& B = ps[ad.param + 1].value;
+    TITAN_CHECK(w.dtype() == DType::F32 && w.dim(0) == B.dim(0) && w.dim(1) == A.dim(1), "merging LoRA into ",
+                ad.module, ": the base weight ", w.str(), " does not match the adapter");
     GemmArgs g;  // W[out, in] += scale * B[out, r] @ A[r, in]
-    g.m = ad.out, g.n = ad.in, g.k = lora_cfg_.rank, g.alpha = scale, g.beta = 1.f;
-    g.a = ps[ad.param + 1].value.data<float>(), g.lda = lora_cfg_.rank;
-    g.b = ps[ad.param].value.data<float>(), g.ldb = ad.in;
-    g.c = w.data<float>(), g.ldc = ad.in;
+    g.m = B.dim(0), g.n = A.dim(1), g.k = lora_cfg_.rank, g.alpha = scale, g.beta = 1.f;
+    g.a = B.data<float>(), g.lda = lora_cfg_.rank;
+    g.b = A.data<float>(), g.ldb = A.dim(1);
+    g.c = w.data<float>(), g.ldc = A.dim(1);
     gemm(gk, g);
   }
   lora_.clear();
   lora_layer_.clear();
   lora_params_ = ParamStore();
+  lora_specs_.clear();
   lora_params_merged_ = false;
 }
 
@@ -119,14 +144,32 @@ void DecoderModel::lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Te
   a.lora_t.resize(ids.size());
   const GemmKernel& gk = lora_gemm(*kernels_[l].linear);
   const float scale = float(lora_cfg_.scale());
+  // Tensor parallelism on a row-parallel linear (model/lora.h): x holds this rank's columns of the
+  // input, so x A_local^T is a partial sum, reduced over tp before B; the product goes to y's rows,
+  // which under sequence parallelism are this rank's block of the T tokens.
+  const bool split_in = tp_.on() && lora_row_parallel(g);
   for (size_t j = 0; j < ids.size(); ++j) {
     const LoraAdapter& ad = lora_[ids[j]];
     if (ad.group != g) continue;
     const auto& ps = lora_params_.all();
-    float* yp = y ? y->data<float>() + ad.row0 : nullptr;
-    const LoraDropout drop = lora_dropout(ids[j]);
-    lora_forward(gk, ps[ad.param].value, ps[ad.param + 1].value, scale, x, a.lora_t[j], yp, y ? y->dim(1) : 0,
-                 compute_, &drop);
+    const Tensor& A = ps[ad.param].value;
+    const Tensor& B = ps[ad.param + 1].value;
+    // Column-parallel under tp: ad.row0 is in the whole fused output; this rank's rows start at row0 / tp.
+    const int64_t row0 = tp_.on() && lora_column_parallel(g) ? ad.row0 / tp_.size() : ad.row0;
+    LoraDropout drop = lora_dropout(ids[j]);
+    if (!split_in) {
+      float* yp = y ? y->data<float>() + row0 : nullptr;
+      lora_forward(gk, A, B, scale, x, a.lora_t[j], yp, y ? y->dim(1) : 0, compute_, &drop);
+      continue;
+    }
+    drop.col0 = tp_.rank() * A.dim(1), drop.cols = ad.in;
+    Tensor& t = a.lora_t[j];
+    lora_forward(gk, A, B, scale, x, t, nullptr, 0, compute_, &drop);
+    tp_.comm->all_reduce(t.data<float>(), t.numel(), comm::ReduceOp::Sum);
+    if (!y) continue;
+    const int64_t rows = y->dim(0), r0 = tp_.sp() ? tp_.rank() * rows : 0;
+    TITAN_ASSERT(r0 + rows <= t.dim(0), "lora: output rows outside the adapter's tokens");
+    lora_forward_b(gk, B, scale, t.slice0(r0, r0 + rows), y->data<float>() + row0, y->dim(1), compute_);
   }
 }
 
@@ -137,14 +180,40 @@ void DecoderModel::lora_backward_group(size_t l, LoraGroup g, const Tensor& x, L
   const GemmKernel& gk = lora_gemm(*kernels_[l].linear);
   const float scale = float(lora_cfg_.scale());
   const size_t esize = dy.dtype() == DType::BF16 ? 2 : 4;
-  for (size_t j = 0; j < ids.size(); ++j) {
+  // Tensor parallelism (model/lora.h). Column-parallel: dy holds this rank's rows of the output, so
+  // the replicated A's gradient is a partial sum (into `part`, one buffer for the group, summed over
+  // tp below) and so is dx (the caller reduces it with the base's). Row-parallel: dy is whole, every
+  // gradient is complete; A and x are this rank's columns.
+  const bool col = tp_.on() && lora_column_parallel(g), row = tp_.on() && lora_row_parallel(g);
+  std::vector<size_t> mine;
+  int64_t part_n = 0;
+  for (size_t j = 0; j < ids.size(); ++j)
+    if (lora_[ids[j]].group == g) mine.push_back(j), part_n += lora_params_.all()[lora_[ids[j]].param].value.numel();
+  if (mine.empty()) return;
+  Tensor part = col ? Tensor::zeros({part_n}, DType::F32) : Tensor();
+  int64_t at = 0;
+  for (size_t j : mine) {
     const LoraAdapter& ad = lora_[ids[j]];
-    if (ad.group != g) continue;
     auto& ps = lora_params_.all();
-    const void* dyp = static_cast<const char*>(dy.raw()) + size_t(ad.row0) * esize;
-    const LoraDropout drop = lora_dropout(ids[j]);
-    lora_backward(gk, ps[ad.param].value, ps[ad.param + 1].value, scale, x, a.lora_t.at(j), dyp, dy.dim(1),
-                  dy.dtype(), dx, ps[ad.param].grad, ps[ad.param + 1].grad, compute_, &drop);
+    const Tensor& A = ps[ad.param].value;
+    const int64_t row0 = col ? ad.row0 / tp_.size() : ad.row0;
+    const void* dyp = static_cast<const char*>(dy.raw()) + size_t(row0) * esize;
+    LoraDropout drop = lora_dropout(ids[j]);
+    if (row) drop.col0 = tp_.rank() * A.dim(1), drop.cols = ad.in;
+    Tensor gA = ps[ad.param].grad;
+    if (col) gA = part.slice0(at, at + A.numel()).view(A.shape()), at += A.numel();
+    lora_backward(gk, A, ps[ad.param + 1].value, scale, x, a.lora_t.at(j), dyp, dy.dim(1), dy.dtype(), dx, gA,
+                  ps[ad.param + 1].grad, compute_, &drop);
+  }
+  if (!col) return;
+  tp_.comm->all_reduce(part.data<float>(), part.numel(), comm::ReduceOp::Sum);  // dA summed over tp
+  at = 0;
+  for (size_t j : mine) {
+    Tensor& gA = lora_params_.all()[lora_[ids[j]].param].grad;
+    float* d = gA.data<float>();
+    const float* p = part.data<float>() + at;
+    for (int64_t k = 0; k < gA.numel(); ++k) d[k] += p[k];
+    at += gA.numel();
   }
 }
 

@@ -269,6 +269,29 @@ void lora_forward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float 
   if (y) prod(gk, false, true, T, out, r, scale, mat(t), mat(B), 1.f, y, ldy, dt);    // y += s t B^T
 }
 
+void lora_forward_b(const GemmKernel& gk, const Tensor& B, float scale, const Tensor& t, float* y, int64_t ldy,
+                    DType compute) {
+  const int64_t r = B.dim(1), out = B.dim(0), T = t.dim(0);
+  TITAN_ASSERT(t.dim(1) == r, "lora: t [T, r] and B [out, r]");
+  prod(gk, false, true, T, out, r, scale, mat(t), mat(B), 1.f, y, ldy, input_dtype(compute));  // y += s t B^T
+}
+
+std::vector<ParamSpec> lora_param_specs(const std::vector<LoraAdapter>& adapters, int64_t rank) {
+  std::vector<ParamSpec> v;
+  for (const LoraAdapter& ad : adapters) {
+    const int64_t R = rank * ad.experts;
+    ParamSpec a, b;
+    a.name = lora_a_name(ad.module), a.shape = {R, ad.in}, a.init = InitKind::LoraA;
+    b.name = lora_b_name(ad.module), b.shape = {ad.out, R}, b.init = InitKind::Zeros;
+    for (ParamSpec* s : {&a, &b}) s->unit = 1 + ad.layer, s->layer = ad.layer, s->role = ParamRole::Adapter;
+    if (lora_column_parallel(ad.group)) b.placement.tp_dim = 0;  // the base's rows
+    if (lora_row_parallel(ad.group)) a.placement.tp_dim = 1;     // the base's columns
+    v.push_back(std::move(a));
+    v.push_back(std::move(b));
+  }
+  return v;
+}
+
 void lora_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x,
                    const Tensor& t, const void* dy, int64_t lddy, DType dy_dtype, Tensor& dx, Tensor& gA, Tensor& gB,
                    DType compute, const LoraDropout* drop) {

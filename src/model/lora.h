@@ -40,6 +40,20 @@
 // adapter, global sample index, position, feature), counter-based (core/rng.h), so it is the same
 // for any thread count, any rank count (a sample has the same global index wherever it runs),
 // in a recomputation, and after a resume.
+//
+// Tensor parallelism (model/tensor_parallel.h): an adapter is split like the linear it adapts, as
+// PEFT's tensor-parallel plan does. On a column-parallel linear (q/k/v, gate/up: a rank holds rows
+// of W) lora_A [r, in] is replicated and lora_B holds the same rows as W: t = x A^T is whole on every
+// rank and y_local += scale * t B_local^T; backward, dt = scale * dy_local B_local and so dA = dt^T x
+// and the input gradient dt A are partial sums over tp, dA summed in the layer and dx with the
+// base's input gradient. On a row-parallel linear (o_proj, down_proj: a rank holds columns of W)
+// lora_A holds the same columns as W [r, in/tp] and lora_B [out, r] is replicated: x_local A_local^T
+// is a partial sum, all-reduced over tp ([T, r], small) before B, and the product is added to the
+// reduced output (this rank's rows of it under sequence parallelism); backward, dy is whole (the
+// layer gathers it), so dB and dt are whole on every rank and dA_local = dt^T x_local and the input
+// gradient dt A_local are this rank's columns: no collective. Dropout masks are keyed by the
+// feature's index in the whole input, so they are one process's. Adapters on MoE parameters
+// (target_parameters) are not split in this build.
 #pragma once
 #include <string>
 #include <vector>
@@ -47,6 +61,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "model/config.h"
+#include "model/param_spec.h"
 
 namespace titan {
 
@@ -107,15 +122,30 @@ void lora_parameter_backward(const GemmKernel& gk, const Tensor& A, const Tensor
 std::string lora_a_name(const std::string& module);
 std::string lora_b_name(const std::string& module);
 
+// How tensor parallelism splits an adapter of group g: lora_B's rows on a column-parallel linear
+// (Qkv, GateUp), lora_A's columns on a row-parallel one (O, Down), nothing (replicated) otherwise.
+inline bool lora_column_parallel(LoraGroup g) { return g == LoraGroup::Qkv || g == LoraGroup::GateUp; }
+inline bool lora_row_parallel(LoraGroup g) { return g == LoraGroup::O || g == LoraGroup::Down; }
+// The adapters' tensors as ParamSpecs (model/param_spec.h), lora_A then lora_B of each adapter in
+// the order given (DecoderModel::lora_params() order): whole shapes ([rank * experts, in],
+// [out, rank * experts]), the unit of the adapter's layer, role Adapter, init LoraA / Zeros, and
+// the tensor-parallel split above as placement.tp_dim (a row of the base is a row of lora_B, a
+// column of the base a column of lora_A).
+std::vector<ParamSpec> lora_param_specs(const std::vector<LoraAdapter>& adapters, int64_t rank);
+
 // One adapter's dropout in one training pass: token t of its input [T, in] is position t % seq of
 // global sample row0 + t / seq (the sample's index in the optimizer step's global batch).
+// Tensor parallelism: a row-parallel adapter's input holds features [col0, col0 + in) of `cols`
+// (cols 0: the input is whole), so each element keeps its whole-input mask.
 struct LoraDropout {
   float p = 0;     // dropout probability, in (0, 1)
   Philox rng;      // seed: the run's; stream: the adapter and the step (lora_dropout_rng)
   int64_t row0 = 0, seq = 1;
+  int64_t col0 = 0, cols = 0;
   // Whether element (t, k) of an input with `in` features is kept.
   bool keep(int64_t t, int64_t k, int64_t in) const {
-    const uint64_t i = (uint64_t(row0 + t / seq) * uint64_t(seq) + uint64_t(t % seq)) * uint64_t(in) + uint64_t(k);
+    const uint64_t n = uint64_t(cols > 0 ? cols : in);
+    const uint64_t i = (uint64_t(row0 + t / seq) * uint64_t(seq) + uint64_t(t % seq)) * n + uint64_t(col0 + k);
     return rng.uniform(i) >= p;
   }
 };
@@ -131,6 +161,10 @@ void lora_dropout_backward(const LoraDropout& d, Tensor& y);
 // drop: null (or p = 0) for no dropout; else x A^T reads dropout(x).
 void lora_forward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x, Tensor& t,
                   float* y, int64_t ldy, DType compute, const LoraDropout* drop = nullptr);
+// Its second product alone: y[:, 0:out] (rows at ldy) += scale * t B^T for t [rows, r] (the rows
+// of y; a row-parallel adapter's t once reduced over tp).
+void lora_forward_b(const GemmKernel& gk, const Tensor& B, float scale, const Tensor& t, float* y, int64_t ldy,
+                    DType compute);
 // Its backward: dy is [T, out] at lddy, f32 or bf16 (dy_dtype); dx [T, in] f32 += the adapter's
 // input gradient; gA, gB accumulate.
 void lora_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x,

@@ -162,6 +162,7 @@ const char* param_role_name(ParamRole r) {
     case ParamRole::Bias: return "bias";
     case ParamRole::Router: return "router";
     case ParamRole::Mixer: return "mixer";
+    case ParamRole::Adapter: return "adapter";
   }
   return "?";
 }
@@ -175,6 +176,7 @@ const char* init_kind_name(InitKind k) {
     case InitKind::InputSide: return "input_side";
     case InitKind::OutputSide: return "output_side";
     case InitKind::LogDecay: return "log_decay";
+    case InitKind::LoraA: return "lora_a";
   }
   return "?";
 }

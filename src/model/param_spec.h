@@ -22,6 +22,8 @@ enum class ParamRole : uint8_t {
   Bias,       // q/k/v projection biases (Qwen2)
   Router,     // an MoE layer's router (mlp.gate.weight): f32, it picks the experts
   Mixer,      // a Gated DeltaNet layer's small f32 parameters: conv1d.weight, dt_bias, A_log
+  Adapter,    // a LoRA adapter's lora_A or lora_B (model/lora.h: lora_param_specs): f32, trained on a
+              // frozen base
 };
 
 // How init_weights fills a parameter (torchtitan's scheme; the HF scheme draws every non-norm,
@@ -34,12 +36,16 @@ enum class InitKind : uint8_t {
   InputSide,   // q/k/v, gate_proj, the router: trunc_normal(0.02, [-2, 2])
   OutputSide,  // o_proj, up_proj, down_proj: trunc_normal(0.02 / sqrt(2 (layer + 1)), [-2, 2])
   LogDecay,    // a Gated DeltaNet's A_log: log(uniform(0.01, 16)) (transformers' init, both schemes)
+  LoraA,       // a LoRA adapter's lora_A: PEFT's kaiming_uniform_(a = sqrt(5)), U(-1/sqrt(in), 1/sqrt(in))
+               // (its lora_B: Zeros)
 };
 
 // Where a parameter lives on the mesh. Tensor parallelism as Megatron lays it out: column-parallel
 // linears (q/k/v, gate/up, lm_head) and the vocabulary of the embedding are split along dim 0
 // (their output rows), row-parallel ones (o_proj, down_proj) along dim 1 (their input columns);
-// -1: replicated over tp. by_expert: one of a stacked expert set, split over the ep group by expert.
+// -1: replicated over tp. A LoRA adapter is split like its base (model/lora.h, lora_param_specs):
+// on a column-parallel linear its lora_B along dim 0 (lora_A replicated), on a row-parallel one
+// its lora_A along dim 1 (lora_B replicated). by_expert: one of a stacked expert set, split over the ep group by expert.
 struct Placement {
   int tp_dim = -1;
   bool by_expert = false;

@@ -203,13 +203,8 @@ class ShardedState final : public ModelState {
   void export_hf(const std::string& dir, const HfExportOptions& opt) override {
     // One unit's parameters in memory at a time; rank 0 streams them into the files.
     // (The first replica's shard group gathers; rank 0 is in it.)
-    if (lora_ && pp_comm_) {
-      export_adapters_pipeline(dir);
-      comm_.barrier();
-      return;
-    }
-    if (lora_) {  // a PEFT adapter folder; every rank holds the adapters whole
-      if (comm_.rank() == 0) save_peft_adapter(*model_, dir, lora_base_, true, lora_fp_);
+    if (lora_) {  // a PEFT adapter folder, written by rank 0
+      export_adapters(dir);
       comm_.barrier();
       return;
     }
@@ -329,31 +324,44 @@ class ShardedState final : public ModelState {
     }
   }
 
-  // Pipeline parallelism: every stage's adapters into one PEFT folder. Rank 0 builds the whole
-  // model's adapters on a model without base memory (deferred, frozen), takes its own stage's
-  // values and receives the others' from the first rank of their stage (pp coordinate, every other
-  // coordinate 0), each stage sending its adapters in model order.
-  void export_adapters_pipeline(const std::string& dir) {
-    const int pp = pp_comm_->size(), per = comm_.size() / pp, me = comm_.rank();
-    const PipelineStages& st = model_->pipeline();
-    const ModelConfig& c = model_->config();
-    if (me != 0 && me % per == 0) {
-      const auto& ps = model_->lora_params().all();
-      for (const LoraAdapter& ad : model_->lora_adapters())
-        for (size_t k = 0; k < 2; ++k) comm_.send(ps[ad.param + k].value.raw(), ps[ad.param + k].value.nbytes(), 0);
+  // LoRA: the PEFT folder, the bytes one process writes. Every rank holds its adapters whole (the
+  // optimizer's chunks are gathered after each step); under tensor parallelism the split ones are
+  // joined from their tp shards first (a collective over tp, on every rank). Under pipeline
+  // parallelism rank 0 builds the whole model's adapters on a model without base memory (deferred,
+  // frozen), takes its own stages' values and receives the others' from the first rank of their
+  // stage (pp coordinate, every other coordinate 0), each stage sending its adapters in model order.
+  void export_adapters(const std::string& dir) {
+    const auto& ps = model_->lora_params().all();
+    const auto& specs = model_->lora_param_specs();
+    std::vector<Tensor> joined(ps.size());
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const int d = specs[i].placement.tp_dim;
+      if (!tp_comm_ || d < 0) {
+        joined[i] = ps[i].value;
+        continue;
+      }
+      joined[i] = Tensor::empty(Shape(specs[i].shape), DType::F32);
+      tp_gather_shards(*tp_comm_, ps[i].value, d, joined[i]);
+    }
+    const int pp = pp_comm_ ? pp_comm_->size() : 1, per = comm_.size() / pp, me = comm_.rank();
+    if (me != 0 && me % per == 0) {  // the first rank of another stage
+      for (const Tensor& t : joined) comm_.send(t.raw(), t.nbytes(), 0);
       return;
     }
     if (me != 0) return;
+    if (!pp_comm_ && !tp_comm_) return save_peft_adapter(*model_, dir, lora_base_, true, lora_fp_);
+    const PipelineStages& st = model_->pipeline();
+    const ModelConfig& c = model_->config();
     DecoderModel whole(c, "cpu", /*deferred=*/true, /*frozen=*/true, model_->weight_dtype());
     whole.enable_lora(model_->lora_config(), 0);
-    std::map<std::string, const Tensor*> mine;
-    for (const Param& p : model_->lora_params().all()) mine[p.name] = &p.value;
+    std::map<std::string, size_t> mine;
+    for (size_t i = 0; i < ps.size(); ++i) mine[ps[i].name] = i;
     auto& wp = whole.lora_params().all();
     for (const LoraAdapter& ad : whole.lora_adapters()) {
       const int q = int(st.stage_of_unit(1 + ad.layer, c.num_hidden_layers) % pp);  // the layer's stage's pp rank
       for (size_t k = 0; k < 2; ++k) {
         Tensor& t = wp[ad.param + k].value;
-        if (q == 0) t.copy_(*mine.at(wp[ad.param + k].name));
+        if (q == 0) t.copy_(joined[mine.at(wp[ad.param + k].name)]);
         else comm_.recv(t.raw(), t.nbytes(), q * per);
       }
     }
@@ -373,7 +381,9 @@ class ShardedState final : public ModelState {
     }
     const double norm = distributed::clip_grad_norm({{g.data<float>(), c}}, max_norm, [this](double ss) {
       const double t0 = now_seconds();
+      if (tp_comm_) ss = adapter_tp_sum_of_squares();
       double total = shard_comm().all_reduce_sum(ss);
+      if (tp_comm_) total = tp_comm_->all_reduce_sum(total);  // every tp rank's shards of the split adapters
       if (pp_comm_) total = pp_comm_->all_reduce_sum(total);  // every stage's adapters
       adapter_comm_ += now_seconds() - t0;
       return total;
@@ -382,6 +392,18 @@ class ShardedState final : public ModelState {
     adamw_.step(lora_->p, g, lora_->m, lora_->v, hp);  // padding past the adapters stays 0
     lora_->dp.all_gather_values(lora_->p.data<float>());
     return norm;
+  }
+
+  // Tensor parallelism: this rank's part of the adapters' squared gradient norm over the tp group:
+  // the split adapters' pieces, and the replicated ones' (the same on every tp rank) on tp rank 0 only.
+  double adapter_tp_sum_of_squares() {
+    std::vector<distributed::GradRange> r;
+    float* g = lora_->dp.grad_chunk().data<float>();
+    const auto& specs = model_->lora_param_specs();
+    lora_->for_each_piece(model_->lora_params(), [&](size_t i, int64_t, int64_t local, int64_t c) {
+      if (specs[i].placement.tp_dim >= 0 || tp_comm_->rank() == 0) r.push_back({g + local, c});
+    });
+    return distributed::sum_of_squares(r);
   }
 
   std::optional<std::string> first_non_finite_adapter_grad() {
@@ -402,6 +424,11 @@ class ShardedState final : public ModelState {
       ParamStore& ps = model_->lora_params();
       lora_->for_each_piece(ps, [&](size_t i, int64_t po, int64_t local, int64_t c) {
         const Param& p = ps.all()[i];
+        if (tp_comm_) {
+          push_tp_pieces(model, opt, p.value.shape(), model_->lora_param_specs()[i], po, c, local, lora_->p, lora_->m,
+                         lora_->v, for_save);
+          return;
+        }
         auto view = [&](Tensor& t) { return t.slice0(local, local + c); };
         model->push_back({p.name, p.value.shape(), po, view(lora_->p)});
         opt->push_back({p.name + ".exp_avg", p.value.shape(), po, view(lora_->m)});
@@ -416,28 +443,35 @@ class ShardedState final : public ModelState {
       const Param& p = ps.all()[s.param];
       if (for_save && tied_copy && model_->param_specs()[s.param].unit == 0) continue;
       if (tp_comm_) {
-        const ParamSpec& sp = model_->param_specs()[s.param];
-        const int d = sp.placement.tp_dim;
-        if (d < 0 && for_save && tp_comm_->rank() != 0) continue;
-        Shape shift(p.value.shape().size(), 0);
-        if (d >= 0) shift[size_t(d)] = tp_comm_->rank() * p.value.shape()[size_t(d)];
-        int64_t at = s.local;
-        for (TensorRegion& b : range_boxes(p.value.shape(), s.offset, s.count)) {
-          for (size_t k = 0; k < shift.size(); ++k) b.box_offset[k] += shift[k];
-          const int64_t n = b.numel();
-          auto view = [&](Tensor& t) { return t.slice0(at, at + n); };
-          const Shape full(sp.shape);
-          model->push_back({p.name, full, 0, view(fsdp_->shard_values()), b.box_offset, b.box_shape});
-          opt->push_back({p.name + ".exp_avg", full, 0, view(fsdp_->exp_avg()), b.box_offset, b.box_shape});
-          opt->push_back({p.name + ".exp_avg_sq", full, 0, view(fsdp_->exp_avg_sq()), b.box_offset, b.box_shape});
-          at += n;
-        }
+        push_tp_pieces(model, opt, p.value.shape(), model_->param_specs()[s.param], s.offset, s.count, s.local,
+                       fsdp_->shard_values(), fsdp_->exp_avg(), fsdp_->exp_avg_sq(), for_save);
         continue;
       }
       auto view = [&](Tensor& t) { return t.slice0(s.local, s.local + s.count); };
       model->push_back({p.name, p.value.shape(), s.offset, view(fsdp_->shard_values())});
       opt->push_back({p.name + ".exp_avg", p.value.shape(), s.offset, view(fsdp_->exp_avg())});
       opt->push_back({p.name + ".exp_avg_sq", p.value.shape(), s.offset, view(fsdp_->exp_avg_sq())});
+    }
+  }
+  // Tensor parallelism: elements [offset, offset + count) of this rank's local tensor `local` of sp
+  // (at `at` in the shard tensors vals, m, v) as pieces of the whole tensor: boxes in this tp
+  // rank's block of it. A replicated tensor is written by tp rank 0 alone and read by every rank.
+  void push_tp_pieces(std::vector<TensorPiece>* model, std::vector<TensorPiece>* opt, const Shape& local,
+                      const ParamSpec& sp, int64_t offset, int64_t count, int64_t at, Tensor& vals, Tensor& m,
+                      Tensor& v, bool for_save) {
+    const int d = sp.placement.tp_dim;
+    if (d < 0 && for_save && tp_comm_->rank() != 0) return;
+    Shape shift(local.size(), 0);
+    if (d >= 0) shift[size_t(d)] = tp_comm_->rank() * local[size_t(d)];
+    const Shape full(sp.shape);
+    for (TensorRegion& b : range_boxes(local, offset, count)) {
+      for (size_t k = 0; k < shift.size(); ++k) b.box_offset[k] += shift[k];
+      const int64_t n = b.numel();
+      auto view = [&](Tensor& t) { return t.slice0(at, at + n); };
+      model->push_back({sp.name, full, 0, view(vals), b.box_offset, b.box_shape});
+      opt->push_back({sp.name + ".exp_avg", full, 0, view(m), b.box_offset, b.box_shape});
+      opt->push_back({sp.name + ".exp_avg_sq", full, 0, view(v), b.box_offset, b.box_shape});
+      at += n;
     }
   }
   comm::Comm& shard_comm() { return shard_comm_; }

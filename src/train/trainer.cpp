@@ -131,7 +131,12 @@ void Trainer::build_model() {
   flops_per_token_ = size.flops_per_token;
   // LoRA: the frozen base's weight gradients are not computed (2N of the 6N), the adapters' are
   // (6 per adapter parameter: their own forward, input gradient and weight gradient).
-  if (m.lora_enabled()) flops_per_token_ += -2.0 * double(size.matmul_params) + 6.0 * double(m.lora_params().numel());
+  // (The adapters' whole count: under tensor parallelism lora_params() holds this rank's blocks.)
+  if (m.lora_enabled()) {
+    int64_t adapters = 0;
+    for (const ParamSpec& sp : m.lora_param_specs()) adapters += shape_numel(sp.shape);
+    flops_per_token_ += -2.0 * double(size.matmul_params) + 6.0 * double(adapters);
+  }
   // The lm_head [V, H]: forward, input gradient and (unless frozen) weight gradient.
   head_flops_per_row_ = (m.lora_enabled() ? 4.0 : 6.0) * double(m.config().vocab_size) * double(m.config().hidden_size);
   // Tensor parallelism: each rank of a tp group computes its 1/tp of every token's matmuls (the

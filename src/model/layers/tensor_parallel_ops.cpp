@@ -46,8 +46,8 @@ Tensor DecoderModel::tp_reduce_rows(Tensor& y) const {
 }
 
 void DecoderModel::tp_grad_sum(Tensor& part, Tensor& dw) const {
+  if (!dw.defined()) return;  // a frozen weight (a LoRA base), on every tp rank alike
   tp_.comm->all_reduce(part.data<float>(), part.numel(), comm::ReduceOp::Sum);
-  if (!dw.defined()) return;
   float* d = dw.data<float>();
   const float* p = part.data<float>();
   for (int64_t i = 0; i < part.numel(); ++i) d[i] += p[i];

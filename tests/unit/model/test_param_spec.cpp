@@ -88,3 +88,38 @@ TEST(ParamSpec, TheDecoderIsBuiltInSpecOrderAndUnits) {
     for (size_t i = first; i < last; ++i) EXPECT_EQ(specs[i].unit, u) << specs[i].name;
   }
 }
+
+// LoRA adapters (model/lora.h lora_param_specs): lora_A [r, in] and lora_B [out, r] of each adapter
+// in lora_params() order, in their layer's unit, split over tp like their base: lora_B's rows on a
+// column-parallel projection (whose rows are the base's), lora_A's columns on a row-parallel one.
+TEST(ParamSpec, LoraAdaptersAreSplitLikeTheirBase) {
+  const ModelConfig c = flavor_config("0.6B");  // H 1024, Q 2048, K 1024, I 3072
+  LoraConfig lc;
+  lc.rank = 16;
+  lc.target_modules = {"model.layers.3.self_attn.[qo]_proj", "model.layers.3.mlp.*_proj"};
+  DecoderModel model(c, "cpu", /*deferred=*/true, /*frozen=*/true);
+  model.enable_lora(lc, 1);
+  const auto& specs = model.lora_param_specs();
+  ASSERT_EQ(specs.size(), model.lora_params().all().size());
+  std::map<std::string, ParamSpec> m;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(specs[i].name, model.lora_params().all()[i].name);
+    EXPECT_EQ(specs[i].unit, 4);
+    EXPECT_EQ(specs[i].role, ParamRole::Adapter);
+    m[specs[i].name] = specs[i];
+  }
+  const std::string p = "model.layers.3.";
+  const ParamSpec& qa = m.at(p + "self_attn.q_proj.lora_A.weight");
+  const ParamSpec& qb = m.at(p + "self_attn.q_proj.lora_B.weight");
+  EXPECT_EQ(qa.shape, (std::vector<int64_t>{16, 1024}));
+  EXPECT_EQ(qa.init, InitKind::LoraA);
+  EXPECT_EQ(qa.local_shape(4), qa.shape);  // replicated
+  EXPECT_EQ(qb.init, InitKind::Zeros);
+  EXPECT_EQ(qb.local_shape(4), (std::vector<int64_t>{512, 16}));
+  const ParamSpec& oa = m.at(p + "self_attn.o_proj.lora_A.weight");
+  EXPECT_EQ(oa.local_shape(4), (std::vector<int64_t>{16, 512}));
+  EXPECT_EQ(m.at(p + "self_attn.o_proj.lora_B.weight").placement.tp_dim, -1);
+  EXPECT_EQ(m.at(p + "mlp.up_proj.lora_B.weight").local_shape(4), (std::vector<int64_t>{768, 16}));
+  EXPECT_EQ(m.at(p + "mlp.down_proj.lora_A.weight").local_shape(4), (std::vector<int64_t>{16, 768}));
+  EXPECT_EQ(m.at(p + "mlp.gate_proj.lora_A.weight").placement.tp_dim, -1);
+}

@@ -186,8 +186,9 @@ TEST(PipelineParallelTraining, HfExportEqualsOneProcess) {
 }
 
 // LoRA (rank 8 on the attention and MLP projections, dropout 0.1: masks by step and global row)
-// on the stage that holds each adapter's layer: the pp2 curve equals one process's, and the PEFT
-// folder of a pp2 run (every stage's adapters, assembled on rank 0) is one process's, bit for bit
+// on the stage that holds each adapter's layer: the pp2 and pp2 x tp2 curves equal one process's,
+// and the PEFT folder of a pp2 and a pp2 x tp2 run (every stage's adapters, joined over tp and
+// assembled on rank 0) is one process's, bit for bit
 // as initialised (trained, AdamW turns reduction-order rounding of near-zero gradients into whole
 // steps on single elements, so two layouts' adapters differ by ~1e-3 of a tensor's norm).
 TEST(PipelineParallelTrainingLong, LoraOnEachStageEqualsOneProcess) {
@@ -202,20 +203,26 @@ TEST(PipelineParallelTrainingLong, LoraOnEachStageEqualsOneProcess) {
     run(c, m);
     return dump;
   };
-  const std::string one = job("one", {}, 6), pp2 = job("pp2", {2, 1, "1F1B"}, 6);
+  // pp2 x tp2: each stage's adapters split over its tp ranks too (model/lora.h).
+  const Layout pp2tp2{2, 1, "1F1B", 1, 1, 2};
+  const std::string one = job("one", {}, 6), pp2 = job("pp2", {2, 1, "1F1B"}, 6), pptp = job("pp2_tp2", pp2tp2, 6);
   const std::vector<double> want = losses(one);
   ASSERT_EQ(want.size(), 6u);
   EXPECT_LT(want.back(), want.front());
   expect_same_curve(losses(pp2), want, "LoRA pp2");
-  // The folder as initialised (lr 0): every stage's adapters in their places, bit for bit.
-  const std::string a = job("one_lr0", {}, 1, 0) + "/checkpoint/step-1-hf/adapter_model.safetensors",
-                    b = job("pp2_lr0", {2, 1, "1F1B"}, 1, 0) + "/checkpoint/step-1-hf/adapter_model.safetensors";
-  const SafetensorsFile fa = SafetensorsFile::open(a), fb = SafetensorsFile::open(b);
-  ASSERT_EQ(fa.size(), fb.size());
-  for (const auto& e : fa.entries()) {
-    const Tensor x = fa.get(e.name), y = fb.get(e.name);
-    ASSERT_EQ(x.shape(), y.shape()) << e.name;
-    EXPECT_EQ(std::memcmp(x.raw(), y.raw(), x.nbytes()), 0) << e.name;
+  expect_same_curve(losses(pptp), want, "LoRA pp2 x tp2");
+  // The folder as initialised (lr 0): every stage's adapters in their places (joined over tp), bit
+  // for bit.
+  const std::string a = job("one_lr0", {}, 1, 0) + "/checkpoint/step-1-hf/adapter_model.safetensors";
+  for (const auto& [name, m] : std::vector<std::pair<std::string, Layout>>{{"pp2", {2, 1, "1F1B"}}, {"pp2_tp2", pp2tp2}}) {
+    const std::string b = job(name + "_lr0", m, 1, 0) + "/checkpoint/step-1-hf/adapter_model.safetensors";
+    const SafetensorsFile fa = SafetensorsFile::open(a), fb = SafetensorsFile::open(b);
+    ASSERT_EQ(fa.size(), fb.size()) << name;
+    for (const auto& e : fa.entries()) {
+      const Tensor x = fa.get(e.name), y = fb.get(e.name);
+      ASSERT_EQ(x.shape(), y.shape()) << name << " " << e.name;
+      EXPECT_EQ(std::memcmp(x.raw(), y.raw(), x.nbytes()), 0) << name << " " << e.name;
+    }
   }
 }
 
