@@ -105,7 +105,7 @@ static std::string rank_step_text(const distributed::RankStepMemory& r, const di
 static std::string rank_step_json(const distributed::RankStepMemory& r, const distributed::MeshStep& ms) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                ", \"step_batch\": %lld, \"step_checkpointing\": \"%s\", \"step_compute\": \"%s\", "
+                ", \"rank_step_batch\": %lld, \"rank_step_checkpointing\": \"%s\", \"rank_step_compute\": \"%s\", "
                 "\"rank_step_state_bytes\": %lld, \"rank_step_gathered_bytes\": %lld, \"rank_step_rope_bytes\": %lld, "
                 "\"rank_step_activation_bytes\": %lld, \"rank_step_peak_bytes\": %lld, \"rank_step_peak_at\": \"%s\"",
                 (long long)ms.batch, ckpt_name(ms.ckpt), ms.compute == DType::BF16 ? "bf16" : "f32",
@@ -379,9 +379,9 @@ static int info_for_job(const std::vector<std::string>& argv, int64_t ranks, boo
     return print_tp_info(name, cfg, ms, dense_step, json);
   }
   // The step's peak: one process (dense), or a sharded LoRA rank (dense).
-  if (cfg.is_moe() || (shard > 1 && !job.lora.enable)) {
-    std::optional<distributed::RankStepMemory> r;
-    if (dense_step && shard > 1) r = distributed::predict_rank_step_memory(cfg, ms);
+  if (cfg.is_moe() || ((shard > 1 || ms.dp_replicate > 1) && !job.lora.enable)) {
+    std::optional<distributed::RankStepMemory> r;  // a sharded or replicated rank's step
+    if (dense_step) r = distributed::predict_rank_step_memory(cfg, ms);
     return print_info(name, cfg, job.training.seq_len, shard, json, nullptr, job.lora.enable ? &lc : nullptr, base,
                       r ? &*r : nullptr, &ms);
   }
@@ -691,9 +691,9 @@ static int cmd_info(const std::vector<std::string>& argv) {
                 "--lora-base-dtype must be float32 or bfloat16, got '", d, "'");
     TITAN_CHECK(lc.rank > 0 || base == DType::F32, "--lora-base-dtype bfloat16 needs --lora-rank (a frozen LoRA base)");
   }
-  if (cfg.is_moe() || (dp > 1 && lc.rank == 0)) {
-    std::optional<distributed::RankStepMemory> r;  // a sharded rank's step (dense attention models)
-    if (dense_step && dp > 1) r = distributed::predict_rank_step_memory(cfg, ms);
+  if (cfg.is_moe() || ((dp > 1 || ms.dp_replicate > 1) && lc.rank == 0)) {
+    std::optional<distributed::RankStepMemory> r;  // a sharded or replicated rank's step (dense attention models)
+    if (dense_step) r = distributed::predict_rank_step_memory(cfg, ms);
     return print_info(m, cfg, seq, dp, args.has("json"), nullptr, lc.rank > 0 ? &lc : nullptr, base,
                       r ? &*r : nullptr, &ms);
   }

@@ -35,7 +35,7 @@ RankStepMemory predict_rank_step_memory(const ModelConfig& c, const MeshStep& m)
     }
     r.activations = t.activations;
     r.peak = r.state() + r.rope + r.activations;
-    r.at = "the head or the last layer's backward";
+    r.at = "head or the last layer's backward (one process's formula)";
     return r;
   }
   // As train/sharded_state.cpp's fsdp_options: no prefetch thread under tensor parallelism.

@@ -12,8 +12,9 @@
 #    sequence parallelism (its peak: the head), tp2 with bf16 GEMMs, and cp4 at seq 4096 under full
 #    checkpointing, where context parallelism's whole-sequence K/V, dK/dV and the last chunk's dK/dV
 #    parts are a quarter of the peak.
-# TITAN_DIST_FULL=1 adds dp_shard 2 (FSDP alone), HSDP 2 x tp2, cp2 with bf16 GEMMs, and
-# debugmodel at cp2 and cp2 x tp2. Skips (77) when mpirun is missing.
+# TITAN_DIST_FULL=1 adds dp_shard 2 (FSDP alone), HSDP 2 x tp2, cp2 with bf16 GEMMs, debugmodel at
+# cp2 and cp2 x tp2, cp2 without resharding after the forward or prefetch, and plain replication
+# (dp_replicate 2). Skips (77) when mpirun is missing.
 set -uo pipefail
 titan=$1 src=$2
 command -v mpirun >/dev/null || { echo "mpirun not found; skipping"; exit 77; }
@@ -78,5 +79,9 @@ if [ "${TITAN_DIST_FULL:-0}" = 1 ]; then
   check cp2_bf16 2 "${widemodel[@]}" "${cp[@]}" "${shard1[@]}" --training.mixed_precision_param bfloat16
   check dm_cp2 2 "${debugmodel[@]}" "${cp[@]}" "${shard1[@]}"
   check dm_cp2tp2 4 "${debugmodel[@]}" "${cp[@]}" "${tp[@]}" "${shard1[@]}"
+  check cp2_never 2 "${widemodel[@]}" "${cp[@]}" "${shard1[@]}" --parallelism.fsdp_reshard_after_forward never \
+      --parallelism.fsdp_prefetch false
+  check replicate2 2 "${widemodel[@]}" "${shard1[@]}" --parallelism.data_parallel_replicate_degree 2 \
+      --training.local_batch_size 1
 fi
 echo "ok (${SECONDS}s)"
