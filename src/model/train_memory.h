@@ -71,6 +71,8 @@ struct StepLayout {
 // With bf16 GEMMs, `weight_copies` is the bf16 copy of the running layer's linear weights (FSDP
 // rounds each layer when its values arrive and drops the copy when it is done). Dense attention
 // models (Qwen3, Llama, Qwen2), full fine-tuning; batch: the rank's rows, seq: the whole sequence.
+// Rows of one document each: with packed documents the attention backward runs per document and its
+// per-key-range dQ buffers are sized by the documents instead (not modelled; a few percent at most).
 struct StepTimeline {
   std::vector<UnitStep> runs;
   std::vector<int64_t> activations, weight_copies;
