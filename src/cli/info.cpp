@@ -6,18 +6,22 @@
 // predicted peak memory (model/train_memory.h): --batch N, and --lora-rank R for LoRA (attention and
 // MLP projections, base frozen; --lora-base-dtype bfloat16: the base's matmul weights in bf16, as
 // [lora] base_dtype); with --config, the job's batch, [lora], checkpointing and dtype. A sharded
-// LoRA rank (--dp N) of a dense model gets its step peak too. `titan info --peak` prints the peak FLOP/s MFU is measured
+// LoRA rank (--dp N) of a dense model gets its step peak too, and so does a rank of a mesh (--dp N
+// [--dp-replicate R] [--tp T] [--cp C], --sequence-parallel, --cp-load-balancer, --checkpointing,
+// --dtype, --fsdp-prefetch; distributed/step_memory.h). `titan info --peak` prints the peak FLOP/s MFU is measured
 // against on this machine (src/train/peak_flops.h), f32 and bf16. `titan info --mesh` lays out a
 // job's device mesh; `titan info --pp-schedule` prints a pipeline schedule and its bubble.
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "cli/command.h"
 #include "core/allocator.h"
 #include "distributed/data_parallel.h"
 #include "distributed/fsdp.h"
 #include "distributed/pp_schedule.h"
+#include "distributed/step_memory.h"
 #include "model/flops.h"
 #include "model/param_spec.h"
 #include "model/pipeline.h"
@@ -73,44 +77,108 @@ static int64_t lora_elems(const ModelConfig& cfg, const LoraConfig& c) {
   return n;
 }
 
-// Per rank of tp tensor-parallel x dp fully sharded ranks (tp > 1: the tp rank's local tensors
-// sharded over dp, the sharded path even at dp 1: model/tensor_parallel.h, train/sharded_state.cpp).
-static int print_tp_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t dp, int64_t tp, bool json) {
+static bool parse_on_off(const std::string& v, const char* what) {
+  if (v == "true" || v == "on") return true;
+  if (v == "false" || v == "off") return false;
+  fail(what, " must be true or false, got '", v, "'");
+}
+
+static const char* ckpt_name(Checkpointing c) {
+  return c == Checkpointing::None ? "none" : c == Checkpointing::Selective ? "selective" : "full";
+}
+
+// The "step peak" line of a rank (distributed/step_memory.h), and its JSON fields.
+static std::string rank_step_text(const distributed::RankStepMemory& r, const distributed::MeshStep& ms) {
+  const double mib = double(1 << 20);
+  char buf[768];
+  std::snprintf(buf, sizeof buf,
+                "step peak        %.3f MiB per rank for a local batch of %lld x seq %lld (%lld tokens per rank), "
+                "activation checkpointing %s, %s: state %.3f (params + grads + adamw + comm buffers) + gathered units "
+                "%.3f + RoPE tables %.3f + activations %.3f MiB, during the %s%s\n",
+                double(r.peak) / mib, (long long)ms.batch, (long long)ms.seq, (long long)(ms.batch * ms.seq / ms.cp),
+                ckpt_name(ms.ckpt), ms.compute == DType::BF16 ? "bf16 GEMMs" : "f32", double(r.state()) / mib,
+                double(r.gathered) / mib, double(r.rope) / mib, double(r.activations) / mib, r.at.c_str(),
+                r.sharded ? (r.prefetch ? " (FSDP prefetch on)" : " (FSDP prefetch off)") : "");
+  return buf;
+}
+
+static std::string rank_step_json(const distributed::RankStepMemory& r, const distributed::MeshStep& ms) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                ", \"rank_step_batch\": %lld, \"rank_step_checkpointing\": \"%s\", \"rank_step_compute\": \"%s\", "
+                "\"rank_step_state_bytes\": %lld, \"rank_step_gathered_bytes\": %lld, \"rank_step_rope_bytes\": %lld, "
+                "\"rank_step_activation_bytes\": %lld, \"rank_step_peak_bytes\": %lld, \"rank_step_peak_at\": \"%s\"",
+                (long long)ms.batch, ckpt_name(ms.ckpt), ms.compute == DType::BF16 ? "bf16" : "f32",
+                (long long)r.state(), (long long)r.gathered, (long long)r.rope, (long long)r.activations,
+                (long long)r.peak, r.at.c_str());
+  return buf;
+}
+
+// Per rank of a mesh with tensor and/or context parallelism: tp tensor-parallel x cp
+// context-parallel x dp fully sharded ranks (x dp_replicate replicas, which hold the same): the tp
+// rank's local tensors sharded over dp x cp (the sharded path even at dp 1:
+// model/tensor_parallel.h, model/context_parallel.h, train/sharded_state.cpp), and a step's peak
+// (distributed/step_memory.h) when `step` (dense attention models).
+static int print_tp_info(const std::string& m, const ModelConfig& cfg, const distributed::MeshStep& ms, bool step,
+                         bool json) {
+  const int64_t tp = ms.tp, cp = ms.cp, dp = ms.dp_shard, seq = ms.seq;
   const std::pair<const char*, int64_t> widths[] = {{"num_key_value_heads", cfg.num_key_value_heads},
                                                      {"intermediate_size", cfg.intermediate_size},
                                                      {"moe_intermediate_size", cfg.is_moe() ? cfg.moe_intermediate_size : tp},
                                                      {"vocab_size", cfg.vocab_size}};
   for (const auto& [what, v] : widths)
     TITAN_CHECK(v % tp == 0, "titan info --tp ", tp, ": ", what, " = ", v, " does not divide by ", tp);
+  const int64_t cp_multiple = ms.head_tail ? 2 * cp : cp;
+  TITAN_CHECK(cp == 1 || seq % cp_multiple == 0, "titan info --cp ", cp, ": --seq-len ", seq, " does not divide by ",
+              cp_multiple, ms.head_tail ? " (2 cp head-tail chunks)" : "");
   const ModelSize s = model_size(cfg, seq);
-  const distributed::FsdpPlan plan = distributed::fsdp_plan(cfg, dp, false, DType::F32, tp);
+  const distributed::FsdpPlan plan = distributed::fsdp_plan(cfg, dp * cp, false, DType::F32, tp);
   const int64_t param = plan.shard_bytes, grad = plan.shard_bytes, opt = 2 * plan.shard_bytes;
-  const int64_t comm = plan.staging_bytes, gather = plan.transient_bytes(true, true);
+  // What a step gathers at most, with the trainer's prefetch rule (no prefetch thread under tp).
+  const bool prefetch = ms.prefetch && tp == 1;
+  const int64_t comm = plan.staging_bytes, gather = plan.transient_bytes(ms.reshard_after_forward, prefetch);
+  std::optional<distributed::RankStepMemory> r;
+  if (step) r = distributed::predict_rank_step_memory(cfg, ms);
   const double mib = double(1 << 20);
   if (json) {
     std::printf("{\"model\": \"%s\", \"params\": %lld, \"flops_per_token\": %.6g, \"seq_len\": %lld, \"tp\": %lld, "
-                "\"dp\": %lld, \"rank_param_bytes\": %lld, \"rank_grad_bytes\": %lld, \"rank_optimizer_bytes\": %lld, "
-                "\"rank_comm_bytes\": %lld, \"rank_state_bytes\": %lld, \"rank_gather_bytes\": %lld, "
-                "\"rank_flops_per_token\": %.6g}\n",
-                m.c_str(), (long long)s.params, s.flops_per_token, (long long)seq, (long long)tp, (long long)dp,
-                (long long)param, (long long)grad, (long long)opt, (long long)comm,
-                (long long)(param + grad + opt + comm), (long long)gather, s.flops_per_token / double(tp));
+                "\"cp\": %lld, \"dp\": %lld, \"dp_replicate\": %lld, \"rank_param_bytes\": %lld, \"rank_grad_bytes\": %lld, "
+                "\"rank_optimizer_bytes\": %lld, \"rank_comm_bytes\": %lld, \"rank_state_bytes\": %lld, "
+                "\"rank_gather_bytes\": %lld, \"rank_flops_per_token\": %.6g%s}\n",
+                m.c_str(), (long long)s.params, s.flops_per_token, (long long)seq, (long long)tp, (long long)cp,
+                (long long)dp, (long long)ms.dp_replicate, (long long)param, (long long)grad, (long long)opt,
+                (long long)comm, (long long)(param + grad + opt + comm), (long long)gather,
+                s.flops_per_token / double(tp), r ? rank_step_json(*r, ms).c_str() : "");
     return 0;
   }
   std::printf("model            %s (%s, %lld layers, hidden %lld, heads %lld/%lld, ffn %lld, vocab %lld)\n", m.c_str(),
               cfg.model_type.c_str(), (long long)cfg.num_hidden_layers, (long long)cfg.hidden_size,
               (long long)cfg.num_attention_heads, (long long)cfg.num_key_value_heads, (long long)cfg.intermediate_size,
               (long long)cfg.vocab_size);
-  std::printf("parameters       %lld (%.3f B); per tp rank: %lld/%lld heads, %lld/%lld KV heads, ffn %lld, vocab %lld\n",
-              (long long)s.params, double(s.params) / 1e9, (long long)(cfg.num_attention_heads / tp),
-              (long long)cfg.num_attention_heads, (long long)(cfg.num_key_value_heads / tp),
-              (long long)cfg.num_key_value_heads, (long long)(cfg.intermediate_size / tp), (long long)(cfg.vocab_size / tp));
-  std::printf("flops/token      %.4g per rank of a tp group (1/%lld of %.4g, seq_len %lld)\n",
-              s.flops_per_token / double(tp), (long long)tp, s.flops_per_token, (long long)seq);
-  std::printf("per rank (tensor parallel %lld x FSDP over %lld rank(s)): params %.3f MiB, grads %.3f MiB, adamw %.3f MiB, "
-              "comm buffers %.3f MiB; a step gathers up to %.3f MiB more (units in flight, with prefetch)\n",
-              (long long)tp, (long long)dp, double(param) / mib, double(grad) / mib, double(opt) / mib,
-              double(comm) / mib, double(gather) / mib);
+  if (tp > 1) {
+    std::printf("parameters       %lld (%.3f B); per tp rank: %lld/%lld heads, %lld/%lld KV heads, ffn %lld, vocab %lld\n",
+                (long long)s.params, double(s.params) / 1e9, (long long)(cfg.num_attention_heads / tp),
+                (long long)cfg.num_attention_heads, (long long)(cfg.num_key_value_heads / tp),
+                (long long)cfg.num_key_value_heads, (long long)(cfg.intermediate_size / tp),
+                (long long)(cfg.vocab_size / tp));
+    std::printf("flops/token      %.4g per rank of a tp group (1/%lld of %.4g, seq_len %lld)\n",
+                s.flops_per_token / double(tp), (long long)tp, s.flops_per_token, (long long)seq);
+  } else {
+    std::printf("parameters       %lld (%.3f B)\n", (long long)s.params, double(s.params) / 1e9);
+  }
+  if (cp > 1)
+    std::printf("context parallel %lld (%s): a rank holds %lld of every sequence's %lld tokens (%s); attention "
+                "all-gathers K and V into whole sequences, its backward reduce-scatters dK and dV\n",
+                (long long)cp, ms.head_tail ? "head-tail" : "no load balancing", (long long)(seq / cp), (long long)seq,
+                ms.head_tail ? "chunks r and 2 cp - 1 - r of 2 cp" : "chunk r of cp");
+  const std::string layout = tp > 1 ? "tensor parallel " + std::to_string(tp) + " x FSDP over " + std::to_string(dp * cp)
+                                    : "FSDP over " + std::to_string(dp * cp);
+  std::printf("per rank (%s rank(s)%s): params %.3f MiB, grads %.3f MiB, adamw %.3f MiB, "
+              "comm buffers %.3f MiB; a step gathers up to %.3f MiB more (units in flight%s)\n",
+              layout.c_str(), cp > 1 ? (": dp_shard " + std::to_string(dp) + " x cp " + std::to_string(cp)).c_str() : "",
+              double(param) / mib, double(grad) / mib, double(opt) / mib, double(comm) / mib, double(gather) / mib,
+              prefetch ? ", with prefetch" : "; no prefetch under tensor parallelism");
+  if (r) std::fputs(rank_step_text(*r, ms).c_str(), stdout);
   return 0;
 }
 
@@ -165,7 +233,8 @@ static int print_ep_info(const std::string& m, const ModelConfig& cfg, int64_t s
 }
 
 static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq, int64_t dp, bool json,
-                      const StepMemory* step = nullptr, const LoraConfig* lora = nullptr, DType base = DType::F32) {
+                      const StepMemory* step = nullptr, const LoraConfig* lora = nullptr, DType base = DType::F32,
+                      const distributed::RankStepMemory* rank = nullptr, const distributed::MeshStep* ms = nullptr) {
   ModelSize s = model_size(cfg, seq);
   // Per rank of dp fully sharded ranks: the shards, the staging buffer, and what a step gathers.
   // LoRA (train/sharded_state.cpp): the frozen base's value shard only; the adapters whole with
@@ -200,12 +269,13 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
         "\"flops_per_token\": %.6g, \"seq_len\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, "
         "\"optimizer_bytes\": %lld, \"dp\": %lld, \"rank_param_bytes\": %lld, \"rank_grad_bytes\": %lld, "
         "\"rank_optimizer_bytes\": %lld, \"rank_comm_bytes\": %lld, \"rank_state_bytes\": %lld, "
-        "\"rank_gather_bytes\": %lld%s%s}\n",
+        "\"rank_gather_bytes\": %lld%s%s%s}\n",
         m.c_str(), (long long)s.params, (long long)s.active_params, (long long)s.embedding_params, s.flops_per_token,
         (long long)seq, (long long)s.param_bytes(), (long long)s.grad_bytes(), (long long)s.optimizer_bytes(),
         (long long)dp, (long long)rank_param, (long long)rank_grad, (long long)rank_opt, (long long)rank_comm,
         (long long)rank_state, (long long)rank_gather, dp == 1 ? step_json(step).c_str() : "",
-        rank_step ? (", \"rank_step_peak_bytes\": " + std::to_string(rank_peak)).c_str() : "");
+        rank_step ? (", \"rank_step_peak_bytes\": " + std::to_string(rank_peak)).c_str() : "",
+        rank && ms ? rank_step_json(*rank, *ms).c_str() : "");
     return 0;
   }
   std::printf("model            %s (%s, %lld layers, hidden %lld, heads %lld/%lld, head_dim %lld, ffn %lld, vocab %lld%s)\n",
@@ -261,6 +331,7 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
                 (long long)dp, double(rank_state) / gib, double(rank_param) / gib, double(rank_grad) / gib,
                 double(rank_opt) / gib, (long long)dp, double(rank_comm) / gib, double(rank_gather) / gib,
                 double(plan.largest_unit_bytes) / gib);
+  if (rank && ms) std::fputs(rank_step_text(*rank, *ms).c_str(), stdout);
   return 0;
 }
 
@@ -268,8 +339,10 @@ static int print_info(const std::string& m, const ModelConfig& cfg, int64_t seq,
 // would build (flavor or config.json plus the [model] n_layers / num_experts / top_k overrides), at
 // the job's seq_len, and per rank when it runs on RANKS ranks (default: the job's explicit
 // degrees) with its [parallelism]: the shard group is RANKS / data_parallel_replicate_degree
-// ranks, or 1 when data_parallel_shard_degree is 1. Nothing is allocated, so a model too large
-// for this machine can be sized here.
+// ranks, or 1 when data_parallel_shard_degree is 1; with tensor or context parallelism, each of
+// those ranks is a tp x cp block of the mesh (RANKS x tp x cp ranks in all), and a rank's step
+// peak follows the job's batch, seq_len, checkpointing and dtype (distributed/step_memory.h).
+// Nothing is allocated, so a model too large for this machine can be sized here.
 static int info_for_job(const std::vector<std::string>& argv, int64_t ranks, bool json) {
   JobConfig job = parse_job_command_line(argv);
   ModelConfig cfg = job_model_config(job);
@@ -277,18 +350,41 @@ static int info_for_job(const std::vector<std::string>& argv, int64_t ranks, boo
   if (job.model.n_layers > 0 || job.model.num_experts > 0 || job.model.top_k > 0) name += " (overridden by the job)";
   const auto& par = job.parallelism;
   if (ranks <= 0) ranks = par.data_parallel_shard_degree > 0 ? par.data_parallel_shard_degree * par.data_parallel_replicate_degree : 1;
-  TITAN_CHECK(job.data_parallel_degree(ranks) == ranks, "--dp ", ranks, ": the job's [parallelism] degrees give ",
-              job.data_parallel_degree(ranks), " data-parallel ranks");
+  // RANKS data-parallel ranks are RANKS x tp x cp x pp ranks of the world.
+  const int64_t other = par.tensor_parallel_degree * par.context_parallel_degree * par.pipeline_parallel_degree;
+  TITAN_CHECK(job.data_parallel_degree(ranks * other) == ranks, "--dp ", ranks, ": the job's [parallelism] degrees give ",
+              job.data_parallel_degree(ranks * other), " data-parallel ranks");
   const int64_t shard = par.data_parallel_shard_degree == 1 ? 1 : ranks / par.data_parallel_replicate_degree;
   const LoraConfig lc = job_lora_config(job);
   const DType base = job.lora.enable ? job.lora.base_dtype : DType::F32;
-  // The step's peak: one process (dense), or a sharded LoRA rank (dense).
-  if (cfg.is_moe() || (shard > 1 && !job.lora.enable))
-    return print_info(name, cfg, job.training.seq_len, shard, json, nullptr, job.lora.enable ? &lc : nullptr, base);
   const auto am = job.activation_checkpoint.mode;
   const Checkpointing ck = am == ActivationCheckpointMode::Full        ? Checkpointing::Full
                            : am == ActivationCheckpointMode::Selective ? Checkpointing::Selective
                                                                        : Checkpointing::None;
+  // A rank of the job's mesh (distributed/step_memory.h): its degrees, micro-batch, checkpointing and dtype.
+  distributed::MeshStep ms;
+  ms.dp_replicate = par.data_parallel_replicate_degree, ms.dp_shard = shard;
+  ms.tp = par.tensor_parallel_degree, ms.cp = par.context_parallel_degree;
+  ms.sequence_parallel = par.enable_sequence_parallel;
+  ms.head_tail = par.context_parallel_load_balancer == CpLoadBalancer::HeadTail;
+  ms.reshard_after_forward = par.fsdp_reshard_after_forward != ReshardAfterForward::Never;
+  ms.prefetch = par.fsdp_prefetch;
+  ms.batch = job.training.local_batch_size, ms.seq = job.training.seq_len, ms.ckpt = ck;
+  ms.compute = job.training.mixed_precision_param;
+  const bool dense_step = !cfg.is_moe() && !cfg.is_qwen3_5() && !job.lora.enable;
+  if (ms.tp > 1 || ms.cp > 1) {
+    TITAN_CHECK(par.pipeline_parallel_degree == 1 && par.expert_parallel_degree == 1 && !job.lora.enable,
+                "titan info --config: a rank under tensor or context parallelism is predicted without pipeline or ",
+                "expert parallelism and LoRA");
+    return print_tp_info(name, cfg, ms, dense_step, json);
+  }
+  // The step's peak: one process (dense), or a sharded LoRA rank (dense).
+  if (cfg.is_moe() || ((shard > 1 || ms.dp_replicate > 1) && !job.lora.enable)) {
+    std::optional<distributed::RankStepMemory> r;  // a sharded or replicated rank's step
+    if (dense_step) r = distributed::predict_rank_step_memory(cfg, ms);
+    return print_info(name, cfg, job.training.seq_len, shard, json, nullptr, job.lora.enable ? &lc : nullptr, base,
+                      r ? &*r : nullptr, &ms);
+  }
   // A bf16 LoRA base computes in bf16 whatever mixed_precision_param says (as the trainer).
   const StepMemory sm = step_memory(cfg, job.training.local_batch_size, job.training.seq_len, ck,
                                     base == DType::BF16 ? DType::BF16 : job.training.mixed_precision_param,
@@ -536,7 +632,8 @@ static int cmd_info(const std::vector<std::string>& argv) {
     }
   Args args(argv, {"json"});
   args.check_known({"model", "seq-len", "json", "dp", "tp", "ep", "pp", "schedule", "microbatches", "stages-per-rank",
-                    "layers-per-stage", "n-layers", "batch", "lora-rank", "lora-base-dtype"});
+                    "layers-per-stage", "n-layers", "batch", "lora-rank", "lora-base-dtype", "cp", "dp-replicate",
+                    "sequence-parallel", "cp-load-balancer", "checkpointing", "dtype", "fsdp-prefetch"});
   const std::string m = args.require("model");
   struct stat st {};
   ModelConfig cfg = (::stat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ? load_hf_config(m + "/config.json")
@@ -545,13 +642,38 @@ static int cmd_info(const std::vector<std::string>& argv) {
   const int64_t dp = args.get_int("dp", 1, 1, kMaxRanks);
   cfg.num_hidden_layers = args.get_int("n-layers", cfg.num_hidden_layers, 1, cfg.num_hidden_layers);
   if (args.get_int("pp", 1, 1, 1024) > 1) {
-    TITAN_CHECK(args.get_int("tp", 1, 1, kMaxRanks) == 1 && args.get_int("ep", 1, 1, kMaxRanks) == 1,
-                "titan info --pp: not together with --tp or --ep (the per-rank state of pp x tp and pp x ep is "
+    TITAN_CHECK(args.get_int("tp", 1, 1, kMaxRanks) == 1 && args.get_int("ep", 1, 1, kMaxRanks) == 1 &&
+                    args.get_int("cp", 1, 1, kMaxRanks) == 1,
+                "titan info --pp: not together with --tp or --ep, nor --cp (the per-rank state of pp x tp, pp x ep and pp x cp is "
                 "not predicted yet; the trainer's setup line reports it)");
     return print_pp_info(m, cfg, args, seq, dp);
   }
-  const int64_t tp = args.get_int("tp", 1, 1, kMaxRanks);
-  if (tp > 1) return print_tp_info(m, cfg, seq, dp, tp, args.has("json"));
+  const int64_t tp = args.get_int("tp", 1, 1, kMaxRanks), cp = args.get_int("cp", 1, 1, kMaxRanks);
+  // A rank of a mesh (distributed/step_memory.h): --dp N shards, --dp-replicate R replicas of them,
+  // --tp, --cp; its step at --batch rows x --seq-len, --checkpointing, --dtype.
+  distributed::MeshStep ms;
+  ms.dp_shard = dp, ms.dp_replicate = args.get_int("dp-replicate", 1, 1, kMaxRanks), ms.tp = tp, ms.cp = cp;
+  ms.seq = seq, ms.batch = args.get_int("batch", 1, 1, int64_t(1) << 24);
+  ms.sequence_parallel = parse_on_off(args.get("sequence-parallel", "true"), "--sequence-parallel");
+  const std::string lb = args.get("cp-load-balancer", "headtail");
+  TITAN_CHECK(lb == "headtail" || lb == "none", "--cp-load-balancer must be headtail or none, got '", lb, "'");
+  ms.head_tail = lb == "headtail";
+  const std::string ck = args.get("checkpointing", "none");
+  TITAN_CHECK(ck == "none" || ck == "selective" || ck == "full", "--checkpointing must be none, selective or full, got '",
+              ck, "'");
+  ms.ckpt = ck == "full" ? Checkpointing::Full : ck == "selective" ? Checkpointing::Selective : Checkpointing::None;
+  const std::string dt = args.get("dtype", "float32");
+  TITAN_CHECK(parse_dtype(dt, &ms.compute) && (ms.compute == DType::F32 || ms.compute == DType::BF16),
+              "--dtype (of the GEMM inputs, [training] mixed_precision_param) must be float32 or bfloat16, got '", dt, "'");
+  ms.prefetch = parse_on_off(args.get("fsdp-prefetch", "true"), "--fsdp-prefetch");
+  // The step peak covers dense attention models' full fine-tuning.
+  const bool dense_step = !cfg.is_moe() && !cfg.is_qwen3_5() && !args.has("lora-rank");
+  if (tp > 1 || cp > 1) {
+    TITAN_CHECK(args.get_int("ep", 1, 1, kMaxRanks) == 1, "titan info: --ep not together with --tp or --cp");
+    TITAN_CHECK(!args.has("lora-rank"), "titan info: --lora-rank not together with --tp or --cp (LoRA under tensor or ",
+                "context parallelism is not built)");
+    return print_tp_info(m, cfg, ms, dense_step, args.has("json"));
+  }
   const int64_t ep = args.get_int("ep", 1, 1, kMaxRanks);
   if (ep > 1) return print_ep_info(m, cfg, seq, args.get_int("batch", 1, 1, int64_t(1) << 24), dp, ep, args.has("json"));
   // One step's predicted peak: batch --batch (1), full fine-tuning or, with --lora-rank R, LoRA
@@ -569,10 +691,15 @@ static int cmd_info(const std::vector<std::string>& argv) {
                 "--lora-base-dtype must be float32 or bfloat16, got '", d, "'");
     TITAN_CHECK(lc.rank > 0 || base == DType::F32, "--lora-base-dtype bfloat16 needs --lora-rank (a frozen LoRA base)");
   }
-  if (cfg.is_moe() || (dp > 1 && lc.rank == 0))
-    return print_info(m, cfg, seq, dp, args.has("json"), nullptr, lc.rank > 0 ? &lc : nullptr, base);
-  const int64_t batch = args.get_int("batch", 1, 1, int64_t(1) << 24);
-  const StepMemory sm = step_memory(cfg, batch, seq, Checkpointing::None, base, lc.rank > 0 ? &lc : nullptr, base);
+  if (cfg.is_moe() || ((dp > 1 || ms.dp_replicate > 1) && lc.rank == 0)) {
+    std::optional<distributed::RankStepMemory> r;  // a sharded or replicated rank's step (dense attention models)
+    if (dense_step) r = distributed::predict_rank_step_memory(cfg, ms);
+    return print_info(m, cfg, seq, dp, args.has("json"), nullptr, lc.rank > 0 ? &lc : nullptr, base,
+                      r ? &*r : nullptr, &ms);
+  }
+  const int64_t batch = ms.batch;
+  const StepMemory sm = step_memory(cfg, batch, seq, ms.ckpt, base == DType::BF16 ? base : ms.compute,
+                                    lc.rank > 0 ? &lc : nullptr, base);
   return print_info(m, cfg, seq, dp, args.has("json"), &sm, lc.rank > 0 ? &lc : nullptr, base);
 }
 

@@ -70,12 +70,20 @@ FsdpPlan fsdp_plan(const ModelConfig& c, int64_t world, bool frozen, DType base,
 }
 
 int64_t FsdpPlan::transient_bytes(bool reshard_after_forward, bool prefetch) const {
+  int64_t peak = 0;
+  for (int64_t b : resident_at_runs(reshard_after_forward, prefetch)) peak = std::max(peak, b);
+  return peak;
+}
+
+std::vector<int64_t> FsdpPlan::resident_at_runs(bool reshard_after_forward, bool prefetch) const {
   // Replays the schedule with the rules of Fsdp::need / done / prefetch below. A trained unit's
-  // values are f32, so its full gradients are as many bytes as its values.
+  // values are f32, so its full gradients are as many bytes as its values. The most resident at
+  // once is at a compute step: needs and prefetches come before one, releases after it.
   const size_t n = unit_bytes.size();
   std::vector<char> values(n, 0), grads(n, 0);
   std::vector<int64_t> reducing;  // units whose gradients the communication thread still reduces
-  int64_t live = 0, peak = 0;
+  std::vector<int64_t> at;
+  int64_t live = 0;
   // A frozen base's gradients are tracked (the tied embedding's lifetime) but hold no memory.
   auto size_of = [&](const std::vector<char>& held, int64_t u) {
     return &held == &grads && frozen ? int64_t(0) : unit_bytes[size_t(u)];
@@ -111,15 +119,14 @@ int64_t FsdpPlan::transient_bytes(bool reshard_after_forward, bool prefetch) con
         break;
       }
       case UnitStep::Kind::Run:
-        peak = std::max(peak, live);
+        at.push_back(live);
         // A reduction issued before this step overlaps it and is taken as done after it.
         for (int64_t r : reducing) live -= unit_bytes[size_t(r)];
         reducing.clear();
         break;
     }
-    peak = std::max(peak, live);
   }
-  return peak;
+  return at;
 }
 
 // A run of a unit's parameters sharded over one group: the fsdp group, or under expert

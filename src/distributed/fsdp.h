@@ -103,6 +103,10 @@ struct FsdpPlan {
   // early; a tied embedding keeps its values from its lookup to the head; without resharding
   // after forward, every unit's values stay until its backward.
   int64_t transient_bytes(bool reshard_after_forward, bool prefetch) const;
+  // The same replay's gathered bytes while each compute step (Run) of `schedule` runs, in order
+  // (transient_bytes is their largest). `schedule` may be replaced by the pass of a checkpointing
+  // mode (its recomputation steps run with the unit's values and gradients resident).
+  std::vector<int64_t> resident_at_runs(bool reshard_after_forward, bool prefetch) const;
 };
 // base: the dtype of a frozen base's matmul weights (DecoderModel's weight_dtype).
 // tp: the tensor-parallel degree (each rank's units are its local shards, ParamSpec::local_shape).
