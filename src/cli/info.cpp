@@ -474,7 +474,9 @@ static int print_mesh(const std::vector<std::string>& argv) {
               (long long)p.fsdp(), (long long)p.batch(), (long long)p.loss(), (long long)p.ep,
               (long long)p.expert_fsdp());
   if (p.cp > 1)
-    std::printf("training         refused today: context-parallel training is not built yet (cp other than 1)\n");
+    std::printf("context parallel each sequence cut over the %lld ranks of a cp group: with head-tail balancing (the "
+                "default) cp rank c holds chunks c and %lld - c of %lld\n",
+                (long long)p.cp, (long long)(2 * p.cp - 1), (long long)(2 * p.cp));
   const int64_t shown = std::min<int64_t>(world, 64);
   std::printf("rank    pp  dp_rep  dp_shard  cp  tp  ep  expert_fsdp  batch\n");
   for (int64_t r = 0; r < shown; ++r) {

@@ -6,7 +6,7 @@
 #  - a 3-D mesh: dp_replicate 2 x cp2 x tp2 (8 ranks, oversubscribed; its first 8 steps), with full
 #    activation checkpointing and 2 accumulation micro-batches per step;
 #  - packed documents (block_causal) at cp2 against one process's packed run;
-#  - debug-moe at dp_shard 2 x cp2;
+#  - debug-moe at dp_shard 2 x cp2, and at cp2 x ep2 (experts split over the cp ranks; 8 steps);
 #  - cp2's step-10 checkpoint resumes at tp2 with the same next losses.
 # Skips (77) when mpirun is missing.
 set -uo pipefail
@@ -50,6 +50,10 @@ moe=(--model.name qwen3_moe --model.flavor debug-moe)
 run moe_one 1 --training.local_batch_size 4 "${moe[@]}"
 run moe_dp2cp2 4 --training.local_batch_size 2 "${moe[@]}" "${cp[@]}" 2 --parallelism.data_parallel_shard_degree 2
 echo -n "moe dp2 x cp2 vs 1: "; compare "$work/moe_one/metrics.jsonl" "$work/moe_dp2cp2/metrics.jsonl" || fail "moe"
+# Expert parallelism over the cp ranks: each MoE block dispatches its rank's own tokens.
+run moe_cp2ep2 2 --training.local_batch_size 4 "${moe[@]}" "${cp[@]}" 2 --parallelism.expert_parallel_degree 2 \
+    --parallelism.data_parallel_shard_degree 1 --training.steps 8
+echo -n "moe cp2 x ep2 vs 1: "; compare "$work/moe_one/metrics.jsonl" "$work/moe_cp2ep2/metrics.jsonl" || fail "moe ep"
 
 # cp2's step-10 checkpoint resumes at tp2.
 mkdir -p "$work/resumed/checkpoint"

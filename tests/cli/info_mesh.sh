@@ -10,7 +10,8 @@ grep -q "dp_replicate=2 dp_shard=2 cp=1 tp=2 pp=1 ep=1 (world 8)" <<<"$out" || f
 grep -q "fsdp 2 (dp_shard x cp), batch 4" <<<"$out" || fail "groups: $out"
 grep -q "refused today" <<<"$out" && fail "tp > 1 is said to be refused for training: $out"
 cp=$("$titan" info --mesh --world 4 --cp 2 2>&1) || fail "info --mesh --cp 2: $cp"
-grep -q "refused today: context-parallel" <<<"$cp" || fail "cp > 1 is not said to be refused for training: $cp"
+grep -q "refused today" <<<"$cp" && fail "cp > 1 is said to be refused for training: $cp"
+grep -q "cp rank c holds chunks c and 3 - c of 4" <<<"$cp" || fail "no context-parallel layout: $cp"
 # rank 5 = dp_replicate 1, dp_shard 0, tp 1 (row-major pp, dp_replicate, dp_shard, cp, tp).
 row=$(awk '$1 == 5' <<<"$out")
 [ "$(echo $row)" = "5 0 1 0 0 1 0 1 2" ] || fail "rank 5's coordinates: '$row'"$'\n'"$out"
