@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Tensor parallelism over MPI (debugmodel, 2 layers, seq 32, global batch 4, 12 steps), each run's
+# Tensor parallelism over MPI (debugmodel, 2 layers, seq 32, global batch 4, 20 steps), each run's
 # loss curve against one process's within 1e-5 relative:
-#  - tp2 (sequence parallel), tp2 without sequence parallelism;
+#  - tp2 (sequence parallel), tp2 without sequence parallelism, tp4 (oversubscribed);
+#  - debug-moe (8 experts, each split like a dense MLP) at tp2;
 #  - a 2-D mesh: dp_shard 2 x tp 2 (4 ranks);
 #  - a 3-D mesh: dp_replicate 2 x dp_shard 2 x tp 2 (8 ranks, oversubscribed);
 #  - a checkpoint written by tp2 x dp2 resumes on one process with the same next losses;
@@ -15,7 +16,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1
 common=(--config "$src/recipes/debug.toml" --model.n_layers 2 --training.seq_len 32 --training.global_batch_size 4
-        --training.steps 12 --metrics.log_freq 1 --metrics.enable_tensorboard false --checkpoint.last_save_in_hf false
+        --training.steps 20 --metrics.log_freq 1 --metrics.enable_tensorboard false --checkpoint.last_save_in_hf false
         --lr_scheduler.warmup_steps 2 --compute.threads 1 --checkpoint.keep_latest_k 0)
 
 SECONDS=0
@@ -24,13 +25,19 @@ run tp2 2 --training.local_batch_size 4 --parallelism.tensor_parallel_degree 2 -
     --checkpoint.enable false
 run tp2_nosp 2 --training.local_batch_size 4 --parallelism.tensor_parallel_degree 2 \
     --parallelism.data_parallel_shard_degree 1 --parallelism.enable_sequence_parallel false --checkpoint.enable false
+run tp4 4 --training.local_batch_size 4 --parallelism.tensor_parallel_degree 4 --parallelism.data_parallel_shard_degree 1 \
+    --checkpoint.enable false
 run tp2dp2 4 --training.local_batch_size 2 --parallelism.tensor_parallel_degree 2 --parallelism.data_parallel_shard_degree 2 \
     --checkpoint.enable true --checkpoint.interval 6
 run mesh3d 8 --training.local_batch_size 1 --parallelism.tensor_parallel_degree 2 --parallelism.data_parallel_shard_degree 2 \
     --parallelism.data_parallel_replicate_degree 2 --checkpoint.enable false
-for r in tp2 tp2_nosp tp2dp2 mesh3d; do
+for r in tp2 tp2_nosp tp4 tp2dp2 mesh3d; do
   echo -n "$r vs 1: "; compare "$work/one/metrics.jsonl" "$work/$r/metrics.jsonl" || fail "$r curve differs"
 done
+moe=(--model.name qwen3_moe --model.flavor debug-moe --training.local_batch_size 4 --checkpoint.enable false)
+run moe_one 1 "${moe[@]}"
+run moe_tp2 2 "${moe[@]}" --parallelism.tensor_parallel_degree 2 --parallelism.data_parallel_shard_degree 1
+echo -n "moe tp2 vs 1: "; compare "$work/moe_one/metrics.jsonl" "$work/moe_tp2/metrics.jsonl" || fail "moe tp2 curve differs"
 grep -q "tensor parallel 2" "$work/tp2dp2.log" || { grep "\[titan\]" "$work/tp2dp2.log"; fail "no tensor-parallel layout in the setup line"; }
 
 # tp2 x dp2's step-6 checkpoint resumes on one process.
