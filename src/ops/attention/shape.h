@@ -99,18 +99,14 @@ inline void check_contiguous_out(const Tensor& t, const Shape& shape, const char
               "' must be f32", shape_str(shape), ", got ", t.defined() ? t.str() : std::string("undefined"));
 }
 
-inline Dims check_rows_forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale,
-                               const Tensor& out, const Tensor& lse, const char* who) {
-  const Dims d = check_rows(q, k, v, seq, scale, who);
+// The outputs of a row-view forward (out [B, S, Hq, D], lse [B, Hq, S]) and the gradients of its
+// backward (dout like out; dq, dk, dv the views of q, k, v), for the causal and suffix forms alike.
+inline void check_outputs(const Dims& d, const Tensor& out, const Tensor& lse, const char* who) {
   check_contiguous_out(out, {d.B, d.S, d.Hq, d.D}, who, "out");
   check_contiguous_out(lse, {d.B, d.Hq, d.S}, who, "lse");
-  return d;
 }
-
-inline Dims check_rows_backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
-                                const Tensor& lse, const Tensor& dout, int64_t seq, float scale, const RowView& dq,
-                                const RowView& dk, const RowView& dv, const char* who) {
-  const Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, who);
+inline void check_gradients(const Dims& d, const RowView& q, const RowView& k, const RowView& v, const Tensor& dout,
+                            const RowView& dq, const RowView& dk, const RowView& dv, const char* who) {
   check_contiguous_out(dout, {d.B, d.S, d.Hq, d.D}, who, "dout");
   check_view(dq, DType::F32, who, "dq");
   check_view(dk, DType::F32, who, "dk");
@@ -118,6 +114,20 @@ inline Dims check_rows_backward(const RowView& q, const RowView& k, const RowVie
   check_same_rows(q, dq, who, "q", "dq");
   check_same_rows(k, dk, who, "k", "dk");
   check_same_rows(v, dv, who, "v", "dv");
+}
+
+inline Dims check_rows_forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale,
+                               const Tensor& out, const Tensor& lse, const char* who) {
+  const Dims d = check_rows(q, k, v, seq, scale, who);
+  check_outputs(d, out, lse, who);
+  return d;
+}
+
+inline Dims check_rows_backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                                const Tensor& lse, const Tensor& dout, int64_t seq, float scale, const RowView& dq,
+                                const RowView& dk, const RowView& dv, const char* who) {
+  const Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, who);
+  check_gradients(d, q, k, v, dout, dq, dk, dv, who);
   return d;
 }
 
@@ -143,8 +153,7 @@ inline Dims check_rows_suffix(const RowView& q, const RowView& k, const RowView&
 inline Dims check_rows_suffix_forward(const RowView& q, const RowView& k, const RowView& v, int64_t sq, int64_t sk,
                                       float scale, const Tensor& out, const Tensor& lse, const char* who) {
   const Dims d = check_rows_suffix(q, k, v, sq, sk, scale, who);
-  check_contiguous_out(out, {d.B, d.S, d.Hq, d.D}, who, "out");
-  check_contiguous_out(lse, {d.B, d.Hq, d.S}, who, "lse");
+  check_outputs(d, out, lse, who);
   return d;
 }
 
@@ -152,13 +161,7 @@ inline Dims check_rows_suffix_backward(const RowView& q, const RowView& k, const
                                        const Tensor& lse, const Tensor& dout, int64_t sq, int64_t sk, float scale,
                                        const RowView& dq, const RowView& dk, const RowView& dv, const char* who) {
   const Dims d = check_rows_suffix_forward(q, k, v, sq, sk, scale, out, lse, who);
-  check_contiguous_out(dout, {d.B, d.S, d.Hq, d.D}, who, "dout");
-  check_view(dq, DType::F32, who, "dq");
-  check_view(dk, DType::F32, who, "dk");
-  check_view(dv, DType::F32, who, "dv");
-  check_same_rows(q, dq, who, "q", "dq");
-  check_same_rows(k, dk, who, "k", "dk");
-  check_same_rows(v, dv, who, "v", "dv");
+  check_gradients(d, q, k, v, dout, dq, dk, dv, who);
   return d;
 }
 
