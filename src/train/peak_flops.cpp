@@ -399,7 +399,7 @@ double measure_gemm_peak(bool bf16, int threads, double budget_s) {
   g.b = b.data();
   g.c = c.data();
   g.in_dtype = bf16 ? DType::BF16 : DType::F32;
-  const GemmKernel& kern = kernel<GemmKernel>("cpu");
+  const GemmKernel& kern = kernel<GemmKernel>(default_variant());
   gemm(kern, g);  // builds (JIT) and warms the primitive
   double best = 0;
   const double begin = now_seconds();
