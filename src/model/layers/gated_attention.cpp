@@ -18,6 +18,7 @@
 #include "model/decoder_layer.h"
 #include "model/inference_state.h"
 #include "ops/attention/cached.h"
+#include "ops/attention/output_gate.h"
 #include "ops/rope/partial.h"
 
 namespace titan {
@@ -33,8 +34,6 @@ std::vector<int64_t> row_positions(int64_t n, PosOf pos_of) {
   for (int64_t r = 0; r < n; ++r) p[size_t(r)] = pos_of(r);
   return p;
 }
-
-float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 
 }  // namespace
 
@@ -111,13 +110,7 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
                                   a.lse);
   }
   a.attn = a.attn.view({T, Q});
-  {
-    const float* at = a.attn.data<float>();
-    float* g = a.gated.data<float>();
-    parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
-      for (int64_t i = t0 * Q; i < t1 * Q; ++i) g[i] = at[i] * sigmoid(g[i]);
-    });
-  }
+  output_gate_forward(ExecContext::host(), a.attn, a.gated);  // gate logits -> attn * sigmoid(gate)
   a.h = f32({T, H});
   k.linear->forward_residual(a.gated, Wo, &x, a.h, compute_);
   lora_forward_group(l, LoraGroup::O, a.gated, &a.h, a);
@@ -137,25 +130,19 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
   k.linear->backward(a.gated, Wo, dx, &dgated, grad_or_null(L.g_o), compute_);
   lora_backward_group(l, LoraGroup::O, a.gated, a, dx, dgated);
   a.gated = Tensor();
-  // gated = attn * sigmoid(gate): d(attn) = d(gated) s, d(gate) = d(gated) attn s (1 - s)
+  // gated = attn * sigmoid(gate): d(attn) = d(gated) s, d(gate) = d(gated) attn s (1 - s), from the
+  // gate logits copied out of q_proj's columns into dgate (the op overwrites them in place)
   Tensor dattn = f32({T, Q}), dgate = f32({T, Q});
   {
     const float* s = a.qkv.data<float>();
-    const float* at = a.attn.data<float>();
-    const float* dg = dgated.data<float>();
-    float* da = dattn.data<float>();
-    float* dz = dgate.data<float>();
+    float* gd = dgate.data<float>();
     parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
         for (int64_t h = 0; h < nh; ++h)
-          for (int64_t j = 0; j < D; ++j) {
-            const int64_t i = (t * nh + h) * D + j;
-            const float sg = sigmoid(s[t * W + h * 2 * D + D + j]);
-            da[i] = dg[i] * sg;
-            dz[i] = dg[i] * at[i] * sg * (1.0f - sg);
-          }
+          std::memcpy(gd + (t * nh + h) * D, s + t * W + h * 2 * D + D, size_t(D) * sizeof(float));
     });
   }
+  output_gate_backward(ExecContext::host(), a.attn, dgate, dgated, dattn, dgate);
   dgated = Tensor();
   Tensor dqkv = f32({T, W});
   Tensor dq = f32({B, S, nh, D});
