@@ -78,7 +78,7 @@ InferenceModel load_inference_model(const Args& args) {
   m.dir = args.require("model");
   TITAN_CHECK(fs::is_directory(m.dir), "--model ", m.dir, ": not a folder (an HF model folder or a checkpoint step)");
   m.hf = is_hf_folder(m.dir);
-  const std::string kernels = args.get("kernels", "cpu");
+  const std::string kernels = args.get("kernels", default_variant());
   const std::string dtype = args.get("dtype", "f32");
   TITAN_CHECK(dtype == "f32" || dtype == "bf16", "--dtype must be f32 or bf16, got '", dtype, "'");
   const DType compute = dtype == "bf16" ? DType::BF16 : DType::F32;

@@ -26,7 +26,7 @@ static int cmd_score(const std::vector<std::string>& argv) {
   Args args(argv, {"json", "allow-other-base"});
   args.check_known({"model", "adapter", "tokens", "dump-logits", "dump-grads", "json", "kernels", "compute",
                     "allow-other-base"});
-  const std::string kernels = args.get("kernels", "cpu");
+  const std::string kernels = args.get("kernels", default_variant());
   const std::string model_dir = args.require("model");
   auto model = load_hf_model(model_dir, kernels);
   if (args.has("adapter")) {  // LoRA on the base, not merged; only on the base it was trained on

@@ -9,6 +9,7 @@
 
 #include "cli/verify.h"
 #include "ops/catalog.h"
+#include "ops/registry.h"
 #include "ops/verify/verify.h"
 
 namespace titan::cli {
@@ -17,13 +18,15 @@ static int cmd_verify_kernels(const std::vector<std::string>& argv) {
   Args args(argv, {"json"});
   args.check_known({"op", "json", "device"});
   TITAN_CHECK(args.positional().empty(), "usage: titan verify kernels [--op NAME] [--device cpu|cuda] [--json]");
-  const std::string device = args.get("device", "cpu");
-  TITAN_CHECK(device == "cpu" || device == "cuda", "verify kernels: --device must be cpu or cuda, got '", device, "'");
-  const std::vector<VerifyRow> rows = verify_kernels(args.get("op", ""), device == "cuda" ? "cuda" : "");
-  if (device == "cuda") {
+  const std::string cpu = device_type_name(DeviceType::CPU), cuda = device_type_name(DeviceType::CUDA);
+  const std::string device = args.get("device", cpu);
+  TITAN_CHECK(device == cpu || device == cuda, "verify kernels: --device must be cpu or cuda, got '", device, "'");
+  const std::string cuda_variant = default_variant(DeviceType::CUDA);
+  const std::vector<VerifyRow> rows = verify_kernels(args.get("op", ""), device == cuda ? cuda_variant : "");
+  if (device == cuda) {
     std::string missing;
     for (const auto& op : op_names())
-      if ((args.get("op", "").empty() || op == args.get("op", "")) && !op_has_variant(op, "cuda"))
+      if ((args.get("op", "").empty() || op == args.get("op", "")) && !op_has_variant(op, cuda_variant))
         missing += (missing.empty() ? "" : ", ") + op;
     if (!missing.empty()) std::fprintf(stderr, "verify kernels: no cuda variant yet: %s\n", missing.c_str());
   }

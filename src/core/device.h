@@ -7,11 +7,16 @@ namespace titan {
 
 enum class DeviceType : uint8_t { CPU, CUDA };
 
+inline const char* device_type_name(DeviceType t) { return t == DeviceType::CPU ? "cpu" : "cuda"; }
+
 struct Device {
   DeviceType type = DeviceType::CPU;
   int index = 0;
   bool operator==(const Device& o) const { return type == o.type && index == o.index; }
-  std::string str() const { return type == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(index); }
+  std::string str() const {
+    const std::string s = device_type_name(type);
+    return type == DeviceType::CPU ? s : s + ":" + std::to_string(index);
+  }
 };
 
 inline Device cpu() { return Device{}; }

@@ -45,10 +45,13 @@ uint64_t stream_id(const char* name) {
   return h;
 }
 
+// mean + std * x and lo + (hi - lo) * u are written as fused multiply-adds (std::fma): one
+// rounding, as the x86-64-v3 build's contraction has always computed them, now on every target
+// whether the compiler contracts or not, so a seed gives the same weights everywhere.
 void fill_normal(Tensor& t, double mean, double std, const Philox& rng) {
   float* p = t.data<float>();
   parallel_for(t.numel(), 1 << 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) p[i] = float(mean + std * rng.normal(uint64_t(i)));
+    for (int64_t i = b; i < e; ++i) p[i] = float(std::fma(std, rng.normal(uint64_t(i)), mean));
   });
 }
 
@@ -58,8 +61,8 @@ void fill_trunc_normal(Tensor& t, double mean, double std, double a, double b, c
   parallel_for(t.numel(), 1 << 16, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       // Redraw from disjoint counter ranges (attempt k uses counter i + k*n) until inside [a, b].
-      double v = mean + std * rng.normal(uint64_t(i));
-      for (uint64_t k = 1; (v < a || v > b) && k < 1000; ++k) v = mean + std * rng.normal(uint64_t(i) + k * n);
+      double v = std::fma(std, rng.normal(uint64_t(i)), mean);
+      for (uint64_t k = 1; (v < a || v > b) && k < 1000; ++k) v = std::fma(std, rng.normal(uint64_t(i) + k * n), mean);
       p[i] = float(v < a ? a : (v > b ? b : v));
     }
   });
@@ -68,7 +71,7 @@ void fill_trunc_normal(Tensor& t, double mean, double std, double a, double b, c
 void fill_uniform(Tensor& t, double lo, double hi, const Philox& rng) {
   float* p = t.data<float>();
   parallel_for(t.numel(), 1 << 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) p[i] = float(lo + (hi - lo) * double(rng.uniform(uint64_t(i))));
+    for (int64_t i = b; i < e; ++i) p[i] = float(std::fma(hi - lo, double(rng.uniform(uint64_t(i))), lo));
   });
 }
 

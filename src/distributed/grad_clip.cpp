@@ -1,61 +1,10 @@
 #include "distributed/grad_clip.h"
 
-#include <immintrin.h>
-
-#include <algorithm>
 #include <cmath>
 
-#include "core/threading.h"
-
 namespace titan::distributed {
-namespace {
 
-constexpr int64_t kChunk = 1 << 16;
-
-// Sum of squares of p[0..n) in double; fixed lane assignment and reduction order.
-double chunk_sum_squares(const float* p, int64_t n) {
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 x = _mm256_loadu_ps(p + i);
-    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
-    __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-    a0 = _mm256_fmadd_pd(lo, lo, a0);
-    a1 = _mm256_fmadd_pd(hi, hi, a1);
-  }
-  double lanes[4];
-  _mm256_storeu_pd(lanes, _mm256_add_pd(a0, a1));
-  double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-  for (; i < n; ++i) s += double(p[i]) * double(p[i]);
-  return s;
-}
-
-void scale_inplace(float* p, int64_t n, float c) {
-  __m256 vc = _mm256_set1_ps(c);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), vc));
-  for (; i < n; ++i) p[i] *= c;
-}
-
-std::vector<GradRange> chunks(const std::vector<GradRange>& grads) {
-  std::vector<GradRange> cs;
-  for (const GradRange& g : grads)
-    for (int64_t b = 0; b < g.n; b += kChunk) cs.push_back({g.data + b, std::min(kChunk, g.n - b)});
-  return cs;
-}
-
-}  // namespace
-
-double sum_of_squares(const std::vector<GradRange>& grads) {
-  const std::vector<GradRange> cs = chunks(grads);
-  std::vector<double> part(cs.size());
-  parallel_for(int64_t(cs.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c) part[size_t(c)] = chunk_sum_squares(cs[size_t(c)].data, cs[size_t(c)].n);
-  });
-  double s = 0;
-  for (double v : part) s += v;  // in chunk order: the same result for any thread count
-  return s;
-}
+double sum_of_squares(const std::vector<GradRange>& grads) { return foreach_sum_squares(ExecContext::host(), grads); }
 
 double clip_grad_norm(const std::vector<GradRange>& grads, double max_norm,
                       const std::function<double(double)>& global) {
@@ -64,11 +13,7 @@ double clip_grad_norm(const std::vector<GradRange>& grads, double max_norm,
   if (!std::isfinite(total) || !(max_norm > 0)) return total;
   const double coef = max_norm / (total + 1e-6);
   if (coef >= 1.0) return total;
-  const float c = float(coef);
-  const std::vector<GradRange> cs = chunks(grads);
-  parallel_for(int64_t(cs.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) scale_inplace(cs[size_t(k)].data, cs[size_t(k)].n, c);
-  });
+  foreach_scale(ExecContext::host(), grads, float(coef));
   return total;
 }
 

@@ -4,21 +4,19 @@
 // the global sum of squares is formed from this process's part, which the caller passes in; the
 // norm and the scaling are the same code.
 //
-// Deterministic for any thread count: each range is cut into fixed 64Ki-element chunks, each
-// chunk's sum of squares is accumulated in double (AVX2, 8 lanes, fixed lane order), and the chunk
-// sums are added in order.
+// The arithmetic is the multi-tensor ops of ops/foreach/foreach.h (deterministic for any thread
+// count: fixed chunks, each summed in double, the chunk sums added in order).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <vector>
 
+#include "ops/foreach/foreach.h"
+
 namespace titan::distributed {
 
 // f32 gradient elements [data, data + n).
-struct GradRange {
-  float* data;
-  int64_t n;
-};
+using GradRange = FloatRange;
 
 // Sum over the ranges of g^2, in double.
 double sum_of_squares(const std::vector<GradRange>& grads);

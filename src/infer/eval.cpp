@@ -53,7 +53,7 @@ EvalResult evaluate(DecoderModel& model, const std::vector<uint32_t>& ids, int64
     res.tokens += count;
     // The guide: trg_len = end - prev_end target tokens, weighted as trg_len - 1.
     const int64_t trg_len = w.end - w.prev_end;
-    guide_sum += (sum / double(count)) * double(trg_len - 1);
+    guide_sum = std::fma(sum / double(count), double(trg_len - 1), guide_sum);  // one rounding on every target
     guide_count += trg_len - 1;
     ++res.windows;
     if (progress) progress(res.windows, int64_t(windows.size()));

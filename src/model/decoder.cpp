@@ -503,7 +503,8 @@ double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* lo
     std::vector<const Tensor*> lp;
     for (const auto& t : hid.router_logits) lp.push_back(&t);
     last_aux_ = moe_aux_loss(lp, cfg_.num_experts_per_tok);
-    loss += double(count_labels(labels)) * cfg_.router_aux_loss_coef * last_aux_;
+    // One rounding (std::fma), as the x86-64-v3 build's contraction has always computed it, on every target.
+    loss = std::fma(double(count_labels(labels)) * cfg_.router_aux_loss_coef, last_aux_, loss);
   }
   return loss;
 }

@@ -72,7 +72,7 @@ class DecoderModel {
   // tp: tensor parallelism (model/tensor_parallel.h): the parameters get their local shapes and
   // the layers run the tp group's collectives; training and scoring only (no generation); LoRA
   // adapters are split like their linears (model/lora.h).
-  DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant = "cpu", bool deferred = false,
+  DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant = default_variant(), bool deferred = false,
                bool frozen = false, DType weight_dtype = DType::F32, const TensorParallel& tp = {},
                const ExpertParallel& ep = {}, const PipelineStages& pp = {});
   ~DecoderModel();

@@ -7,10 +7,10 @@
 namespace titan {
 namespace {
 
-// The GEMM behind the layer's linear variant (the "cpu" one for variants without a GEMM of their name).
+// The GEMM behind the layer's linear variant (the default one for variants without a GEMM of their name).
 const GemmKernel& lora_gemm(const LinearKernel& lin) {
   const GemmKernel* g = KernelRegistry<GemmKernel>::get().find(lin.variant);
-  return g ? *g : kernel<GemmKernel>("cpu");
+  return g ? *g : kernel<GemmKernel>(default_variant());
 }
 
 }  // namespace
@@ -76,7 +76,7 @@ void DecoderModel::freeze_base() {
 }
 
 void DecoderModel::merge_lora() {
-  const GemmKernel& gk = kernel<GemmKernel>("cpu");
+  const GemmKernel& gk = kernel<GemmKernel>(default_variant());
   const float scale = float(lora_cfg_.scale());
   for (const LoraAdapter& ad : lora_) {
     const auto& ps = lora_params_.all();

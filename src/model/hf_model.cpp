@@ -18,7 +18,7 @@ std::unique_ptr<DecoderModel> load_hf_model(const std::string& dir, const std::s
 
 std::unique_ptr<DecoderModel> with_weight_dtype(const DecoderModel& src, DType weight_dtype) {
   TITAN_CHECK(!src.lora_enabled(), "model: with_weight_dtype takes a model without LoRA adapters");
-  auto m = std::make_unique<DecoderModel>(src.config(), "cpu", false, /*frozen=*/true, weight_dtype);
+  auto m = std::make_unique<DecoderModel>(src.config(), default_variant(), false, /*frozen=*/true, weight_dtype);
   const auto& from = src.params().all();
   auto& to = m->params().all();
   TITAN_ASSERT(from.size() == to.size(), "with_weight_dtype: parameter lists differ");

@@ -15,7 +15,7 @@ namespace titan {
 // model holds it in, is a view of the mapped file (no copy; its pages are the page cache's), and
 // the file pages a copy was taken from (fused q/k/v and gate/up, converted dtypes) are given
 // back as soon as it is, so loading holds about one copy of the weights, not the file and a copy.
-std::unique_ptr<DecoderModel> load_hf_model(const std::string& dir, const std::string& kernel_variant = "cpu",
+std::unique_ptr<DecoderModel> load_hf_model(const std::string& dir, const std::string& kernel_variant = default_variant(),
                                           bool frozen = false, DType weight_dtype = DType::F32);
 // The same model with its matmul weights in weight_dtype (frozen; the values converted, the
 // LoRA-free `src` unchanged): for a model that was loaded in f32 (a training checkpoint).

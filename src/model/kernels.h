@@ -1,7 +1,9 @@
-// The kernel variants one module computes with. A model is built with one variant set
-// ("reference" or "cpu"); per-module replacement by name pattern swaps single entries.
+// The kernel variants one module computes with. A model is built with one kernel set for its
+// device (every op's variant of one name on that device: "reference", or the device's own,
+// default_variant() of ops/registry.h); per-module replacement by name pattern swaps single entries.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "ops/attention/attention.h"
 #include "ops/bias/bias.h"
@@ -36,8 +38,11 @@ struct KernelSet {
   const GatedRMSNormKernel* gated_rmsnorm = nullptr;
 };
 
-// All ops from one variant set; error if any op lacks that variant. The MoE op has no "cpu"
-// variant: the "cpu" set uses moe.grouped_gemm, the "reference" set moe.reference.
-KernelSet kernel_set(const std::string& variant);
+// Every op's `variant` on `dev`; refuses, in one line, a set some op has no kernel of (naming them
+// and the sets the device has). The MoE op has no variant of the CPU's own name: that set uses
+// moe.grouped_gemm.
+KernelSet kernel_set(const std::string& variant, DeviceType dev = DeviceType::CPU);
+// The sets complete on `dev` (every op has the variant), sorted.
+std::vector<std::string> kernel_sets(DeviceType dev = DeviceType::CPU);
 
 }  // namespace titan

@@ -60,7 +60,15 @@ struct KernelRegistrar {
   KernelRegistrar(const char* alias, const char* variant) { KernelRegistry<K>::get().add_alias(alias, variant); }
 };
 
-// Kernel lookup by op type; `variant` usually "reference" or "cpu".
+// The variant a device runs unless a job names another: that device's own kernels ("cpu" on the
+// CPU; "cuda" for a CUDA device, docs/cuda.md). The model, the trainer and the CLI take the name
+// from here rather than spelling it. Every op also has "reference" (plain loops, double
+// accumulation) on the CPU.
+inline const char* default_variant(DeviceType dev = DeviceType::CPU) {
+  return dev == DeviceType::CPU ? "cpu" : "cuda";
+}
+
+// Kernel lookup by op type; `variant` usually "reference" or default_variant().
 template <class K>
 const K& kernel(const std::string& variant, DeviceType dev = DeviceType::CPU) {
   return KernelRegistry<K>::get().at(variant, dev);

@@ -80,13 +80,13 @@ std::unique_ptr<DecoderModel> load_checkpoint_model(const std::string& dir_in, i
     check_base_fingerprint(where, fingerprint, base, allow_other_base, "--allow-other-base");
     if (lora_fingerprint) *lora_fingerprint = fingerprint;
     // The run's model config (its [model] n_layers may keep fewer layers than the base has).
-    model = std::make_unique<DecoderModel>(mc, "cpu", false, /*frozen=*/true);
+    model = std::make_unique<DecoderModel>(mc, default_variant(), false, /*frozen=*/true);
     load_weights(*model, HfCheckpoint::open(base));
     model->enable_lora(lc, 0);
     stored = &model->lora_params();
     if (lora_base) *lora_base = base;
   } else {
-    model = std::make_unique<DecoderModel>(mc, "cpu");
+    model = std::make_unique<DecoderModel>(mc);
     stored = &model->params();
   }
   // Whole parameters as pieces: from one model.tensors or assembled from every rank's pieces.

@@ -1,25 +1,40 @@
 #include "train/crc32c.h"
 
-#include <nmmintrin.h>
-
-#include <cstring>
+#include <array>
 
 namespace titan {
+namespace detail {
+uint32_t crc32c_sse42(const void* data, size_t n, uint32_t crc);  // crc32c.sse42.cpp
+}  // namespace detail
+
+namespace {
+
+// Byte-at-a-time table of the reflected polynomial.
+const std::array<uint32_t, 256>& table() {
+  static const std::array<uint32_t, 256> t = [] {
+    std::array<uint32_t, 256> r{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+      r[i] = c;
+    }
+    return r;
+  }();
+  return t;
+}
+
+}  // namespace
+
+uint32_t crc32c_portable(const void* data, size_t n, uint32_t crc) {
+  const std::array<uint32_t, 256>& t = table();
+  uint32_t c = ~crc;
+  for (const auto* p = static_cast<const unsigned char*>(data); n--; ++p) c = t[(c ^ *p) & 0xFF] ^ (c >> 8);
+  return ~c;
+}
 
 uint32_t crc32c(const void* data, size_t n, uint32_t crc) {
-  // The CRC register holds the complement between calls (init and final xor are ~0).
-  uint64_t c = ~crc;
-  const auto* p = static_cast<const unsigned char*>(data);
-  while (n >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    c = _mm_crc32_u64(c, w);
-    p += 8;
-    n -= 8;
-  }
-  uint32_t c32 = uint32_t(c);
-  while (n--) c32 = _mm_crc32_u8(c32, *p++);
-  return ~c32;
+  static const bool sse42 = __builtin_cpu_supports("sse4.2");
+  return sse42 ? detail::crc32c_sse42(data, n, crc) : crc32c_portable(data, n, crc);
 }
 
 }  // namespace titan

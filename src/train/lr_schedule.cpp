@@ -43,7 +43,9 @@ double LrSchedule::factor(int64_t i) const {
     case DecayType::Sqrt: f = 1.0 - std::sqrt(p); break;
     case DecayType::Cosine: f = 0.5 * (1.0 + std::cos(M_PI * p)); break;
   }
-  return min_factor_ + (1.0 - min_factor_) * f;
+  // One rounding (std::fma), as the x86-64-v3 build's contraction has always computed it, now on
+  // every target whether the compiler contracts or not (torchtitan's Python rounds twice).
+  return std::fma(1.0 - min_factor_, f, min_factor_);
 }
 
 LrSchedule make_lr_schedule(const JobConfig& c) {

@@ -75,7 +75,7 @@ JobModel build_job_model(const JobConfig& cfg, bool deferred, const TensorParall
   // [lora] base_dtype bf16: an HF load converts while reading (a bf16 file copies as is); a base
   // initialised here gets its f32 init rounded once (init_weights), one unit at a time when sharded.
   const DType wdt = cfg.lora.enable ? cfg.lora.base_dtype : DType::F32;
-  jm.model = std::make_unique<DecoderModel>(mc, "cpu", deferred, /*frozen=*/cfg.lora.enable, wdt, tp, ep, pp);
+  jm.model = std::make_unique<DecoderModel>(mc, default_variant(), deferred, /*frozen=*/cfg.lora.enable, wdt, tp, ep, pp);
   if (cfg.model.load_balance_coeff > 0) {
     TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
     jm.model->enable_expert_bias();
@@ -117,7 +117,7 @@ namespace {
 
 class FullState final : public ModelState {
  public:
-  FullState(const JobConfig& cfg, comm::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>("cpu")) {
+  FullState(const JobConfig& cfg, comm::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>(default_variant())) {
     JobModel jm = build_job_model(cfg, false);
     jm.fill(-1, uint64_t(cfg.training.seed));
     loaded_ = jm.hf != nullptr;

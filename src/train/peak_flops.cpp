@@ -34,6 +34,8 @@ int peak_form_chains_avx512(int form);
 bool peak_form_broadcast_avx512(int form);
 float peak_fma_avx512(int form, int64_t iters, float mul, float add);
 float peak_dpbf16_avx512(int form, int64_t iters, uint16_t a_bits, uint16_t b_bits);
+int peak_chains_avx2();
+float peak_fma_avx2(int64_t iters, float mul, float add);
 }  // namespace detail
 
 namespace {
@@ -46,25 +48,9 @@ constexpr const char* kCacheFormat = "titan measured peak FLOP/s";  // marks the
 constexpr int kCacheVersion = 2;
 constexpr const char* kCacheFile = "peak_flops.json";
 
-// AVX2 + FMA (this file targets x86-64-v3): 12 ymm chains, two registers left for the inputs.
-constexpr int kChainsAvx2 = 12;
-__attribute__((noinline)) float peak_fma_avx2(int64_t iters, float mul, float add) {
-  __m256 acc[kChainsAvx2];
-  for (int i = 0; i < kChainsAvx2; ++i) acc[i] = _mm256_set1_ps(add * float(i));
-  const __m256 x = _mm256_set1_ps(mul), y = _mm256_set1_ps(add);
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < kChainsAvx2; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-  __m256 s = acc[0];
-  for (int i = 1; i < kChainsAvx2; ++i) s = _mm256_add_ps(s, acc[i]);
-  float lanes[8];
-  _mm256_storeu_ps(lanes, s);
-  float r = 0;
-  for (float v : lanes) r += v;
-  return r;
-}
-
 bool has_avx512() { return __builtin_cpu_supports("avx512f"); }
 bool has_avx512_bf16() { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }
+bool has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 // AMX-BF16 and AMX-TILE in CPUID with the tile state enabled by the OS (XCR0 bits 17, 18): then
 // oneDNN runs bf16 matmuls on AMX tiles, far above the vdpbf16ps rate.
@@ -112,10 +98,11 @@ Kernel probe_kernel(bool bf16) {
     k.run = [](int f, int64_t n) { return detail::peak_fma_avx512(f, n, g_mul, g_add); };
     k.describe = describe_avx512;
   } else {
+    TITAN_CHECK(has_avx2_fma(), "peak FLOP/s probe: this CPU has neither AVX-512 nor AVX2 with FMA");
     k.name = "avx2 fma";
-    k.flops_per_iter = [](int) { return double(kChainsAvx2) * 8 * 2; };
-    k.run = [](int, int64_t n) { return peak_fma_avx2(n, g_mul, g_add); };
-    k.describe = [](int) { return std::to_string(kChainsAvx2) + " chains"; };
+    k.flops_per_iter = [](int) { return double(detail::peak_chains_avx2()) * 8 * 2; };
+    k.run = [](int, int64_t n) { return detail::peak_fma_avx2(n, g_mul, g_add); };
+    k.describe = [](int) { return std::to_string(detail::peak_chains_avx2()) + " chains"; };
   }
   return k;
 }
@@ -412,7 +399,7 @@ double measure_gemm_peak(bool bf16, int threads, double budget_s) {
   g.b = b.data();
   g.c = c.data();
   g.in_dtype = bf16 ? DType::BF16 : DType::F32;
-  const GemmKernel& kern = kernel<GemmKernel>("cpu");
+  const GemmKernel& kern = kernel<GemmKernel>(default_variant());
   gemm(kern, g);  // builds (JIT) and warms the primitive
   double best = 0;
   const double begin = now_seconds();

@@ -64,7 +64,7 @@ struct ShardedAdapters {
 class ShardedState final : public ModelState {
  public:
   ShardedState(const JobConfig& cfg, comm::DeviceMesh& mesh)
-      : comm_(mesh.world()), shard_comm_(mesh.fsdp()), adamw_(kernel<AdamWKernel>("cpu")) {
+      : comm_(mesh.world()), shard_comm_(mesh.fsdp()), adamw_(kernel<AdamWKernel>(default_variant())) {
     // The mesh's fsdp group shards; with dp_replicate > 1 (HSDP) its dp_replicate group holds
     // the replicas of each shard.
     replicas_ = int(mesh.dims().dp_replicate);
@@ -352,7 +352,7 @@ class ShardedState final : public ModelState {
     if (!pp_comm_ && !tp_comm_) return save_peft_adapter(*model_, dir, lora_base_, true, lora_fp_);
     const PipelineStages& st = model_->pipeline();
     const ModelConfig& c = model_->config();
-    DecoderModel whole(c, "cpu", /*deferred=*/true, /*frozen=*/true, model_->weight_dtype());
+    DecoderModel whole(c, default_variant(), /*deferred=*/true, /*frozen=*/true, model_->weight_dtype());
     whole.enable_lora(model_->lora_config(), 0);
     std::map<std::string, size_t> mine;
     for (size_t i = 0; i < ps.size(); ++i) mine[ps[i].name] = i;

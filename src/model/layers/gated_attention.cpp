@@ -12,11 +12,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/threading.h"
 #include "model/decoder_layer.h"
 #include "model/inference_state.h"
 #include "ops/attention/cached.h"
+#include "ops/attention/output_gate.h"
+#include "ops/rope/partial.h"
 
 namespace titan {
 
@@ -24,36 +27,13 @@ using namespace layer_util;
 
 namespace {
 
-// Partial RoPE in place on rows x (B * S rows of h vectors of width D >= rd): the first rd
-// entries of each vector rotated as HF's x * cos + rotate_half(x) * sin over those rd, at the
-// token's position (pos_of(row)); cache: [P, rd]. backward: the transposed rotation.
+// The position of each of n token rows (rope_partial's pos).
 template <class PosOf>
-void rope_partial(const RowView& x, int64_t rd, const RopeCache& cache, bool backward, PosOf pos_of) {
-  const int64_t half = rd / 2;
-  const float* cp = cache.cos.data<float>();
-  const float* sp = cache.sin.data<float>();
-  const auto xs = x.ptr<float>();
-  const float sign = backward ? -1.0f : 1.0f;
-  parallel_for(x.n, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t p = pos_of(row);
-      if (p < 0) continue;  // a padding column of a generating batch: left as it is
-      const float* c = cp + p * rd;
-      const float* s = sp + p * rd;
-      for (int64_t h = 0; h < x.h; ++h) {
-        float* a = xs.row(row) + h * x.d;
-        float* b = a + half;
-        for (int64_t j = 0; j < half; ++j) {
-          const float x1 = a[j], x2 = b[j], sj = sign * s[j];
-          a[j] = x1 * c[j] - x2 * sj;
-          b[j] = x2 * c[j + half] + x1 * s[j + half] * sign;
-        }
-      }
-    }
-  });
+std::vector<int64_t> row_positions(int64_t n, PosOf pos_of) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) p[size_t(r)] = pos_of(r);
+  return p;
 }
-
-float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 
 }  // namespace
 
@@ -104,8 +84,9 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
     const int64_t cap = c.capacity();
     TITAN_ASSERT(c.rows == B && c.len + S <= cap, "inference state cannot take ", B, " x ", S, " more");
     auto pos_of = [&](int64_t row) { return c.len + row % S - c.first[size_t(row / S)]; };
-    rope_partial(q, rd, rope_, false, pos_of);
-    rope_partial(kk, rd, rope_, false, pos_of);
+    const std::vector<int64_t> rp = row_positions(T, pos_of);
+    rope_partial(ExecContext::host(), q, rd, rope_, rp.data(), false);
+    rope_partial(ExecContext::host(), kk, rd, rope_, rp.data(), false);
     LayerState& st = c.layers[l];
     float* kc = st.k.data<float>();
     float* vc = st.v.data<float>();
@@ -121,20 +102,15 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
       const int64_t s = row % S;
       return pos.doc_start ? s - pos.doc_start[row] : pos.start + s;
     };
-    rope_partial(q, rd, rope_, false, pos_of);
-    rope_partial(kk, rd, rope_, false, pos_of);
+    const std::vector<int64_t> rp = row_positions(T, pos_of);
+    rope_partial(ExecContext::host(), q, rd, rope_, rp.data(), false);
+    rope_partial(ExecContext::host(), kk, rd, rope_, rp.data(), false);
     a.lse = f32({B, nh, S});
     k.attention->forward_rows_seg(q, kk, RowView::columns(a.qkv, 2 * Q + K, nkv, D), S, pos.doc_start, scale, a.attn,
                                   a.lse);
   }
   a.attn = a.attn.view({T, Q});
-  {
-    const float* at = a.attn.data<float>();
-    float* g = a.gated.data<float>();
-    parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
-      for (int64_t i = t0 * Q; i < t1 * Q; ++i) g[i] = at[i] * sigmoid(g[i]);
-    });
-  }
+  output_gate_forward(ExecContext::host(), a.attn, a.gated);  // gate logits -> attn * sigmoid(gate)
   a.h = f32({T, H});
   k.linear->forward_residual(a.gated, Wo, &x, a.h, compute_);
   lora_forward_group(l, LoraGroup::O, a.gated, &a.h, a);
@@ -154,25 +130,19 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
   k.linear->backward(a.gated, Wo, dx, &dgated, grad_or_null(L.g_o), compute_);
   lora_backward_group(l, LoraGroup::O, a.gated, a, dx, dgated);
   a.gated = Tensor();
-  // gated = attn * sigmoid(gate): d(attn) = d(gated) s, d(gate) = d(gated) attn s (1 - s)
+  // gated = attn * sigmoid(gate): d(attn) = d(gated) s, d(gate) = d(gated) attn s (1 - s), from the
+  // gate logits copied out of q_proj's columns into dgate (the op overwrites them in place)
   Tensor dattn = f32({T, Q}), dgate = f32({T, Q});
   {
     const float* s = a.qkv.data<float>();
-    const float* at = a.attn.data<float>();
-    const float* dg = dgated.data<float>();
-    float* da = dattn.data<float>();
-    float* dz = dgate.data<float>();
+    float* gd = dgate.data<float>();
     parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
         for (int64_t h = 0; h < nh; ++h)
-          for (int64_t j = 0; j < D; ++j) {
-            const int64_t i = (t * nh + h) * D + j;
-            const float sg = sigmoid(s[t * W + h * 2 * D + D + j]);
-            da[i] = dg[i] * sg;
-            dz[i] = dg[i] * at[i] * sg * (1.0f - sg);
-          }
+          std::memcpy(gd + (t * nh + h) * D, s + t * W + h * 2 * D + D, size_t(D) * sizeof(float));
     });
   }
+  output_gate_backward(ExecContext::host(), a.attn, dgate, dgated, dattn, dgate);
   dgated = Tensor();
   Tensor dqkv = f32({T, W});
   Tensor dq = f32({B, S, nh, D});
@@ -186,8 +156,9 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
     const int64_t s = row % S;
     return pos.doc_start ? s - pos.doc_start[row] : pos.start + s;
   };
-  rope_partial(dqv, rd, rope_, true, pos_of);
-  rope_partial(dk, rd, rope_, true, pos_of);
+  const std::vector<int64_t> rp = row_positions(T, pos_of);
+  rope_partial(ExecContext::host(), dqv, rd, rope_, rp.data(), true);
+  rope_partial(ExecContext::host(), dk, rd, rope_, rp.data(), true);
   // q norm backward from the raw query (copied out of qkv again), into its q_proj columns
   Tensor qraw = f32({T, nh, D}), dqraw = f32({T, nh, D});
   {

@@ -17,6 +17,7 @@
 #include "core/threading.h"
 #include "model/decoder_layer.h"
 #include "model/inference_state.h"
+#include "ops/gated_delta/gates.h"
 
 namespace titan {
 
@@ -41,10 +42,6 @@ void put_columns(const Tensor& src, Tensor& dst, int64_t c0) {
     for (int64_t t = t0; t < t1; ++t) std::memcpy(d + t * W + c0, s + t * n, size_t(n) * sizeof(float));
   });
 }
-
-// torch's softplus (beta 1, threshold 20) and its derivative.
-inline double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
-inline double softplus_grad(double x) { return x > 20 ? 1.0 : 1.0 / (1.0 + std::exp(-x)); }
 
 }  // namespace
 
@@ -105,19 +102,8 @@ void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& 
   take_columns(a.qkv, C, a.lz);
   a.lg = f32({B, S, Hv});
   a.lbeta = f32({B, S, Hv});
-  {
-    const float* p = a.qkv.data<float>();
-    const float* alog = L.w_alog.data<float>();
-    const float* dt = L.w_dt.data<float>();
-    float* g = a.lg.data<float>();
-    float* be = a.lbeta.data<float>();
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < Hv; ++h) {
-        const double bb = p[t * R + C + VD + h], aa = p[t * R + C + VD + Hv + h];
-        be[t * Hv + h] = float(1.0 / (1.0 + std::exp(-bb)));
-        g[t * Hv + h] = float(-std::exp(double(alog[h])) * softplus(aa + double(dt[h])));
-      }
-  }
+  delta_gates_forward(ctx, RowView::columns(a.qkv, C + VD, 1, Hv), RowView::columns(a.qkv, C + VD + Hv, 1, Hv),
+                      L.w_alog, L.w_dt, a.lg, a.lbeta);
   if (st && cache->len == 0) {
     // padding columns: beta 0 and g 0 leave the state as it is (zero) through them
     float* g = a.lg.data<float>();
@@ -190,32 +176,9 @@ void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs&
     put_columns(dcx.view({T, C}), dqkv, 0);
   }
   put_columns(dlz.view({T, VD}), dqkv, C);
-  {
-    const float* p = a.qkv.data<float>();
-    const float* alog = L.w_alog.data<float>();
-    const float* dt = L.w_dt.data<float>();
-    const float* g = a.lg.data<float>();
-    const float* be = a.lbeta.data<float>();
-    const float* dgp = dg.data<float>();
-    const float* dbp = dbeta.data<float>();
-    float* d = dqkv.data<float>();
-    std::vector<double> ddt(size_t(Hv), 0.0), dalog(size_t(Hv), 0.0);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < Hv; ++h) {
-        const int64_t i = t * Hv + h;
-        d[t * R + C + VD + h] = float(double(dbp[i]) * double(be[i]) * (1.0 - double(be[i])));
-        // g = -exp(A_log) softplus(a + dt_bias): dg/da = -exp(A_log) sigmoid(a + dt_bias), dg/dA_log = g
-        const double u = double(p[t * R + C + VD + Hv + h]) + double(dt[h]);
-        const double da = double(dgp[i]) * -std::exp(double(alog[h])) * softplus_grad(u);
-        d[t * R + C + VD + Hv + h] = float(da);
-        ddt[size_t(h)] += da;
-        dalog[size_t(h)] += double(dgp[i]) * double(g[i]);
-      }
-    if (L.g_dt.defined())
-      for (int64_t h = 0; h < Hv; ++h) L.g_dt.data<float>()[h] += float(ddt[size_t(h)]);
-    if (L.g_alog.defined())
-      for (int64_t h = 0; h < Hv; ++h) L.g_alog.data<float>()[h] += float(dalog[size_t(h)]);
-  }
+  delta_gates_backward(ctx, RowView::columns(a.qkv, C + VD + Hv, 1, Hv), L.w_alog, L.w_dt, a.lg, a.lbeta, dg, dbeta,
+                       RowView::columns(dqkv, C + VD, 1, Hv), RowView::columns(dqkv, C + VD + Hv, 1, Hv), L.g_dt,
+                       L.g_alog);
   Tensor dxn1 = f32({T, H});
   k.linear->backward(a.xn1, Win, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
   lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);

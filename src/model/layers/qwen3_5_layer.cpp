@@ -7,6 +7,7 @@
 
 #include "core/threading.h"
 #include "model/decoder_layer.h"
+#include "ops/moe/shared_gate.h"
 
 namespace titan {
 
@@ -128,21 +129,7 @@ void DecoderModel::shared_expert_forward(size_t l, LayerActs& a, Tensor& y, int6
     lora_forward_group(l, LoraGroup::SharedGate, a.xn2, &zl, a);
   }
   a.sgate = f32({T});
-  const float* x = a.xn2.data<float>();
-  const float* wg = L.w_sgate.data<float>();
-  const float* zp = zl.defined() ? zl.data<float>() : nullptr;
-  float* gp = a.sgate.data<float>();
-  float* yp = y.data<float>();
-  const float* op = out.data<float>();
-  parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      double z = zp ? double(zp[t]) : 0.0;
-      for (int64_t h = 0; h < H; ++h) z += double(x[t * H + h]) * double(wg[h]);
-      const float s = float(1.0 / (1.0 + std::exp(-z)));
-      gp[t] = s;
-      for (int64_t h = 0; h < H; ++h) yp[t * H + h] += s * op[t * H + h];
-    }
-  });
+  shared_gate_forward(ExecContext::host(), a.xn2, L.w_sgate, zl, out, y, a.sgate);
 }
 
 // dy [T, H] = d(block output); dxn2 += the shared expert's and its gate's input gradients.
@@ -156,21 +143,7 @@ void DecoderModel::shared_expert_backward(size_t l, LayerActs& a, const Tensor& 
   k.linear->forward(a.sact, L.w_sdown, out, compute_);
   lora_forward_group(l, LoraGroup::SharedDown, a.sact, &out, a);
   Tensor dout = f32({T, H}), dlogit = f32({T, 1});
-  const float* dyp = dy.data<float>();
-  const float* op = out.data<float>();
-  const float* gp = a.sgate.data<float>();
-  float* dop = dout.data<float>();
-  float* dl = dlogit.data<float>();
-  parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      double d = 0;
-      for (int64_t h = 0; h < H; ++h) {
-        d += double(dyp[t * H + h]) * double(op[t * H + h]);
-        dop[t * H + h] = gp[t] * dyp[t * H + h];
-      }
-      dl[t] = float(d * double(gp[t]) * (1.0 - double(gp[t])));
-    }
-  });
+  shared_gate_backward(ExecContext::host(), dy, out, a.sgate, dout, dlogit);
   out = Tensor();
   Tensor dact = f32({T, SI});
   k.linear->backward(a.sact, L.w_sdown, dout, &dact, grad_or_null(L.g_sdown), compute_);
@@ -181,21 +154,8 @@ void DecoderModel::shared_expert_backward(size_t l, LayerActs& a, const Tensor& 
   k.linear->backward(a.xn2, L.w_sgu, dgu, &dx, grad_or_null(L.g_sgu), compute_);
   lora_backward_group(l, LoraGroup::SharedGateUp, a.xn2, a, dgu, dx);
   lora_backward_group(l, LoraGroup::SharedGate, a.xn2, a, dlogit, dx);  // dx += d(logit) B A (scaled)
-  // gate: dxn2 += dlogit w_gate; d(w_gate) += sum_t dlogit x
-  const float* x = a.xn2.data<float>();
-  const float* wg = L.w_sgate.data<float>();
-  float* dxp = dxn2.data<float>();
-  const float* dsp = dx.data<float>();
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t h = 0; h < H; ++h) dxp[t * H + h] += dsp[t * H + h] + dl[t] * wg[h];
-  if (L.g_sgate.defined()) {
-    float* dw = L.g_sgate.data<float>();
-    for (int64_t h = 0; h < H; ++h) {
-      double s = 0;
-      for (int64_t t = 0; t < T; ++t) s += double(dl[t]) * double(x[t * H + h]);
-      dw[h] += float(s);
-    }
-  }
+  // gate: dxn2 += dx + dlogit w_gate; d(w_gate) += sum_t dlogit x
+  shared_gate_backward_input(ExecContext::host(), a.xn2, L.w_sgate, dlogit, dx, dxn2, L.g_sgate);
   a.sgu = a.sact = a.sgate = Tensor();
 }
 
