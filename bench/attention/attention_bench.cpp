@@ -54,9 +54,9 @@ void time_kernel(const AttentionKernel& kern, const Tensor& q, const Tensor& k, 
   Tensor out, lse, dq, dk, dv;
   for (int r = 0; r < repeats; ++r) {
     const Clock t0 = Clock::now();
-    kern.forward(q, k, v, scale, out, lse);
+    kern.forward(ExecContext::host(), q, k, v, scale, out, lse);
     const Clock t1 = Clock::now();
-    kern.backward(q, k, v, out, lse, dout, scale, dq, dk, dv);
+    kern.backward(ExecContext::host(), q, k, v, out, lse, dout, scale, dq, dk, dv);
     const Clock t2 = Clock::now();
     fwd.keep(t0, t1);
     bwd.keep(t1, t2);

@@ -273,7 +273,7 @@ int main(int argc, char** argv) {
           g.b = bf ? (const void*)buf.b16.data() : buf.b.data();
           g.c = buf.c.data();
           g.in_dtype = bf ? titan::DType::BF16 : titan::DType::F32;
-          titan::gemm(kern, g);
+          titan::gemm(titan::ExecContext::host(), kern, g);
         });
       } else {
         std::fprintf(stderr, "unknown backend %s\n", be.c_str());

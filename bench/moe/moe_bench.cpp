@@ -45,8 +45,8 @@ double step(const MoEKernel& k, Problem& p, int64_t T, int64_t K, DType compute)
   g.dx = &dx, g.drouter = &p.drouter, g.dgate_up = &p.dgate_up, g.ddown = &p.ddown;
   const auto t0 = std::chrono::steady_clock::now();
   MoESaved s;
-  k.forward(a, y, s);
-  k.backward(a, s, dy, g);
+  k.forward(ExecContext::host(), a, y, s);
+  k.backward(ExecContext::host(), a, s, dy, g);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -67,10 +67,10 @@ void gemm_probe(int64_t rows, int64_t H, int64_t I) {
     GemmArgs args;
     args.trans_a = g.ta, args.trans_b = g.tb, args.m = g.m, args.n = g.n, args.k = g.k;
     args.a = a.raw(), args.b = b.raw(), args.c = c.data<float>();
-    gemm(gk, args);  // primitive creation
+    gemm(ExecContext::host(), gk, args);  // primitive creation
     const int reps = 10;
     const auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < reps; ++r) gemm(gk, args);
+    for (int r = 0; r < reps; ++r) gemm(ExecContext::host(), gk, args);
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
     std::printf("{\"gemm\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"ta\": %d, \"tb\": %d, \"gflops\": %.1f}\n",
                 g.what, (long long)g.m, (long long)g.n, (long long)g.k, g.ta, g.tb, 2.0 * double(g.m * g.n * g.k) / t / 1e9);

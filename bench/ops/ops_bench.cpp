@@ -71,9 +71,11 @@ void bench_elementwise() {
       Tensor w = randn({kVocab, kHidden}, 1), out = Tensor::empty({kT, kHidden}, DType::F32);
       Tensor ids = Tensor::empty({kT}, DType::I64);
       for (int64_t i = 0; i < kT; ++i) ids.data<int64_t>()[i] = (i * 7919) % kVocab;
-      report("embedding fwd [2048]x512", v, best_of(reps, [&] { k.forward(ids, w, out); }), 2 * f * kT * kHidden);
+      report("embedding fwd [2048]x512", v, best_of(reps, [&] { k.forward(ExecContext::host(), ids, w, out); }),
+             2 * f * kT * kHidden);
       Tensor dw = Tensor::zeros({kVocab, kHidden}, DType::F32);
-      report("embedding bwd [2048]x512", v, best_of(reps, [&] { k.backward(ids, out, dw); }), 3 * f * kT * kHidden);
+      report("embedding bwd [2048]x512", v, best_of(reps, [&] { k.backward(ExecContext::host(), ids, out, dw); }),
+             3 * f * kT * kHidden);
     }
     {  // rmsnorm on the hidden rows and on q heads (q_norm)
       const auto& k = kernel<RMSNormKernel>(v);
@@ -82,38 +84,46 @@ void bench_elementwise() {
         Tensor x = randn({n, d}, 2), w = randn({d}, 3), y = Tensor::empty({n, d}, DType::F32);
         Tensor rstd = Tensor::empty({n}, DType::F32), dx = Tensor::empty({n, d}, DType::F32);
         Tensor dw = Tensor::zeros({d}, DType::F32);
-        report(name, v, best_of(reps, [&] { k.forward(x, w, 1e-6f, y, rstd); }), 2 * f * n * d);
+        report(name, v, best_of(reps, [&] { k.forward(ExecContext::host(), x, w, 1e-6f, y, rstd); }), 2 * f * n * d);
         std::string bname = std::string(name);
         bname.replace(bname.find("fwd"), 3, "bwd");
-        report(bname.c_str(), v, best_of(reps, [&] { k.backward(x, w, rstd, y, dx, dw); }), 3 * f * n * d);
+        report(bname.c_str(), v, best_of(reps, [&] { k.backward(ExecContext::host(), x, w, rstd, y, dx, dw); }),
+               3 * f * n * d);
       }
     }
     {  // rope on q [4, 512, 8, 64]
       const auto& k = kernel<RopeKernel>(v);
       RopeCache cache = make_rope_cache(1e6, kHeadDim, kS);
       Tensor q = randn({kB, kS, kHeads, kHeadDim}, 4);
-      report("rope fwd q [4,512,8,64]", v, best_of(reps, [&] { k.forward(q, cache); }), 2 * f * q.numel());
-      report("rope bwd q [4,512,8,64]", v, best_of(reps, [&] { k.backward(q, cache); }), 2 * f * q.numel());
+      report("rope fwd q [4,512,8,64]", v, best_of(reps, [&] { k.forward(ExecContext::host(), q, cache); }),
+             2 * f * q.numel());
+      report("rope bwd q [4,512,8,64]", v, best_of(reps, [&] { k.backward(ExecContext::host(), q, cache); }),
+             2 * f * q.numel());
     }
     {  // swiglu on the fused gate/up [2048, 3072]
       const auto& k = kernel<SwiGLUKernel>(v);
       Tensor gu = randn({kT, 2 * kInter}, 5), out = Tensor::empty({kT, kInter}, DType::F32);
       Tensor dgu = Tensor::empty({kT, 2 * kInter}, DType::F32);
-      report("swiglu fwd 2048x(2x1536)", v, best_of(reps, [&] { k.forward(gu, out); }), 3 * f * kT * kInter);
-      report("swiglu bwd 2048x(2x1536)", v, best_of(reps, [&] { k.backward(gu, out, dgu); }), 5 * f * kT * kInter);
+      report("swiglu fwd 2048x(2x1536)", v, best_of(reps, [&] { k.forward(ExecContext::host(), gu, out); }),
+             3 * f * kT * kInter);
+      report("swiglu bwd 2048x(2x1536)", v, best_of(reps, [&] { k.backward(ExecContext::host(), gu, out, dgu); }),
+             5 * f * kT * kInter);
     }
     {  // residual add and gradient accumulation on [2048, 512]
       const auto& k = kernel<ResidualKernel>(v);
       Tensor a = randn({kT, kHidden}, 6), b = randn({kT, kHidden}, 7), y = Tensor::empty({kT, kHidden}, DType::F32);
-      report("residual add 2048x512", v, best_of(reps, [&] { k.forward(a, b, y); }), 3 * f * kT * kHidden);
-      report("residual accumulate 2048x512", v, best_of(reps, [&] { k.accumulate(a, b); }), 3 * f * kT * kHidden);
+      report("residual add 2048x512", v, best_of(reps, [&] { k.forward(ExecContext::host(), a, b, y); }),
+             3 * f * kT * kHidden);
+      report("residual accumulate 2048x512", v, best_of(reps, [&] { k.accumulate(ExecContext::host(), a, b); }),
+             3 * f * kT * kHidden);
     }
     {  // AdamW over the tied embedding (the largest parameter, 77.8M)
       const auto& k = kernel<AdamWKernel>(v);
       Tensor p = randn({kVocab, kHidden}, 8), g = randn({kVocab, kHidden}, 9);
       Tensor m = Tensor::zeros({kVocab, kHidden}, DType::F32), s = Tensor::zeros({kVocab, kHidden}, DType::F32);
       AdamWParams hp;
-      report("adamw 151936x512", v, best_of(std::string(v) == "cpu" ? 5 : 1, [&] { k.step(p, g, m, s, hp); }),
+      report("adamw 151936x512", v,
+             best_of(std::string(v) == "cpu" ? 5 : 1, [&] { k.step(ExecContext::host(), p, g, m, s, hp); }),
              7 * f * p.numel());
     }
   }
@@ -134,7 +144,7 @@ void bench_cross_entropy() {
     for (int64_t rows : {int64_t(256), ce_detail::chunk_rows(kT, kVocab), int64_t(1024)}) {
       double loss = 0;
       const double t = best_of(1, [&] {
-        loss = ce_detail::cpu_forward_backward(*gemm, h, w, labels, 1.0f / kT, dh, dw, c, rows);
+        loss = ce_detail::cpu_forward_backward(ExecContext::host(), *gemm, h, w, labels, 1.0f / kT, dh, dw, c, rows);
       });
       // The three GEMMs alone on the same chunking (f32 or bf16 inputs, as the kernel runs them).
       Tensor logits = Tensor::empty({rows, kVocab}, DType::F32);
@@ -153,20 +163,20 @@ void bench_cross_entropy() {
           const void* hc = static_cast<const char*>(hp) + size_t(r0 * kHidden) * es;
           GemmArgs g1{false, true, R, kVocab, kHidden, 1.f, 0.f, hc, kHidden, wp, kHidden, logits.data<float>(), kVocab,
                       nullptr, 0, c};
-          gemm->gemm(g1);
+          gemm->gemm(ExecContext::host(), g1);
           GemmArgs g2{false, false, R, kHidden, kVocab, 1.f, 0.f, lp, kVocab, wp, kHidden, dh.data<float>() + r0 * kHidden,
                       kHidden, nullptr, 0, c};
-          gemm->gemm(g2);
+          gemm->gemm(ExecContext::host(), g2);
           GemmArgs g3{true, false, kVocab, kHidden, R, 1.f, 1.f, lp, kVocab, hc, kHidden, dw.data<float>(), kHidden,
                       nullptr, 0, c};
-          gemm->gemm(g3);
+          gemm->gemm(ExecContext::host(), g3);
         }
       });
       std::printf("cross_entropy fwd+bwd %s rows/chunk %4lld: %7.3f s (%5.1f GFLOP/s), GEMMs alone %7.3f s -> row "
                   "passes + conversions %5.1f%%  [mean loss %.4f]\n",
                   dtype_name(c), (long long)rows, t, flops / t / 1e9, tg, 100.0 * (t - tg) / t, loss / kT);
     }
-    const double tf = best_of(1, [&] { ce_detail::cpu_forward(*gemm, h, w, labels, nullptr, c); });
+    const double tf = best_of(1, [&] { ce_detail::cpu_forward(ExecContext::host(), *gemm, h, w, labels, nullptr, c); });
     std::printf("cross_entropy fwd only %s: %7.3f s\n", dtype_name(c), tf);
   }
 }

@@ -472,7 +472,7 @@ double Fsdp::tp_sum_of_squares() const {
   float* g = g_.data<float>();
   for (const Span& s : spans_)
     if (tp_split_[s.param] || tp_->rank() == 0) r.push_back({g + s.local, s.count});
-  return sum_of_squares(r);
+  return sum_of_squares(model_.exec(), r);
 }
 
 void Fsdp::set_pipeline(Comm* pp, Comm* tied) {
@@ -505,12 +505,12 @@ double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& 
   }
   // The clipping of the whole-tensor path (distributed/grad_clip.h) on my shard; the global sum of
   // squares is the ranks' sums added in rank order.
-  const double norm = clip_grad_norm({{g_.data<float>(), shard_}}, max_norm, [this](double ss) {
+  const double norm = clip_grad_norm(model_.exec(), {{g_.data<float>(), shard_}}, max_norm, [this](double ss) {
     const double t0 = now_seconds();
     if (tp_) ss = tp_sum_of_squares();
     if (tied_copy_) {  // the last stage's tied copy is counted on the first stage
       const Part& e = units_[0]->parts[0];
-      ss -= sum_of_squares({{g_.data<float>() + e.local, e.chunk}});
+      ss -= sum_of_squares(model_.exec(), {{g_.data<float>() + e.local, e.chunk}});
     }
     double total = comm_.all_reduce_sum(ss);
     if (tp_) total = tp_->all_reduce_sum(total);
@@ -520,7 +520,7 @@ double Fsdp::step(double max_norm, const AdamWKernel& adamw, const AdamWParams& 
   });
   if (!std::isfinite(norm)) return norm;
   // Padding elements have 0 parameter, 0 gradient and 0 moments, and stay so.
-  adamw.step(p_, g_, m_, v_, hp);
+  adamw.step(model_.exec(), p_, g_, m_, v_, hp);
   return norm;
 }
 

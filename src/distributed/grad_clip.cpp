@@ -4,16 +4,18 @@
 
 namespace titan::distributed {
 
-double sum_of_squares(const std::vector<GradRange>& grads) { return foreach_sum_squares(ExecContext::host(), grads); }
+double sum_of_squares(const ExecContext& ctx, const std::vector<GradRange>& grads) {
+  return foreach_sum_squares(ctx, grads);
+}
 
-double clip_grad_norm(const std::vector<GradRange>& grads, double max_norm,
+double clip_grad_norm(const ExecContext& ctx, const std::vector<GradRange>& grads, double max_norm,
                       const std::function<double(double)>& global) {
-  const double local = sum_of_squares(grads);
+  const double local = sum_of_squares(ctx, grads);
   const double total = std::sqrt(global ? global(local) : local);
   if (!std::isfinite(total) || !(max_norm > 0)) return total;
   const double coef = max_norm / (total + 1e-6);
   if (coef >= 1.0) return total;
-  foreach_scale(ExecContext::host(), grads, float(coef));
+  foreach_scale(ctx, grads, float(coef));
   return total;
 }
 

@@ -18,8 +18,8 @@ namespace titan::distributed {
 // f32 gradient elements [data, data + n).
 using GradRange = FloatRange;
 
-// Sum over the ranges of g^2, in double.
-double sum_of_squares(const std::vector<GradRange>& grads);
+// Sum over the ranges of g^2, in double. ctx: where the gradients live (the model's exec()).
+double sum_of_squares(const ExecContext& ctx, const std::vector<GradRange>& grads);
 
 // total = sqrt(global(sum_of_squares(grads))), where `global` turns this process's sum into the sum
 // over every gradient: the identity (empty) when `grads` are all of them, the sum over the ranks
@@ -27,7 +27,7 @@ double sum_of_squares(const std::vector<GradRange>& grads);
 // total). When max_norm > 0 and coef = max_norm / (total + 1e-6) < 1, every element is multiplied
 // by (float)coef. A non-finite total leaves the gradients untouched (torch would multiply them by
 // NaN): the caller stops the run. Returns total.
-double clip_grad_norm(const std::vector<GradRange>& grads, double max_norm,
+double clip_grad_norm(const ExecContext& ctx, const std::vector<GradRange>& grads, double max_norm,
                       const std::function<double(double local_sum_of_squares)>& global = {});
 
 }  // namespace titan::distributed

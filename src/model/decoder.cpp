@@ -112,7 +112,7 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
               dtype_name(weight_dtype), frozen ? "" : " on a trainable model");
   weight_dtype_ = weight_dtype;
   if (weight_dtype == DType::BF16) compute_ = DType::BF16;
-  kernels_.assign(size_t(cfg_.num_hidden_layers + 1), kernel_set(kernel_variant));
+  kernels_.assign(size_t(cfg_.num_hidden_layers + 1), kernel_set(kernel_variant, exec_.device.type));
   build_params();
   // The cache covers max_position_embeddings lazily: sequences longer than what is built here
   // rebuild it in forward (kept modest so small models do not pay for 40k-position tables).
@@ -481,7 +481,8 @@ double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* lo
   const KernelSet& hk = kernels_.back();
   const int64_t Tr = hid.x.dim(0);
   Tensor xf = f32({Tr, H}), rstd = f32({Tr});
-  hk.rmsnorm->forward(hid.x, norm_weight(params_.at("model.norm.weight").value), float(cfg_.rms_norm_eps), xf, rstd);
+  hk.rmsnorm->forward(exec_, hid.x, norm_weight(params_.at("model.norm.weight").value), float(cfg_.rms_norm_eps), xf,
+                      rstd);
   xf = tp_gather_rows(xf);  // sequence parallel: the head reads every token
   const std::vector<int64_t> rows = logits_out ? std::vector<int64_t>() : sparse_label_rows(labels);
   // A head stored in bf16 (an untied lm_head of a bf16 model) is read as it is (compute is bf16).
@@ -492,9 +493,9 @@ double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* lo
     loss = rows.empty() ? tp_cross_entropy(xf, labels.view({T}), 0.0f, nullptr, nullptr)
                         : tp_cross_entropy(gather_rows(xf, rows), gather_labels(labels, rows), 0.0f, nullptr, nullptr);
   } else {
-    loss = rows.empty() ? hk.cross_entropy->forward(xf, head, labels.view({T}), logits_out, compute_)
-                        : hk.cross_entropy->forward(gather_rows(xf, rows), head, gather_labels(labels, rows), nullptr,
-                                                    compute_);
+    loss = rows.empty() ? hk.cross_entropy->forward(exec_, xf, head, labels.view({T}), logits_out, compute_)
+                        : hk.cross_entropy->forward(exec_, gather_rows(xf, rows), head, gather_labels(labels, rows),
+                                                    nullptr, compute_);
   }
   steps.finish();
   if (!hold_wbf_) wbf_.reset();
@@ -559,10 +560,11 @@ void DecoderModel::forward_cached(const Tensor& ids, InferenceState& cache, Tens
   for (int64_t b = 0; b < B; ++b)
     std::memcpy(last.data<float>() + b * H, hid.x.data<float>() + (b * S + S - 1) * H, size_t(H) * sizeof(float));
   hid = Hidden();
-  hk.rmsnorm->forward(last, norm_weight(params_.at("model.norm.weight").value), float(cfg_.rms_norm_eps), xf, rstd);
+  hk.rmsnorm->forward(exec_, last, norm_weight(params_.at("model.norm.weight").value), float(cfg_.rms_norm_eps), xf,
+                      rstd);
   // The head reads V x H weights per step, as many as several layers: held in bf16 with the rest.
   if (hold_wbf_ && compute_ == DType::BF16 && !head_bf16_.defined()) head_bf16_ = to_bf16(lm_head_weight());
-  hk.linear->forward(xf, head_bf16_.defined() ? head_bf16_ : lm_head_weight(), logits, compute_);
+  hk.linear->forward(exec_, xf, head_bf16_.defined() ? head_bf16_ : lm_head_weight(), logits, compute_);
   steps.finish();
   if (!hold_wbf_) wbf_.reset();
 }
@@ -623,14 +625,15 @@ void DecoderModel::embed(const Tensor& ids, Tensor& x) {
     tp_embedding_forward(ids, x);
     x = tp_reduce_rows(x);
   } else {
-    kernels_.back().embedding->forward(ids, params_.at("model.embed_tokens.weight").value, x);
+    kernels_.back().embedding->forward(exec_, ids, params_.at("model.embed_tokens.weight").value, x);
   }
 }
 
 void DecoderModel::embed_backward(const Tensor& ids, const Tensor& dx) {
   Tensor& gemb = params_.at("model.embed_tokens.weight").grad;
   if (gemb.defined() && tp_.on()) tp_embedding_backward(ids, tp_gather_rows(dx), gemb);
-  else if (gemb.defined()) kernels_.back().embedding->backward(ids, dx, gemb);
+  else if (gemb.defined())
+    kernels_.back().embedding->backward(exec_, ids, dx, gemb);
 }
 
 double DecoderModel::head_forward_backward(const Tensor& xl, const Tensor& labels, float grad_scale, Tensor& dx) {
@@ -642,7 +645,7 @@ double DecoderModel::head_forward_backward(const Tensor& xl, const Tensor& label
   double loss;
   if (tp_.on()) {  // the final norm on this rank's rows; the head over the vocabulary shards
     Tensor xn = f32({Tr, H}), rstd = f32({Tr}), dxf = f32({T, H});
-    hk.rmsnorm->forward(xl, norm_weight(norm.value), float(cfg_.rms_norm_eps), xn, rstd);
+    hk.rmsnorm->forward(exec_, xl, norm_weight(norm.value), float(cfg_.rms_norm_eps), xn, rstd);
     const Tensor xf = tp_gather_rows(xn);
     const std::vector<int64_t> rows = sparse_label_rows(labels);
     Tensor& gw = lm_head_grad();
@@ -657,25 +660,25 @@ double DecoderModel::head_forward_backward(const Tensor& xl, const Tensor& label
     Tensor& gn = params_.at("model.norm.weight").grad;
     if (tp_norm_grads_partial()) {
       Tensor part = Tensor::zeros({H}, DType::F32);
-      hk.rmsnorm->backward(xl, norm_weight(norm.value), rstd, dxn, dx, part);
+      hk.rmsnorm->backward(exec_, xl, norm_weight(norm.value), rstd, dxn, dx, part);
       tp_grad_sum(part, gn);
     } else {
-      hk.rmsnorm->backward(xl, norm_weight(norm.value), rstd, dxn, dx, gn);
+      hk.rmsnorm->backward(exec_, xl, norm_weight(norm.value), rstd, dxn, dx, gn);
     }
   } else {
     Tensor xf = f32({T, H}), rstd = f32({T}), dxf = f32({T, H});
-    hk.rmsnorm->forward(xl, norm_weight(norm.value), float(cfg_.rms_norm_eps), xf, rstd);
+    hk.rmsnorm->forward(exec_, xl, norm_weight(norm.value), float(cfg_.rms_norm_eps), xf, rstd);
     const std::vector<int64_t> rows = sparse_label_rows(labels);
     if (rows.empty()) {
-      loss = hk.cross_entropy->forward_backward(xf, lm_head_weight(), labels.view({T}), grad_scale, dxf,
+      loss = hk.cross_entropy->forward_backward(exec_, xf, lm_head_weight(), labels.view({T}), grad_scale, dxf,
                                                 lm_head_grad(), compute_);
     } else {
       Tensor dxc = f32({int64_t(rows.size()), H});
-      loss = hk.cross_entropy->forward_backward(gather_rows(xf, rows), lm_head_weight(), gather_labels(labels, rows),
-                                                grad_scale, dxc, lm_head_grad(), compute_);
+      loss = hk.cross_entropy->forward_backward(exec_, gather_rows(xf, rows), lm_head_weight(),
+                                                gather_labels(labels, rows), grad_scale, dxc, lm_head_grad(), compute_);
       scatter_rows(dxc, rows, dxf);
     }
-    hk.rmsnorm->backward(xl, norm_weight(norm.value), rstd, dxf, dx, params_.at("model.norm.weight").grad);
+    hk.rmsnorm->backward(exec_, xl, norm_weight(norm.value), rstd, dxf, dx, params_.at("model.norm.weight").grad);
   }
   return loss;
 }

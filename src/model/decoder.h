@@ -118,6 +118,9 @@ class DecoderModel {
   // Kernels per layer (index n_layers is the embedding / final norm / head set).
   KernelSet& layer_kernels(int64_t layer) { return kernels_.at(size_t(layer)); }
   KernelSet& head_kernels() { return kernels_.back(); }
+  // Where every kernel call of this model runs (core/exec_context.h): the device of its kernel
+  // set (the CPU today), the stream and workspace a device backend fills in.
+  const ExecContext& exec() const { return exec_; }
 
   // unit >= 0: only that unit's parameters (the same values as a whole-model init gives them).
   void init_weights(InitScheme scheme, uint64_t seed, int64_t unit = -1);
@@ -374,6 +377,7 @@ class DecoderModel {
   std::vector<Layer> layers_;
   std::vector<LayerKind> kinds_;  // layers_[l].kind, as one list
   std::vector<KernelSet> kernels_;
+  ExecContext exec_;  // passed to every kernel call (the host context: kernel_set(..., CPU))
   RopeCache rope_;
   DType compute_ = DType::F32;
   DType weight_dtype_ = DType::F32;  // of the matmul weights (constructor)

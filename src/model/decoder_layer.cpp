@@ -27,7 +27,7 @@ void DecoderModel::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerAc
   // A MoE layer's xn2 also feeds the router (f32), so only a dense one is kept in bf16.
   a.xn2 = Tensor::empty({Tr, H}, L.moe() ? DType::F32 : gemm_input_dtype(compute_));
   a.rstd2 = f32({Tr});
-  kernels_[l].rmsnorm->forward(a.h, norm_weight(L.w_post), float(cfg_.rms_norm_eps), a.xn2, a.rstd2);
+  kernels_[l].rmsnorm->forward(exec_, a.h, norm_weight(L.w_post), float(cfg_.rms_norm_eps), a.xn2, a.rstd2);
   a.xn2 = tp_gather_rows(a.xn2);  // sequence parallel: the MLP reads every token
   if (L.moe())
     moe_mlp_forward(l, a, a.h, out, T);
@@ -55,10 +55,10 @@ void DecoderModel::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tenso
     Tensor d = tp_reduce_rows(dxn2);
     if (tp_norm_grads_partial()) {
       Tensor part = Tensor::zeros({H}, DType::F32);
-      kernels_[l].rmsnorm->backward_add(a.h, norm_weight(L.w_post), a.rstd2, d, dx, part);
+      kernels_[l].rmsnorm->backward_add(exec_, a.h, norm_weight(L.w_post), a.rstd2, d, dx, part);
       tp_grad_sum(part, L.g_post);
     } else {
-      kernels_[l].rmsnorm->backward_add(a.h, norm_weight(L.w_post), a.rstd2, d, dx, L.g_post);  // dx is now d(h)
+      kernels_[l].rmsnorm->backward_add(exec_, a.h, norm_weight(L.w_post), a.rstd2, d, dx, L.g_post);  // dx is now d(h)
     }
   }
   switch (L.kind.mixer) {

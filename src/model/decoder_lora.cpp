@@ -95,7 +95,7 @@ void DecoderModel::merge_lora() {
     g.a = B.data<float>(), g.lda = lora_cfg_.rank;
     g.b = A.data<float>(), g.ldb = A.dim(1);
     g.c = w.data<float>(), g.ldc = A.dim(1);
-    gemm(gk, g);
+    gemm(exec_, gk, g);
   }
   lora_.clear();
   lora_layer_.clear();
@@ -110,7 +110,7 @@ void DecoderModel::merge_lora_parameter(const LoraAdapter& ad) {
   Tensor& w = ad.group == LoraGroup::Router ? L.w_router : ad.group == LoraGroup::ExpertGateUp ? L.w_egu : L.w_edown;
   TITAN_CHECK(w.dtype() == DType::F32, "merging LoRA into ", ad.module, ": the base weight is not f32");
   const auto& ps = lora_params_.all();
-  lora_merge_parameter(lora_gemm(*kernels_[size_t(ad.layer)].linear), ps[ad.param].value, ps[ad.param + 1].value,
+  lora_merge_parameter(exec_, lora_gemm(*kernels_[size_t(ad.layer)].linear), ps[ad.param].value, ps[ad.param + 1].value,
                        ad.experts, float(lora_cfg_.scale()), w);
 }
 
@@ -159,17 +159,17 @@ void DecoderModel::lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Te
     LoraDropout drop = lora_dropout(ids[j]);
     if (!split_in) {
       float* yp = y ? y->data<float>() + row0 : nullptr;
-      lora_forward(gk, A, B, scale, x, a.lora_t[j], yp, y ? y->dim(1) : 0, compute_, &drop);
+      lora_forward(exec_, gk, A, B, scale, x, a.lora_t[j], yp, y ? y->dim(1) : 0, compute_, &drop);
       continue;
     }
     drop.col0 = tp_.rank() * A.dim(1), drop.cols = ad.in;
     Tensor& t = a.lora_t[j];
-    lora_forward(gk, A, B, scale, x, t, nullptr, 0, compute_, &drop);
+    lora_forward(exec_, gk, A, B, scale, x, t, nullptr, 0, compute_, &drop);
     tp_.comm->all_reduce(t.data<float>(), t.numel(), comm::ReduceOp::Sum);
     if (!y) continue;
     const int64_t rows = y->dim(0), r0 = tp_.sp() ? tp_.rank() * rows : 0;
     TITAN_ASSERT(r0 + rows <= t.dim(0), "lora: output rows outside the adapter's tokens");
-    lora_forward_b(gk, B, scale, t.slice0(r0, r0 + rows), y->data<float>() + row0, y->dim(1), compute_);
+    lora_forward_b(exec_, gk, B, scale, t.slice0(r0, r0 + rows), y->data<float>() + row0, y->dim(1), compute_);
   }
 }
 
@@ -202,7 +202,7 @@ void DecoderModel::lora_backward_group(size_t l, LoraGroup g, const Tensor& x, L
     if (row) drop.col0 = tp_.rank() * A.dim(1), drop.cols = ad.in;
     Tensor gA = ps[ad.param].grad;
     if (col) gA = part.slice0(at, at + A.numel()).view(A.shape()), at += A.numel();
-    lora_backward(gk, A, ps[ad.param + 1].value, scale, x, a.lora_t.at(j), dyp, dy.dim(1), dy.dtype(), dx, gA,
+    lora_backward(exec_, gk, A, ps[ad.param + 1].value, scale, x, a.lora_t.at(j), dyp, dy.dim(1), dy.dtype(), dx, gA,
                   ps[ad.param + 1].grad, compute_, &drop);
   }
   if (!col) return;
@@ -230,7 +230,7 @@ bool DecoderModel::lora_merge_moe(size_t l, MoEArgs& m, LoraMoeWeights& w) const
     const Tensor& base = g == 0 ? L.w_router : g == 1 ? L.w_egu : L.w_edown;
     w.w[g] = base.to(DType::F32);  // a copy (widened from a bf16 base)
     const auto& ps = lora_params_.all();
-    lora_merge_parameter(gk, ps[ad.param].value, ps[ad.param + 1].value, ad.experts, scale, w.w[g]);
+    lora_merge_parameter(exec_, gk, ps[ad.param].value, ps[ad.param + 1].value, ad.experts, scale, w.w[g]);
     any = true;
   }
   if (w.w[0].defined()) m.router = &w.w[0];
@@ -265,7 +265,7 @@ void DecoderModel::lora_moe_backward(size_t l, const LoraMoeWeights& dw) {
     if (!ad.is_parameter()) continue;
     const int g = ad.group == LoraGroup::Router ? 0 : ad.group == LoraGroup::ExpertGateUp ? 1 : 2;
     auto& ps = lora_params_.all();
-    lora_parameter_backward(gk, ps[ad.param].value, ps[ad.param + 1].value, ad.experts, scale, dw.w[g],
+    lora_parameter_backward(exec_, gk, ps[ad.param].value, ps[ad.param + 1].value, ad.experts, scale, dw.w[g],
                             ps[ad.param].grad, ps[ad.param + 1].grad);
   }
 }

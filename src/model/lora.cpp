@@ -197,15 +197,15 @@ Mat as(const Mat& m, int64_t rows, int64_t cols, DType want, Tensor& keep) {
 
 // c[m, n] (ldc) = alpha * op(a) op(b) + beta * c; a is op(a) [m, k] stored with a's rows of
 // (ta ? m : k) values, b likewise; both rounded to `in` first when they are f32 and in is BF16.
-void prod(const GemmKernel& gk, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, Mat a, Mat b,
-          float beta, float* c, int64_t ldc, DType in) {
+void prod(const ExecContext& ctx, const GemmKernel& gk, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+          Mat a, Mat b, float beta, float* c, int64_t ldc, DType in) {
   Tensor ka, kb;
   a = as(a, ta ? k : m, ta ? m : k, in, ka);
   b = as(b, tb ? n : k, tb ? k : n, in, kb);
   GemmArgs g;
   g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k, g.alpha = alpha, g.beta = beta;
   g.a = a.p, g.lda = a.ld, g.b = b.p, g.ldb = b.ld, g.c = c, g.ldc = ldc, g.in_dtype = in;
-  gemm(gk, g);
+  gemm(ctx, gk, g);
 }
 
 DType input_dtype(DType compute) { return compute == DType::BF16 ? DType::BF16 : DType::F32; }
@@ -221,8 +221,8 @@ void expert_columns(const Tensor& B, int64_t r, int64_t E, int64_t e, std::vecto
 
 }  // namespace
 
-void lora_merge_parameter(const GemmKernel& gk, const Tensor& A, const Tensor& B, int64_t experts, float scale,
-                          Tensor& W) {
+void lora_merge_parameter(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B,
+                          int64_t experts, float scale, Tensor& W) {
   const int64_t E = experts, r = A.dim(0) / E, in = A.dim(1), out = B.dim(0);
   TITAN_ASSERT(W.dtype() == DType::F32 && W.numel() == E * out * in && B.dim(1) == r * E, "lora: parameter shapes");
   std::vector<float> be;
@@ -232,12 +232,12 @@ void lora_merge_parameter(const GemmKernel& gk, const Tensor& A, const Tensor& B
     g.m = out, g.n = in, g.k = r, g.alpha = scale, g.beta = 1.f;
     g.a = be.data(), g.lda = r, g.b = A.data<float>() + e * r * in, g.ldb = in;
     g.c = W.data<float>() + e * out * in, g.ldc = in;
-    gemm(gk, g);
+    gemm(ctx, gk, g);
   }
 }
 
-void lora_parameter_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, int64_t experts, float scale,
-                             const Tensor& dW, Tensor& gA, Tensor& gB) {
+void lora_parameter_backward(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B,
+                             int64_t experts, float scale, const Tensor& dW, Tensor& gA, Tensor& gB) {
   const int64_t E = experts, r = A.dim(0) / E, in = A.dim(1), out = B.dim(0);
   TITAN_ASSERT(dW.dtype() == DType::F32 && dW.numel() == E * out * in, "lora: parameter gradient shape");
   std::vector<float> be, gbe(size_t(out * r));
@@ -248,32 +248,33 @@ void lora_parameter_backward(const GemmKernel& gk, const Tensor& A, const Tensor
     GemmArgs a;  // gA_e [r, in] += scale * B_e^T [r, out] @ dW_e [out, in]
     a.trans_a = true, a.m = r, a.n = in, a.k = out, a.alpha = scale, a.beta = 1.f;
     a.a = be.data(), a.lda = r, a.b = dw, a.ldb = in, a.c = gA.data<float>() + e * r * in, a.ldc = in;
-    gemm(gk, a);
+    gemm(ctx, gk, a);
     GemmArgs b;  // gB_e [out, r] = scale * dW_e [out, in] @ A_e^T [in, r]
     b.trans_b = true, b.m = out, b.n = r, b.k = in, b.alpha = scale, b.beta = 0.f;
     b.a = dw, b.lda = in, b.b = A.data<float>() + e * r * in, b.ldb = in, b.c = gbe.data(), b.ldc = r;
-    gemm(gk, b);
+    gemm(ctx, gk, b);
     for (int64_t o = 0; o < out; ++o)
       for (int64_t j = 0; j < r; ++j) gb[o * r * E + j * E + e] += gbe[size_t(o * r + j)];
   }
 }
 
-void lora_forward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x, Tensor& t,
-                  float* y, int64_t ldy, DType compute, const LoraDropout* drop) {
+void lora_forward(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale,
+                  const Tensor& x, Tensor& t, float* y, int64_t ldy, DType compute, const LoraDropout* drop) {
   const int64_t r = A.dim(0), in = A.dim(1), out = B.dim(0), T = x.numel() / in;
   const DType dt = input_dtype(compute);
   t = Tensor::empty({T, r}, DType::F32);
   Tensor xd;  // dropout(x), for this call only (the backward draws the same mask again)
   if (drop && drop->p > 0) lora_dropout_forward(*drop, x, xd);
-  prod(gk, false, true, T, r, in, 1.f, mat(xd.defined() ? xd : x), mat(A), 0.f, t.data<float>(), r, dt);  // t = d(x) A^T
-  if (y) prod(gk, false, true, T, out, r, scale, mat(t), mat(B), 1.f, y, ldy, dt);    // y += s t B^T
+  prod(ctx, gk, false, true, T, r, in, 1.f, mat(xd.defined() ? xd : x), mat(A), 0.f, t.data<float>(), r,
+       dt);                                                                              // t = d(x) A^T
+  if (y) prod(ctx, gk, false, true, T, out, r, scale, mat(t), mat(B), 1.f, y, ldy, dt);  // y += s t B^T
 }
 
-void lora_forward_b(const GemmKernel& gk, const Tensor& B, float scale, const Tensor& t, float* y, int64_t ldy,
-                    DType compute) {
+void lora_forward_b(const ExecContext& ctx, const GemmKernel& gk, const Tensor& B, float scale, const Tensor& t,
+                    float* y, int64_t ldy, DType compute) {
   const int64_t r = B.dim(1), out = B.dim(0), T = t.dim(0);
   TITAN_ASSERT(t.dim(1) == r, "lora: t [T, r] and B [out, r]");
-  prod(gk, false, true, T, out, r, scale, mat(t), mat(B), 1.f, y, ldy, input_dtype(compute));  // y += s t B^T
+  prod(ctx, gk, false, true, T, out, r, scale, mat(t), mat(B), 1.f, y, ldy, input_dtype(compute));  // y += s t B^T
 }
 
 std::vector<ParamSpec> lora_param_specs(const std::vector<LoraAdapter>& adapters, int64_t rank) {
@@ -292,24 +293,24 @@ std::vector<ParamSpec> lora_param_specs(const std::vector<LoraAdapter>& adapters
   return v;
 }
 
-void lora_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x,
-                   const Tensor& t, const void* dy, int64_t lddy, DType dy_dtype, Tensor& dx, Tensor& gA, Tensor& gB,
-                   DType compute, const LoraDropout* drop) {
+void lora_backward(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale,
+                   const Tensor& x, const Tensor& t, const void* dy, int64_t lddy, DType dy_dtype, Tensor& dx,
+                   Tensor& gA, Tensor& gB, DType compute, const LoraDropout* drop) {
   const int64_t r = A.dim(0), in = A.dim(1), out = B.dim(0), T = x.numel() / in;
   const DType dt = input_dtype(compute);
   Tensor dyk;
   const Mat dym = as(Mat{dy, lddy, dy_dtype}, T, out, dt, dyk);  // rounded once, read twice
-  prod(gk, true, false, out, r, T, scale, dym, mat(t), 1.f, gB.data<float>(), r, dt);  // gB += s dy^T t
+  prod(ctx, gk, true, false, out, r, T, scale, dym, mat(t), 1.f, gB.data<float>(), r, dt);  // gB += s dy^T t
   Tensor dts = Tensor::empty({T, r}, DType::F32);
-  prod(gk, false, false, T, r, out, scale, dym, mat(B), 0.f, dts.data<float>(), r, dt);  // dt = s dy B
+  prod(ctx, gk, false, false, T, r, out, scale, dym, mat(B), 0.f, dts.data<float>(), r, dt);  // dt = s dy B
   Tensor dtk;
   const Mat dtm = as(mat(dts), T, r, dt, dtk);
   if (drop && drop->p > 0) {
     Tensor xd;
     lora_dropout_forward(*drop, x, xd);
-    prod(gk, true, false, r, in, T, 1.f, dtm, mat(xd), 1.f, gA.data<float>(), in, dt);  // gA += dt^T d(x)
+    prod(ctx, gk, true, false, r, in, T, 1.f, dtm, mat(xd), 1.f, gA.data<float>(), in, dt);  // gA += dt^T d(x)
     Tensor dxd = Tensor::empty({T, in}, DType::F32);
-    prod(gk, false, false, T, in, r, 1.f, dtm, mat(A), 0.f, dxd.data<float>(), in, dt);  // d(d(x)) = dt A
+    prod(ctx, gk, false, false, T, in, r, 1.f, dtm, mat(A), 0.f, dxd.data<float>(), in, dt);  // d(d(x)) = dt A
     lora_dropout_backward(*drop, dxd);
     float* o = dx.data<float>();
     const float* g = dxd.data<float>();
@@ -317,8 +318,8 @@ void lora_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float
     for (int64_t i = 0; i < T * in; ++i) o[i] += g[i];  // dx += mask / (1 - p) * (dt A)
     return;
   }
-  prod(gk, true, false, r, in, T, 1.f, dtm, mat(x), 1.f, gA.data<float>(), in, dt);   // gA += dt^T x
-  prod(gk, false, false, T, in, r, 1.f, dtm, mat(A), 1.f, dx.data<float>(), in, dt);  // dx += dt A
+  prod(ctx, gk, true, false, r, in, T, 1.f, dtm, mat(x), 1.f, gA.data<float>(), in, dt);   // gA += dt^T x
+  prod(ctx, gk, false, false, T, in, r, 1.f, dtm, mat(A), 1.f, dx.data<float>(), in, dt);  // dx += dt A
 }
 
 }  // namespace titan

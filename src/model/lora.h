@@ -58,6 +58,7 @@
 #include <string>
 #include <vector>
 
+#include "core/exec_context.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "model/config.h"
@@ -113,11 +114,11 @@ std::vector<LoraAdapter> lora_select(const ModelConfig& cfg, const LoraConfig& c
 
 // A targeted parameter's forward: W [E, out, in] (or [out, in]; f32) += scale * B_e A_e for every
 // expert e (A, B laid out as above). Also merges an adapter into the base for good.
-void lora_merge_parameter(const GemmKernel& gk, const Tensor& A, const Tensor& B, int64_t experts, float scale,
-                          Tensor& W);
+void lora_merge_parameter(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B,
+                          int64_t experts, float scale, Tensor& W);
 // Its backward from dW [E, out, in] f32, the gradient of the merged weight: gA, gB accumulate.
-void lora_parameter_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, int64_t experts, float scale,
-                             const Tensor& dW, Tensor& gA, Tensor& gB);
+void lora_parameter_backward(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B,
+                             int64_t experts, float scale, const Tensor& dW, Tensor& gA, Tensor& gB);
 
 std::string lora_a_name(const std::string& module);
 std::string lora_b_name(const std::string& module);
@@ -159,16 +160,16 @@ void lora_dropout_backward(const LoraDropout& d, Tensor& y);
 // null, y[:, 0:out] (rows at ldy, f32) += scale * t B^T. x is [T, in] f32 or bf16. With compute
 // BF16 the products round their inputs to bf16 (f32 accumulation), as the base GEMMs do.
 // drop: null (or p = 0) for no dropout; else x A^T reads dropout(x).
-void lora_forward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x, Tensor& t,
-                  float* y, int64_t ldy, DType compute, const LoraDropout* drop = nullptr);
+void lora_forward(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale,
+                  const Tensor& x, Tensor& t, float* y, int64_t ldy, DType compute, const LoraDropout* drop = nullptr);
 // Its second product alone: y[:, 0:out] (rows at ldy) += scale * t B^T for t [rows, r] (the rows
 // of y; a row-parallel adapter's t once reduced over tp).
-void lora_forward_b(const GemmKernel& gk, const Tensor& B, float scale, const Tensor& t, float* y, int64_t ldy,
-                    DType compute);
+void lora_forward_b(const ExecContext& ctx, const GemmKernel& gk, const Tensor& B, float scale, const Tensor& t,
+                    float* y, int64_t ldy, DType compute);
 // Its backward: dy is [T, out] at lddy, f32 or bf16 (dy_dtype); dx [T, in] f32 += the adapter's
 // input gradient; gA, gB accumulate.
-void lora_backward(const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale, const Tensor& x,
-                   const Tensor& t, const void* dy, int64_t lddy, DType dy_dtype, Tensor& dx, Tensor& gA, Tensor& gB,
-                   DType compute, const LoraDropout* drop = nullptr);
+void lora_backward(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale,
+                   const Tensor& x, const Tensor& t, const void* dy, int64_t lddy, DType dy_dtype, Tensor& dx,
+                   Tensor& gA, Tensor& gB, DType compute, const LoraDropout* drop = nullptr);
 
 }  // namespace titan

@@ -60,10 +60,10 @@ Tensor positions_after_separator(const Tensor& ids, int64_t separator) {
   return pos;
 }
 
-void rope_rows(const RopeKernel& k, bool backward, const RowView& x, int64_t S, const Positions& pos,
-               const RopeCache& cache) {
+void rope_rows(const ExecContext& ctx, const RopeKernel& k, bool backward, const RowView& x, int64_t S,
+               const Positions& pos, const RopeCache& cache) {
   auto run = [&](const RowView& v, int64_t seq, int64_t start) {
-    backward ? k.backward_rows(v, seq, start, cache) : k.forward_rows(v, seq, start, cache);
+    backward ? k.backward_rows(ctx, v, seq, start, cache) : k.forward_rows(ctx, v, seq, start, cache);
   };
   if (pos.chunks) {  // context parallelism: each chunk (each document's part of it) at its global positions
     TITAN_CHECK(pos.start == 0, "rope: context parallelism with a cached prefix is not supported");

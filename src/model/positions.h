@@ -38,7 +38,7 @@ SequenceLayout sequence_layout(const Tensor& ids, const Tensor* positions, const
 
 // RoPE over rows x [B * S, H, D] at the tokens' positions: start + s, or within each document
 // (under context parallelism, at the global positions of the rank's chunks).
-void rope_rows(const RopeKernel& k, bool backward, const RowView& x, int64_t S, const Positions& pos,
-               const RopeCache& cache);
+void rope_rows(const ExecContext& ctx, const RopeKernel& k, bool backward, const RowView& x, int64_t S,
+               const Positions& pos, const RopeCache& cache);
 
 }  // namespace titan

@@ -5,9 +5,16 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace titan::opcheck {
+
+// A kernel of a CPU variant runs on the calling thread over host memory: a context naming another
+// device is a caller's mistake (its tensors would not be where this kernel reads them).
+inline void host_context(const ExecContext& ctx, const char* kernel) {
+  TITAN_CHECK(ctx.device.type == DeviceType::CPU, kernel, ": runs on the CPU, not on ", ctx.device.str());
+}
 
 inline void defined(const Tensor& t, const char* op, const char* name) {
   TITAN_CHECK(t.defined(), op, ": tensor '", name, "' is undefined");

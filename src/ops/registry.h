@@ -9,6 +9,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/exec_context.h"
 
 namespace titan {
 

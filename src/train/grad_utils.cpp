@@ -39,7 +39,7 @@ std::vector<distributed::GradRange> grad_ranges(const std::vector<NamedTensor>& 
 }
 
 double global_l2_norm(const std::vector<NamedTensor>& grads) {
-  return std::sqrt(distributed::sum_of_squares(grad_ranges(grads, "gradient norm")));
+  return std::sqrt(distributed::sum_of_squares(ExecContext::host(), grad_ranges(grads, "gradient norm")));
 }
 
 std::optional<std::string> first_non_finite(const std::vector<NamedTensor>& tensors) {

@@ -13,6 +13,7 @@
 namespace titan {
 
 // sqrt(sum over all tensors and elements of g^2). f32 tensors only (error names the tensor).
+// On the host (ExecContext::host()).
 double global_l2_norm(const std::vector<NamedTensor>& grads);
 
 // The f32 elements of every tensor, for distributed::clip_grad_norm; an undefined or non-f32

@@ -143,13 +143,15 @@ class FullState final : public ModelState {
 
   double step(int64_t step, double max_norm, const AdamWParams& hp) override {
     if (dp_) dp_->all_reduce_grads();
-    const double norm = distributed::clip_grad_norm(grad_ranges(grads_, "gradient norm"), max_norm);  // max_norm <= 0: the norm only
+    const double norm = distributed::clip_grad_norm(model_->exec(), grad_ranges(grads_, "gradient norm"),
+                                                    max_norm);  // max_norm <= 0: the norm only
     if (!std::isfinite(norm)) {
       auto bad = first_non_finite(grads_);
       fail("step ", step, ": gradient norm is ", norm, "; first non-finite gradient: ", bad ? *bad : "(none found)");
     }
     ParamStore& ps = trained();
-    for (size_t i = 0; i < ps.all().size(); ++i) adamw_.step(ps.all()[i].value, ps.all()[i].grad, m_[i], v_[i], hp);
+    for (size_t i = 0; i < ps.all().size(); ++i)
+      adamw_.step(model_->exec(), ps.all()[i].value, ps.all()[i].grad, m_[i], v_[i], hp);
     return norm;
   }
 

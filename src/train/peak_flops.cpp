@@ -400,12 +400,12 @@ double measure_gemm_peak(bool bf16, int threads, double budget_s) {
   g.c = c.data();
   g.in_dtype = bf16 ? DType::BF16 : DType::F32;
   const GemmKernel& kern = kernel<GemmKernel>(default_variant());
-  gemm(kern, g);  // builds (JIT) and warms the primitive
+  gemm(ExecContext::host(), kern, g);  // builds (JIT) and warms the primitive
   double best = 0;
   const double begin = now_seconds();
   for (int rep = 0; rep < 5 || (now_seconds() - begin < budget_s && rep < 1000); ++rep) {
     const double t = now_seconds();
-    gemm(kern, g);
+    gemm(ExecContext::host(), kern, g);
     best = std::max(best, 2.0 * double(n) * n * n / std::max(now_seconds() - t, 1e-9) * 1e-9);
   }
   g_sink = g_sink + c[size_t(n + 1)];

@@ -379,17 +379,18 @@ class ShardedState final : public ModelState {
       replicate_comm_->all_reduce(g.data<float>(), c, comm::ReduceOp::Sum);
       adapter_comm_ += now_seconds() - t0;
     }
-    const double norm = distributed::clip_grad_norm({{g.data<float>(), c}}, max_norm, [this](double ss) {
-      const double t0 = now_seconds();
-      if (tp_comm_) ss = adapter_tp_sum_of_squares();
-      double total = shard_comm().all_reduce_sum(ss);
-      if (tp_comm_) total = tp_comm_->all_reduce_sum(total);  // every tp rank's shards of the split adapters
-      if (pp_comm_) total = pp_comm_->all_reduce_sum(total);  // every stage's adapters
-      adapter_comm_ += now_seconds() - t0;
-      return total;
-    });
+    const double norm =
+        distributed::clip_grad_norm(model_->exec(), {{g.data<float>(), c}}, max_norm, [this](double ss) {
+          const double t0 = now_seconds();
+          if (tp_comm_) ss = adapter_tp_sum_of_squares();
+          double total = shard_comm().all_reduce_sum(ss);
+          if (tp_comm_) total = tp_comm_->all_reduce_sum(total);  // every tp rank's shards of the split adapters
+          if (pp_comm_) total = pp_comm_->all_reduce_sum(total);  // every stage's adapters
+          adapter_comm_ += now_seconds() - t0;
+          return total;
+        });
     if (!std::isfinite(norm)) return norm;
-    adamw_.step(lora_->p, g, lora_->m, lora_->v, hp);  // padding past the adapters stays 0
+    adamw_.step(model_->exec(), lora_->p, g, lora_->m, lora_->v, hp);  // padding past the adapters stays 0
     lora_->dp.all_gather_values(lora_->p.data<float>());
     return norm;
   }
@@ -403,7 +404,7 @@ class ShardedState final : public ModelState {
     lora_->for_each_piece(model_->lora_params(), [&](size_t i, int64_t, int64_t local, int64_t c) {
       if (specs[i].placement.tp_dim >= 0 || tp_comm_->rank() == 0) r.push_back({g + local, c});
     });
-    return distributed::sum_of_squares(r);
+    return distributed::sum_of_squares(model_->exec(), r);
   }
 
   std::optional<std::string> first_non_finite_adapter_grad() {

@@ -52,11 +52,11 @@ void DecoderModel::attention_forward(size_t l, const Tensor& x, LayerActs& a, in
   const DType gemm_in = compute_ == DType::BF16 ? DType::BF16 : DType::F32;  // dtype of inputs only a GEMM reads
   a.xn1 = Tensor::empty({Tr, H}, gemm_in);
   a.rstd1 = f32({Tr});
-  k.rmsnorm->forward(x, L.w_in, eps, a.xn1, a.rstd1);
+  k.rmsnorm->forward(exec_, x, L.w_in, eps, a.xn1, a.rstd1);
   a.xn1 = tp_gather_rows(a.xn1);  // sequence parallel: the projections read every token
   a.qkv = f32({T, Q + 2 * K});
-  k.linear->forward(a.xn1, Wqkv, a.qkv, compute_);
-  if (L.b_qkv.defined()) k.bias->forward(a.qkv, L.b_qkv);
+  k.linear->forward(exec_, a.xn1, Wqkv, a.qkv, compute_);
+  if (L.b_qkv.defined()) k.bias->forward(exec_, a.qkv, L.b_qkv);
   lora_forward_group(l, LoraGroup::Qkv, a.xn1, &a.qkv, a);
   // Per-head norm of q and k read in place from qkv, written to their own buffers (the backward
   // needs qkv as it was), then RoPE in place there. Without the q/k norm (llama, qwen2), q and k
@@ -67,8 +67,8 @@ void DecoderModel::attention_forward(size_t l, const Tensor& x, LayerActs& a, in
   if (cfg_.has_qk_norm()) {
     a.rstd_q = f32({T * nh});
     a.rstd_k = f32({T * nkv});
-    k.rmsnorm->forward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, eps, q, a.rstd_q);
-    k.rmsnorm->forward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, eps, kk, a.rstd_k);
+    k.rmsnorm->forward_rows(exec_, RowView::columns(a.qkv, 0, nh, D), L.w_qn, eps, q, a.rstd_q);
+    k.rmsnorm->forward_rows(exec_, RowView::columns(a.qkv, Q, nkv, D), L.w_kn, eps, kk, a.rstd_k);
   } else {
     copy_columns(a.qkv, 0, a.q);
     copy_columns(a.qkv, Q, a.k);
@@ -77,26 +77,26 @@ void DecoderModel::attention_forward(size_t l, const Tensor& x, LayerActs& a, in
   if (cache) {
     attend_cached(l, a, B, S, *cache);  // generation: per-row positions, attention over the KV cache
   } else {
-    rope_rows(*k.rope, false, q, S, pos, rope_);
-    rope_rows(*k.rope, false, kk, S, pos, rope_);
+    rope_rows(exec_, *k.rope, false, q, S, pos, rope_);
+    rope_rows(exec_, *k.rope, false, kk, S, pos, rope_);
     a.lse = f32({B, nh, S});
     const float scale = float(1.0 / std::sqrt(double(D)));
     if (pos.chunks)  // context parallelism: over the keys of every cp rank
       cp_attention_forward(*k.attention, q, kk, RowView::columns(a.qkv, Q + K, nkv, D), B, S, pos, scale, a.attn,
                            a.lse);
     else
-      k.attention->forward_rows_seg(q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, pos.doc_start, scale, a.attn,
-                                    a.lse);
+      k.attention->forward_rows_seg(exec_, q, kk, RowView::columns(a.qkv, Q + K, nkv, D), S, pos.doc_start, scale,
+                                    a.attn, a.lse);
   }
   a.attn = a.attn.view({T, Q});
   if (tp_.on()) {  // row-parallel: the partial sums reduced over tp, then the residual
     Tensor part = f32({T, H});
-    k.linear->forward(a.attn, Wo, part, compute_);
+    k.linear->forward(exec_, a.attn, Wo, part, compute_);
     a.h = tp_reduce_rows(part);
-    k.residual->forward(a.h, x, a.h);
+    k.residual->forward(exec_, a.h, x, a.h);
   } else {
     a.h = f32({T, H});
-    k.linear->forward_residual(a.attn, Wo, &x, a.h, compute_);  // h = x + attn @ Wo^T
+    k.linear->forward_residual(exec_, a.attn, Wo, &x, a.h, compute_);  // h = x + attn @ Wo^T
   }
   lora_forward_group(l, LoraGroup::O, a.attn, &a.h, a);
 }
@@ -114,7 +114,7 @@ void DecoderModel::attention_backward(size_t l, const Tensor& x, LayerActs& a, T
   {
     Tensor dattn = f32({T, Q});
     const Tensor dh = tp_gather_rows(dx);  // sequence parallel: d(h) of every token
-    k.linear->backward(a.attn, Wo, dh, &dattn, grad_or_null(L.g_o), compute_);
+    k.linear->backward(exec_, a.attn, Wo, dh, &dattn, grad_or_null(L.g_o), compute_);
     lora_backward_group(l, LoraGroup::O, a.attn, a, dh, dattn);
     // dq, dk, dv land in their columns of the fused gradient; RoPE and the q/k norm go back in place.
     Tensor dqkv = f32({T, Q + 2 * K});
@@ -125,34 +125,34 @@ void DecoderModel::attention_backward(size_t l, const Tensor& x, LayerActs& a, T
                             RowView::columns(a.qkv, Q + K, nkv, D), a.attn, a.lse, dattn, B, S, pos, scale, dq, dk,
                             RowView::columns(dqkv, Q + K, nkv, D));
     else
-      k.attention->backward_rows_seg(RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
+      k.attention->backward_rows_seg(exec_, RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
                                      RowView::columns(a.qkv, Q + K, nkv, D), a.attn.view({B, S, nh, D}), a.lse,
                                      dattn.view({B, S, nh, D}), S, pos.doc_start, scale, dq, dk,
                                      RowView::columns(dqkv, Q + K, nkv, D));
     dattn = Tensor();
-    rope_rows(*k.rope, true, dq, S, pos, rope_);
-    rope_rows(*k.rope, true, dk, S, pos, rope_);
+    rope_rows(exec_, *k.rope, true, dq, S, pos, rope_);
+    rope_rows(exec_, *k.rope, true, dk, S, pos, rope_);
     if (cfg_.has_qk_norm() && tp_.on()) {  // each rank's heads: partial gradients of the norm weights
       Tensor pq = Tensor::zeros({D}, DType::F32), pk = Tensor::zeros({D}, DType::F32);
-      k.rmsnorm->backward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, pq, false);
-      k.rmsnorm->backward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, pk, false);
+      k.rmsnorm->backward_rows(exec_, RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, pq, false);
+      k.rmsnorm->backward_rows(exec_, RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, pk, false);
       tp_grad_sum(pq, L.g_qn);
       tp_grad_sum(pk, L.g_kn);
     } else if (cfg_.has_qk_norm()) {
-      k.rmsnorm->backward_rows(RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, L.g_qn, false);
-      k.rmsnorm->backward_rows(RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, L.g_kn, false);
+      k.rmsnorm->backward_rows(exec_, RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, L.g_qn, false);
+      k.rmsnorm->backward_rows(exec_, RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, L.g_kn, false);
     }
-    if (L.gb_qkv.defined()) k.bias->backward(dqkv, L.gb_qkv);
+    if (L.gb_qkv.defined()) k.bias->backward(exec_, dqkv, L.gb_qkv);
     Tensor dxn1 = f32({T, H});
-    k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
+    k.linear->backward(exec_, a.xn1, Wqkv, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
     lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);
     Tensor d = tp_reduce_rows(dxn1);  // column-parallel: the input gradient summed over tp
     if (tp_norm_grads_partial()) {
       Tensor part = Tensor::zeros({H}, DType::F32);
-      k.rmsnorm->backward_add(x, L.w_in, a.rstd1, d, dx, part);
+      k.rmsnorm->backward_add(exec_, x, L.w_in, a.rstd1, d, dx, part);
       tp_grad_sum(part, L.g_in);
     } else {
-      k.rmsnorm->backward_add(x, L.w_in, a.rstd1, d, dx, L.g_in);  // dx is now d(x)
+      k.rmsnorm->backward_add(exec_, x, L.w_in, a.rstd1, d, dx, L.g_in);  // dx is now d(x)
     }
   }
 }

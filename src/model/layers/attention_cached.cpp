@@ -39,8 +39,8 @@ void DecoderModel::attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, I
     const int64_t r0 = std::clamp<int64_t>(c.first[size_t(b)] - c.len, 0, S);  // first real new column
     if (r0 == S) continue;
     const int64_t start = c.len + r0 - c.first[size_t(b)];
-    k.rope->forward_rows(rows_of(a.q, b * S + r0, b * S + S, nh, D), S - r0, start, rope_);
-    k.rope->forward_rows(rows_of(a.k, b * S + r0, b * S + S, nkv, D), S - r0, start, rope_);
+    k.rope->forward_rows(exec_, rows_of(a.q, b * S + r0, b * S + S, nh, D), S - r0, start, rope_);
+    k.rope->forward_rows(exec_, rows_of(a.k, b * S + r0, b * S + S, nkv, D), S - r0, start, rope_);
   }
   LayerState& st = c.layers[l];
   float* kc = st.k.data<float>();
@@ -59,7 +59,7 @@ void DecoderModel::attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, I
   const Tensor attn2 = a.attn.view({B * S, Q});
   auto run = [&](int64_t r0, int64_t r1, int64_t seq) {
     Tensor out = attn2.slice0(r0, r1), lse = Tensor::empty({(r1 - r0) / seq, nh, seq}, DType::F32);
-    k.attention->forward_rows(rows_of(a.q, r0, r1, nh, D), rows_of(a.k, r0, r1, nkv, D),
+    k.attention->forward_rows(exec_, rows_of(a.q, r0, r1, nh, D), rows_of(a.k, r0, r1, nkv, D),
                               RowView::columns(a.qkv.slice0(r0, r1), Q + K, nkv, D), seq, scale, out, lse);
   };
   for (int64_t b = 0; b < B;) {

@@ -87,8 +87,8 @@ void DecoderModel::cp_attention_forward(const AttentionKernel& k, const RowView&
       for_each_run(c, pos.doc_start ? pos.doc_start + b * S : nullptr, [&](int64_t a, int64_t g, int64_t len, int64_t k0) {
         Tensor o = flat_rows(out, nh * D, b * S + a, len), l = f32({1, nh, len});
         const int64_t sk = g + len - k0;
-        k.forward_rows_suffix(q.rows(b * S + a, len), kgv.rows(b * Sg + k0, sk), vgv.rows(b * Sg + k0, sk), len, sk,
-                              scale, o, l);
+        k.forward_rows_suffix(exec_, q.rows(b * S + a, len), kgv.rows(b * Sg + k0, sk), vgv.rows(b * Sg + k0, sk), len,
+                              sk, scale, o, l);
         for (int64_t h = 0; h < nh; ++h) std::copy_n(l.data<float>() + h * len, len, L + (b * nh + h) * S + a);
       });
 }
@@ -111,7 +111,7 @@ void DecoderModel::cp_attention_backward(const AttentionKernel& k, const RowView
         const int64_t sk = g + len - k0;
         Tensor l = f32({1, nh, len}), pk = f32({sk, nkv, D}), pv = f32({sk, nkv, D});
         for (int64_t h = 0; h < nh; ++h) std::copy_n(L + (b * nh + h) * S + a, len, l.data<float>() + h * len);
-        k.backward_rows_suffix(q.rows(b * S + a, len), kgv.rows(b * Sg + k0, sk), vgv.rows(b * Sg + k0, sk),
+        k.backward_rows_suffix(exec_, q.rows(b * S + a, len), kgv.rows(b * Sg + k0, sk), vgv.rows(b * Sg + k0, sk),
                                flat_rows(out, nh * D, b * S + a, len), l, flat_rows(dout, nh * D, b * S + a, len), len,
                                sk, scale, dq.rows(b * S + a, len), RowView::of(pk, nkv, D), RowView::of(pv, nkv, D));
         float* dkd = dkg.data<float>() + (b * Sg + k0) * w;

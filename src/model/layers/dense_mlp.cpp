@@ -12,17 +12,17 @@ void DecoderModel::dense_mlp_forward(size_t l, LayerActs& a, const Tensor& resid
   const KernelSet& k = kernels_[l];
   const int64_t I = loc_.inter;  // this rank's share (model/tensor_parallel.h)
   a.gu = f32({T, 2 * I});
-  k.linear->forward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, a.gu, compute_);
+  k.linear->forward(exec_, a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, a.gu, compute_);
   lora_forward_group(l, LoraGroup::GateUp, a.xn2, &a.gu, a);
   a.act = Tensor::empty({T, I}, compute_ == DType::BF16 ? DType::BF16 : DType::F32);
-  k.swiglu->forward(a.gu, a.act);
+  k.swiglu->forward(exec_, a.gu, a.act);
   if (out && tp_.on()) {  // row-parallel down_proj: partial sums reduced over tp, then the residual
     Tensor part = f32({T, cfg_.hidden_size});
-    k.linear->forward(a.act, wbf_ ? wbf_->down[l] : L.w_down, part, compute_);
+    k.linear->forward(exec_, a.act, wbf_ ? wbf_->down[l] : L.w_down, part, compute_);
     Tensor y = tp_reduce_rows(part);
-    k.residual->forward(y, residual, *out);
+    k.residual->forward(exec_, y, residual, *out);
   } else if (out) {
-    k.linear->forward_residual(a.act, wbf_ ? wbf_->down[l] : L.w_down, &residual, *out, compute_);
+    k.linear->forward_residual(exec_, a.act, wbf_ ? wbf_->down[l] : L.w_down, &residual, *out, compute_);
   }
   lora_forward_group(l, LoraGroup::Down, a.act, out, a);
 }
@@ -33,15 +33,15 @@ void DecoderModel::dense_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, 
   const KernelSet& k = kernels_[l];
   const int64_t I = loc_.inter;  // this rank's share (model/tensor_parallel.h)
   Tensor dact = f32({T, I});
-  k.linear->backward(a.act, wbf_ ? wbf_->down[l] : L.w_down, dy, &dact, grad_or_null(L.g_down), compute_);
+  k.linear->backward(exec_, a.act, wbf_ ? wbf_->down[l] : L.w_down, dy, &dact, grad_or_null(L.g_down), compute_);
   lora_backward_group(l, LoraGroup::Down, a.act, a, dy, dact);
   a.act = Tensor();
   // d(gate/up): in bf16 straight from SwiGLU's backward for the bf16 GEMMs; in f32 in place of gu.
   Tensor dgu = compute_ == DType::BF16 ? Tensor::empty({T, 2 * I}, DType::BF16) : a.gu;
-  k.swiglu->backward(a.gu, dact, dgu);
+  k.swiglu->backward(exec_, a.gu, dact, dgu);
   a.gu = Tensor();
   dact = Tensor();
-  k.linear->backward(a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, dgu, &dxn2, grad_or_null(L.g_gu), compute_);
+  k.linear->backward(exec_, a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, dgu, &dxn2, grad_or_null(L.g_gu), compute_);
   lora_backward_group(l, LoraGroup::GateUp, a.xn2, a, dgu, dxn2);
 }
 

@@ -49,9 +49,9 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
   const float eps = float(cfg_.rms_norm_eps);
   a.xn1 = Tensor::empty({T, H}, gemm_input_dtype(compute_));
   a.rstd1 = f32({T});
-  k.rmsnorm->forward(x, norm_weight(L.w_in), eps, a.xn1, a.rstd1);
+  k.rmsnorm->forward(exec_, x, norm_weight(L.w_in), eps, a.xn1, a.rstd1);
   a.qkv = f32({T, W});
-  k.linear->forward(a.xn1, Wqkv, a.qkv, compute_);
+  k.linear->forward(exec_, a.xn1, Wqkv, a.qkv, compute_);
   lora_forward_group(l, LoraGroup::Qkv, a.xn1, &a.qkv, a);  // q_proj's adapter: query and gate rows alike
   // query and gate out of q_proj's per-head [query | gate] pairs
   Tensor qraw = f32({T, nh, D});
@@ -73,8 +73,8 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
   a.rstd_q = f32({T * nh});
   a.rstd_k = f32({T * nkv});
   const RowView q = RowView::of(a.q, nh, D), kk = RowView::of(a.k, nkv, D);
-  k.rmsnorm->forward_rows(RowView::of(qraw, nh, D), norm_weight(L.w_qn), eps, q, a.rstd_q);
-  k.rmsnorm->forward_rows(RowView::columns(a.qkv, 2 * Q, nkv, D), norm_weight(L.w_kn), eps, kk, a.rstd_k);
+  k.rmsnorm->forward_rows(exec_, RowView::of(qraw, nh, D), norm_weight(L.w_qn), eps, q, a.rstd_q);
+  k.rmsnorm->forward_rows(exec_, RowView::columns(a.qkv, 2 * Q, nkv, D), norm_weight(L.w_kn), eps, kk, a.rstd_k);
   a.attn = f32({B, S, nh, D});
   const float scale = float(1.0 / std::sqrt(double(D)));
   if (cache) {
@@ -85,8 +85,8 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
     TITAN_ASSERT(c.rows == B && c.len + S <= cap, "inference state cannot take ", B, " x ", S, " more");
     auto pos_of = [&](int64_t row) { return c.len + row % S - c.first[size_t(row / S)]; };
     const std::vector<int64_t> rp = row_positions(T, pos_of);
-    rope_partial(ExecContext::host(), q, rd, rope_, rp.data(), false);
-    rope_partial(ExecContext::host(), kk, rd, rope_, rp.data(), false);
+    rope_partial(exec_, q, rd, rope_, rp.data(), false);
+    rope_partial(exec_, kk, rd, rope_, rp.data(), false);
     LayerState& st = c.layers[l];
     float* kc = st.k.data<float>();
     float* vc = st.v.data<float>();
@@ -103,16 +103,16 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
       return pos.doc_start ? s - pos.doc_start[row] : pos.start + s;
     };
     const std::vector<int64_t> rp = row_positions(T, pos_of);
-    rope_partial(ExecContext::host(), q, rd, rope_, rp.data(), false);
-    rope_partial(ExecContext::host(), kk, rd, rope_, rp.data(), false);
+    rope_partial(exec_, q, rd, rope_, rp.data(), false);
+    rope_partial(exec_, kk, rd, rope_, rp.data(), false);
     a.lse = f32({B, nh, S});
-    k.attention->forward_rows_seg(q, kk, RowView::columns(a.qkv, 2 * Q + K, nkv, D), S, pos.doc_start, scale, a.attn,
-                                  a.lse);
+    k.attention->forward_rows_seg(exec_, q, kk, RowView::columns(a.qkv, 2 * Q + K, nkv, D), S, pos.doc_start, scale,
+                                  a.attn, a.lse);
   }
   a.attn = a.attn.view({T, Q});
-  output_gate_forward(ExecContext::host(), a.attn, a.gated);  // gate logits -> attn * sigmoid(gate)
+  output_gate_forward(exec_, a.attn, a.gated);  // gate logits -> attn * sigmoid(gate)
   a.h = f32({T, H});
-  k.linear->forward_residual(a.gated, Wo, &x, a.h, compute_);
+  k.linear->forward_residual(exec_, a.gated, Wo, &x, a.h, compute_);
   lora_forward_group(l, LoraGroup::O, a.gated, &a.h, a);
 }
 
@@ -127,7 +127,7 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
   const int64_t rd = cfg_.rotary_dim();
   const float scale = float(1.0 / std::sqrt(double(D)));
   Tensor dgated = f32({T, Q});
-  k.linear->backward(a.gated, Wo, dx, &dgated, grad_or_null(L.g_o), compute_);
+  k.linear->backward(exec_, a.gated, Wo, dx, &dgated, grad_or_null(L.g_o), compute_);
   lora_backward_group(l, LoraGroup::O, a.gated, a, dx, dgated);
   a.gated = Tensor();
   // gated = attn * sigmoid(gate): d(attn) = d(gated) s, d(gate) = d(gated) attn s (1 - s), from the
@@ -142,12 +142,12 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
           std::memcpy(gd + (t * nh + h) * D, s + t * W + h * 2 * D + D, size_t(D) * sizeof(float));
     });
   }
-  output_gate_backward(ExecContext::host(), a.attn, dgate, dgated, dattn, dgate);
+  output_gate_backward(exec_, a.attn, dgate, dgated, dattn, dgate);
   dgated = Tensor();
   Tensor dqkv = f32({T, W});
   Tensor dq = f32({B, S, nh, D});
   const RowView dqv = RowView::of(dq, nh, D), dk = RowView::columns(dqkv, 2 * Q, nkv, D);
-  k.attention->backward_rows_seg(RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
+  k.attention->backward_rows_seg(exec_, RowView::of(a.q, nh, D), RowView::of(a.k, nkv, D),
                                  RowView::columns(a.qkv, 2 * Q + K, nkv, D), a.attn.view({B, S, nh, D}), a.lse,
                                  dattn.view({B, S, nh, D}), S, pos.doc_start, scale, dqv, dk,
                                  RowView::columns(dqkv, 2 * Q + K, nkv, D));
@@ -157,8 +157,8 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
     return pos.doc_start ? s - pos.doc_start[row] : pos.start + s;
   };
   const std::vector<int64_t> rp = row_positions(T, pos_of);
-  rope_partial(ExecContext::host(), dqv, rd, rope_, rp.data(), true);
-  rope_partial(ExecContext::host(), dk, rd, rope_, rp.data(), true);
+  rope_partial(exec_, dqv, rd, rope_, rp.data(), true);
+  rope_partial(exec_, dk, rd, rope_, rp.data(), true);
   // q norm backward from the raw query (copied out of qkv again), into its q_proj columns
   Tensor qraw = f32({T, nh, D}), dqraw = f32({T, nh, D});
   {
@@ -168,9 +168,9 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
       for (int64_t h = 0; h < nh; ++h)
         std::memcpy(qd + (t * nh + h) * D, s + t * W + h * 2 * D, size_t(D) * sizeof(float));
   }
-  k.rmsnorm->backward_rows(RowView::of(qraw, nh, D), norm_weight(L.w_qn), a.rstd_q, dqv, RowView::of(dqraw, nh, D),
-                           L.g_qn, false);
-  k.rmsnorm->backward_rows(RowView::columns(a.qkv, 2 * Q, nkv, D), norm_weight(L.w_kn), a.rstd_k, dk, dk, L.g_kn,
+  k.rmsnorm->backward_rows(exec_, RowView::of(qraw, nh, D), norm_weight(L.w_qn), a.rstd_q, dqv,
+                           RowView::of(dqraw, nh, D), L.g_qn, false);
+  k.rmsnorm->backward_rows(exec_, RowView::columns(a.qkv, 2 * Q, nkv, D), norm_weight(L.w_kn), a.rstd_k, dk, dk, L.g_kn,
                            false);
   {
     float* d = dqkv.data<float>();
@@ -183,9 +183,9 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
       }
   }
   Tensor dxn1 = f32({T, H});
-  k.linear->backward(a.xn1, Wqkv, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
+  k.linear->backward(exec_, a.xn1, Wqkv, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
   lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);
-  k.rmsnorm->backward_add(x, norm_weight(L.w_in), a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
+  k.rmsnorm->backward_add(exec_, x, norm_weight(L.w_in), a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
 }
 
 }  // namespace titan

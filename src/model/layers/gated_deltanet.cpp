@@ -49,7 +49,7 @@ void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& 
                                           Positions pos, InferenceState* cache) {
   const Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
-  const ExecContext& ctx = ExecContext::host();
+  const ExecContext& ctx = exec_;
   const Tensor& Win = wbf_ ? wbf_->qkv[l] : L.w_qkv;
   const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
   const int64_t T = B * S, H = cfg_.hidden_size, C = cfg_.linear_conv_dim(), VD = cfg_.linear_value_dim();
@@ -59,9 +59,9 @@ void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& 
   const float eps = float(cfg_.rms_norm_eps);
   a.xn1 = Tensor::empty({T, H}, gemm_input_dtype(compute_));
   a.rstd1 = f32({T});
-  k.rmsnorm->forward(x, norm_weight(L.w_in), eps, a.xn1, a.rstd1);
+  k.rmsnorm->forward(exec_, x, norm_weight(L.w_in), eps, a.xn1, a.rstd1);
   a.qkv = f32({T, R});
-  k.linear->forward(a.xn1, Win, a.qkv, compute_);
+  k.linear->forward(exec_, a.xn1, Win, a.qkv, compute_);
   lora_forward_group(l, LoraGroup::Qkv, a.xn1, &a.qkv, a);  // in_proj_{qkv,z,b,a}: their rows of the fused output
   // Generation: the per-row states (zero at the prefill), made on first use.
   LayerState* st = nullptr;
@@ -127,7 +127,7 @@ void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& 
   Tensor ly = a.ly.view({T * Hv, dv});
   k.gated_rmsnorm->forward(ctx, a.lo.view({T * Hv, dv}), a.lz, L.w_gnorm, eps, ly);
   a.h = f32({T, H});
-  k.linear->forward_residual(a.ly, Wo, &x, a.h, compute_);
+  k.linear->forward_residual(exec_, a.ly, Wo, &x, a.h, compute_);
   lora_forward_group(l, LoraGroup::O, a.ly, &a.h, a);  // out_proj
 }
 
@@ -135,7 +135,7 @@ void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs&
                                            int64_t S, Positions pos) {
   Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
-  const ExecContext& ctx = ExecContext::host();
+  const ExecContext& ctx = exec_;
   const Tensor& Win = wbf_ ? wbf_->qkv[l] : L.w_qkv;
   const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
   const int64_t T = B * S, H = cfg_.hidden_size, C = cfg_.linear_conv_dim(), VD = cfg_.linear_value_dim();
@@ -144,7 +144,7 @@ void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs&
   const int64_t R = cfg_.linear_in_rows(), Kc = cfg_.linear_conv_kernel_dim;
   const float eps = float(cfg_.rms_norm_eps);
   Tensor dly = f32({T, VD});
-  k.linear->backward(a.ly, Wo, dx, &dly, grad_or_null(L.g_o), compute_);
+  k.linear->backward(exec_, a.ly, Wo, dx, &dly, grad_or_null(L.g_o), compute_);
   lora_backward_group(l, LoraGroup::O, a.ly, a, dx, dly);
   a.ly = Tensor();
   Tensor dlo = f32({B, S, Hv, dv}), dlz = f32({T * Hv, dv});
@@ -180,9 +180,9 @@ void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs&
                        RowView::columns(dqkv, C + VD, 1, Hv), RowView::columns(dqkv, C + VD + Hv, 1, Hv), L.g_dt,
                        L.g_alog);
   Tensor dxn1 = f32({T, H});
-  k.linear->backward(a.xn1, Win, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
+  k.linear->backward(exec_, a.xn1, Win, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
   lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);
-  k.rmsnorm->backward_add(x, norm_weight(L.w_in), a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
+  k.rmsnorm->backward_add(exec_, x, norm_weight(L.w_in), a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
 }
 
 }  // namespace titan

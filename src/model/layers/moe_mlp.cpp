@@ -27,23 +27,23 @@ void DecoderModel::moe_mlp_forward(size_t l, LayerActs& a, const Tensor& residua
   lora_merge_moe(l, m, merged);
   if (ep_.on()) {  // the slots go to the experts' owners and back (ops/moe/expert_parallel.h)
     Tensor y = out ? *out : f32({T, cfg_.hidden_size});
-    ep_bytes_ += moe_ep_forward(m, *ep_.comm, y, a.moe);
+    ep_bytes_ += moe_ep_forward(exec_, m, *ep_.comm, y, a.moe);
     if (layers_[l].w_sgu.defined()) shared_expert_forward(l, a, y, T);
-    if (out) k.residual->forward(y, residual, y);
+    if (out) k.residual->forward(exec_, y, residual, y);
     return;
   }
   if (tp_.on()) {  // each rank's slice of every expert: partial sums, reduced over tp, then the residual
     Tensor part = f32({T, cfg_.hidden_size});
-    k.moe->forward(m, part, a.moe);
+    k.moe->forward(exec_, m, part, a.moe);
     if (!out) return;
     Tensor y = tp_reduce_rows(part);
-    k.residual->forward(y, residual, *out);
+    k.residual->forward(exec_, y, residual, *out);
     return;
   }
   Tensor y = out ? *out : f32({T, cfg_.hidden_size});
-  k.moe->forward(m, y, a.moe);
+  k.moe->forward(exec_, m, y, a.moe);
   if (layers_[l].w_sgu.defined()) shared_expert_forward(l, a, y, T);  // qwen3_5_moe (qwen3_5_layer.cpp)
-  if (out) k.residual->forward(y, residual, y);
+  if (out) k.residual->forward(exec_, y, residual, y);
 }
 
 // dy [T, H] = d(moe output) -> dxn2 [T, H]; dlogits_extra: the auxiliary loss's gradient on the
@@ -77,9 +77,9 @@ void DecoderModel::moe_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, Te
     }
   }
   if (ep_.on())
-    ep_bytes_ += moe_ep_backward(m, *ep_.comm, a.moe, dy, g);
+    ep_bytes_ += moe_ep_backward(exec_, m, *ep_.comm, a.moe, dy, g);
   else
-    k.moe->backward(m, a.moe, dy, g);
+    k.moe->backward(exec_, m, a.moe, dy, g);
   if (L.w_sgu.defined()) shared_expert_backward(l, a, dy, dxn2, T);  // qwen3_5_moe: dxn2 +=
   if (drouter_part.defined()) tp_grad_sum(drouter_part, L.g_router);
   a.moe = MoESaved();

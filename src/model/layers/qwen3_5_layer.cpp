@@ -116,12 +116,12 @@ void DecoderModel::shared_expert_forward(size_t l, LayerActs& a, Tensor& y, int6
   const KernelSet& k = kernels_[l];
   const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size;
   a.sgu = f32({T, 2 * SI});
-  k.linear->forward(a.xn2, L.w_sgu, a.sgu, compute_);
+  k.linear->forward(exec_, a.xn2, L.w_sgu, a.sgu, compute_);
   lora_forward_group(l, LoraGroup::SharedGateUp, a.xn2, &a.sgu, a);
   a.sact = f32({T, SI});
-  k.swiglu->forward(a.sgu, a.sact);
+  k.swiglu->forward(exec_, a.sgu, a.sact);
   Tensor out = f32({T, H});
-  k.linear->forward(a.sact, L.w_sdown, out, compute_);
+  k.linear->forward(exec_, a.sact, L.w_sdown, out, compute_);
   lora_forward_group(l, LoraGroup::SharedDown, a.sact, &out, a);
   Tensor zl;  // shared_expert_gate's adapter: its addition to the gate logit [T, 1]
   if (lora_targets(l, LoraGroup::SharedGate)) {
@@ -129,7 +129,7 @@ void DecoderModel::shared_expert_forward(size_t l, LayerActs& a, Tensor& y, int6
     lora_forward_group(l, LoraGroup::SharedGate, a.xn2, &zl, a);
   }
   a.sgate = f32({T});
-  shared_gate_forward(ExecContext::host(), a.xn2, L.w_sgate, zl, out, y, a.sgate);
+  shared_gate_forward(exec_, a.xn2, L.w_sgate, zl, out, y, a.sgate);
 }
 
 // dy [T, H] = d(block output); dxn2 += the shared expert's and its gate's input gradients.
@@ -140,22 +140,22 @@ void DecoderModel::shared_expert_backward(size_t l, LayerActs& a, const Tensor& 
   // out = down(act) again (not kept; with down_proj's adapter, whose x A^T this recomputes), for
   // the gate's gradient d(logit) = s (1 - s) (dy . out).
   Tensor out = f32({T, H});
-  k.linear->forward(a.sact, L.w_sdown, out, compute_);
+  k.linear->forward(exec_, a.sact, L.w_sdown, out, compute_);
   lora_forward_group(l, LoraGroup::SharedDown, a.sact, &out, a);
   Tensor dout = f32({T, H}), dlogit = f32({T, 1});
-  shared_gate_backward(ExecContext::host(), dy, out, a.sgate, dout, dlogit);
+  shared_gate_backward(exec_, dy, out, a.sgate, dout, dlogit);
   out = Tensor();
   Tensor dact = f32({T, SI});
-  k.linear->backward(a.sact, L.w_sdown, dout, &dact, grad_or_null(L.g_sdown), compute_);
+  k.linear->backward(exec_, a.sact, L.w_sdown, dout, &dact, grad_or_null(L.g_sdown), compute_);
   lora_backward_group(l, LoraGroup::SharedDown, a.sact, a, dout, dact);
   Tensor dgu = f32({T, 2 * SI});
-  k.swiglu->backward(a.sgu, dact, dgu);
+  k.swiglu->backward(exec_, a.sgu, dact, dgu);
   Tensor dx = f32({T, H});
-  k.linear->backward(a.xn2, L.w_sgu, dgu, &dx, grad_or_null(L.g_sgu), compute_);
+  k.linear->backward(exec_, a.xn2, L.w_sgu, dgu, &dx, grad_or_null(L.g_sgu), compute_);
   lora_backward_group(l, LoraGroup::SharedGateUp, a.xn2, a, dgu, dx);
   lora_backward_group(l, LoraGroup::SharedGate, a.xn2, a, dlogit, dx);  // dx += d(logit) B A (scaled)
   // gate: dxn2 += dx + dlogit w_gate; d(w_gate) += sum_t dlogit x
-  shared_gate_backward_input(ExecContext::host(), a.xn2, L.w_sgate, dlogit, dx, dxn2, L.g_sgate);
+  shared_gate_backward_input(exec_, a.xn2, L.w_sgate, dlogit, dx, dxn2, L.g_sgate);
   a.sgu = a.sact = a.sgate = Tensor();
 }
 

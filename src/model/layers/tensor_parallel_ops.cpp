@@ -100,7 +100,7 @@ double DecoderModel::tp_cross_entropy(const Tensor& xf, const Tensor& labels, fl
     const int64_t r1 = std::min(N, r0 + rows), c = r1 - r0;
     const Tensor xc = xf.slice0(r0, r1);
     Tensor z = f32({c, Vl});
-    hk.linear->forward(xc, W, z, compute_);
+    hk.linear->forward(exec_, xc, W, z, compute_);
     float* zp = z.data<float>();
     // Each row's max over the whole vocabulary: the shards' maxima, gathered (max is exact).
     std::vector<float> mx(static_cast<size_t>(c)), all(static_cast<size_t>(c * n));
@@ -142,7 +142,7 @@ double DecoderModel::tp_cross_entropy(const Tensor& xf, const Tensor& labels, fl
       }
     });
     Tensor dxc = dxf->slice0(r0, r1);
-    hk.linear->backward(xc, W, z, &dxc, dw, compute_);
+    hk.linear->backward(exec_, xc, W, z, &dxc, dw, compute_);
   }
   return loss;
 }

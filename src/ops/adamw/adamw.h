@@ -19,7 +19,7 @@ struct AdamWParams {
 struct AdamWKernel {
   static constexpr const char* op_name = "adamw";
   const char* variant;
-  void (*step)(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& hp);
+  void (*step)(const ExecContext& ctx, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& hp);
 };
 
 }  // namespace titan

@@ -16,6 +16,7 @@
 
 #include "core/threading.h"
 #include "ops/adamw/checks.h"
+#include "ops/op_checks.h"
 #include "ops/vec_math.h"
 
 namespace titan {
@@ -44,7 +45,8 @@ inline void update8(float* p, const float* g, float* m, float* v, const Coeffs& 
   store(v, v1);
 }
 
-void step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& hp) {
+void step(const ExecContext& ctx, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& hp) {
+  opcheck::host_context(ctx, "adamw.cpu");
   adamw_detail::check(param, grad, m, v, hp);
   const adamw_detail::Hyper hy(hp);
   const Coeffs c{_mm256_set1_ps(float(1.0 - hy.lr * hy.wd)),

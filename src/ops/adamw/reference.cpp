@@ -5,11 +5,13 @@
 #include <cmath>
 
 #include "ops/adamw/checks.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
 
-void step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& hp) {
+void step(const ExecContext& ctx, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& hp) {
+  opcheck::host_context(ctx, "adamw.reference");
   adamw_detail::check(param, grad, m, v, hp);
   const adamw_detail::Hyper hy(hp);
   const double lr = hy.lr, b1 = hy.beta1, b2 = hy.beta2, eps = hy.eps, wd = hy.wd;

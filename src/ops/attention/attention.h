@@ -33,62 +33,62 @@ namespace titan {
 struct AttentionKernel {
   static constexpr const char* op_name = "attention";
   const char* variant;
-  void (*forward_rows)(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
-                       Tensor& lse);
-  void (*backward_rows)(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-                        const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk,
-                        const RowView& dv);
+  void (*forward_rows)(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t seq,
+                       float scale, Tensor& out, Tensor& lse);
+  void (*backward_rows)(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& dout, int64_t seq, float scale, const RowView& dq,
+                        const RowView& dk, const RowView& dv);
   // Block-causal forms (seg never null here; the members below route a null seg to the causal ones).
-  void (*forward_segments)(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
-                           float scale, Tensor& out, Tensor& lse) = nullptr;
-  void (*backward_segments)(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
-                            const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg, float scale,
-                            const RowView& dq, const RowView& dk, const RowView& dv) = nullptr;
-  void (*forward_suffix)(const RowView& q, const RowView& k, const RowView& v, int64_t sq, int64_t sk, float scale,
-                         Tensor& out, Tensor& lse) = nullptr;
-  void (*backward_suffix)(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-                          const Tensor& dout, int64_t sq, int64_t sk, float scale, const RowView& dq,
-                          const RowView& dk, const RowView& dv) = nullptr;
+  void (*forward_segments)(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t seq,
+                           const int64_t* seg, float scale, Tensor& out, Tensor& lse) = nullptr;
+  void (*backward_segments)(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v,
+                            const Tensor& out, const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg,
+                            float scale, const RowView& dq, const RowView& dk, const RowView& dv) = nullptr;
+  void (*forward_suffix)(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t sq,
+                         int64_t sk, float scale, Tensor& out, Tensor& lse) = nullptr;
+  void (*backward_suffix)(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v,
+                          const Tensor& out, const Tensor& lse, const Tensor& dout, int64_t sq, int64_t sk, float scale,
+                          const RowView& dq, const RowView& dk, const RowView& dv) = nullptr;
 
-  void forward_rows_suffix(const RowView& q, const RowView& k, const RowView& v, int64_t sq, int64_t sk, float scale,
-                           Tensor& out, Tensor& lse) const {
+  void forward_rows_suffix(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t sq,
+                           int64_t sk, float scale, Tensor& out, Tensor& lse) const {
     TITAN_CHECK(forward_suffix, who("forward"), ": context-parallel (suffix) attention is not implemented by this variant");
-    forward_suffix(q, k, v, sq, sk, scale, out, lse);
+    forward_suffix(ctx, q, k, v, sq, sk, scale, out, lse);
   }
-  void backward_rows_suffix(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
-                            const Tensor& lse, const Tensor& dout, int64_t sq, int64_t sk, float scale,
-                            const RowView& dq, const RowView& dk, const RowView& dv) const {
+  void backward_rows_suffix(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v,
+                            const Tensor& out, const Tensor& lse, const Tensor& dout, int64_t sq, int64_t sk,
+                            float scale, const RowView& dq, const RowView& dk, const RowView& dv) const {
     TITAN_CHECK(backward_suffix, who("backward"),
                 ": context-parallel (suffix) attention is not implemented by this variant");
-    backward_suffix(q, k, v, out, lse, dout, sq, sk, scale, dq, dk, dv);
+    backward_suffix(ctx, q, k, v, out, lse, dout, sq, sk, scale, dq, dk, dv);
   }
 
-  void forward_rows_seg(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
-                        float scale, Tensor& out, Tensor& lse) const {
-    if (!seg) return forward_rows(q, k, v, seq, scale, out, lse);
+  void forward_rows_seg(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t seq,
+                        const int64_t* seg, float scale, Tensor& out, Tensor& lse) const {
+    if (!seg) return forward_rows(ctx, q, k, v, seq, scale, out, lse);
     TITAN_CHECK(forward_segments, who("forward"), ": block-causal attention is not implemented by this variant");
-    forward_segments(q, k, v, seq, seg, scale, out, lse);
+    forward_segments(ctx, q, k, v, seq, seg, scale, out, lse);
   }
-  void backward_rows_seg(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-                         const Tensor& dout, int64_t seq, const int64_t* seg, float scale, const RowView& dq,
-                         const RowView& dk, const RowView& dv) const {
-    if (!seg) return backward_rows(q, k, v, out, lse, dout, seq, scale, dq, dk, dv);
+  void backward_rows_seg(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v,
+                         const Tensor& out, const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg,
+                         float scale, const RowView& dq, const RowView& dk, const RowView& dv) const {
+    if (!seg) return backward_rows(ctx, q, k, v, out, lse, dout, seq, scale, dq, dk, dv);
     TITAN_CHECK(backward_segments, who("backward"), ": block-causal attention is not implemented by this variant");
-    backward_segments(q, k, v, out, lse, dout, seq, seg, scale, dq, dk, dv);
+    backward_segments(ctx, q, k, v, out, lse, dout, seq, seg, scale, dq, dk, dv);
   }
 
-  void forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse,
-               const int64_t* seg = nullptr) const {
+  void forward(const ExecContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out,
+               Tensor& lse, const int64_t* seg = nullptr) const {
     const attention::Dims d = attention::check_forward(q, k, v, scale, out, lse, who("forward").c_str());
-    forward_rows_seg(RowView::of(q, d.Hq, d.D), RowView::of(k, d.Hkv, d.D), RowView::of(v, d.Hkv, d.D), d.S, seg,
+    forward_rows_seg(ctx, RowView::of(q, d.Hq, d.D), RowView::of(k, d.Hkv, d.D), RowView::of(v, d.Hkv, d.D), d.S, seg,
                      scale, out, lse);
   }
-  void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv,
+  void backward(const ExecContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                const Tensor& lse, const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv,
                 const int64_t* seg = nullptr) const {
     const attention::Dims d =
         attention::check_backward(q, k, v, out, lse, dout, scale, dq, dk, dv, who("backward").c_str());
-    backward_rows_seg(RowView::of(q, d.Hq, d.D), RowView::of(k, d.Hkv, d.D), RowView::of(v, d.Hkv, d.D), out, lse,
+    backward_rows_seg(ctx, RowView::of(q, d.Hq, d.D), RowView::of(k, d.Hkv, d.D), RowView::of(v, d.Hkv, d.D), out, lse,
                       dout, d.S, seg, scale, RowView::of(dq, d.Hq, d.D), RowView::of(dk, d.Hkv, d.D),
                       RowView::of(dv, d.Hkv, d.D));
   }

@@ -24,6 +24,7 @@
 #include "ops/attention/attention.h"
 #include "ops/attention/shape.h"
 #include "ops/attention/tiles.h"
+#include "ops/op_checks.h"
 
 namespace titan::attention {
 namespace {
@@ -149,8 +150,9 @@ void forward_impl(const Dims& d, int64_t Sk, const RowView& q, const RowView& k,
   });
 }
 
-void forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
-             Tensor& lse) {
+void forward(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale,
+             Tensor& out, Tensor& lse) {
+  opcheck::host_context(ctx, "attention.cpu");
   const Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, "attention.cpu forward");
   forward_impl(d, d.S, q, k, v, scale, out, lse);
 }
@@ -300,21 +302,25 @@ void backward_impl(const Dims& d, int64_t Sk, const RowView& q, const RowView& k
   }
 }
 
-void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-              const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk, const RowView& dv) {
+void backward(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+              const Tensor& lse, const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk,
+              const RowView& dv) {
+  opcheck::host_context(ctx, "attention.cpu");
   const Dims d = check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.cpu backward");
   backward_impl(d, d.S, q, k, v, out, lse, dout, scale, dq, dk, dv);
 }
 
-void forward_suffix(const RowView& q, const RowView& k, const RowView& v, int64_t sq, int64_t sk, float scale,
-                    Tensor& out, Tensor& lse) {
+void forward_suffix(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t sq,
+                    int64_t sk, float scale, Tensor& out, Tensor& lse) {
+  opcheck::host_context(ctx, "attention.cpu");
   const Dims d = check_rows_suffix_forward(q, k, v, sq, sk, scale, out, lse, "attention.cpu forward");
   forward_impl(d, sk, q, k, v, scale, out, lse);
 }
 
-void backward_suffix(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-                     const Tensor& dout, int64_t sq, int64_t sk, float scale, const RowView& dq, const RowView& dk,
-                     const RowView& dv) {
+void backward_suffix(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                     const Tensor& lse, const Tensor& dout, int64_t sq, int64_t sk, float scale, const RowView& dq,
+                     const RowView& dk, const RowView& dv) {
+  opcheck::host_context(ctx, "attention.cpu");
   const Dims d =
       check_rows_suffix_backward(q, k, v, out, lse, dout, sq, sk, scale, dq, dk, dv, "attention.cpu backward");
   backward_impl(d, sk, q, k, v, out, lse, dout, scale, dq, dk, dv);
@@ -323,8 +329,9 @@ void backward_suffix(const RowView& q, const RowView& k, const RowView& v, const
 // Elements [e0, e0 + n) of a contiguous tensor, as a 1-d view.
 Tensor flat_part(const Tensor& t, int64_t e0, int64_t n) { return t.view({t.numel()}).slice0(e0, e0 + n); }
 
-void forward_segments(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
-                      float scale, Tensor& out, Tensor& lse) {
+void forward_segments(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t seq,
+                      const int64_t* seg, float scale, Tensor& out, Tensor& lse) {
+  opcheck::host_context(ctx, "attention.cpu");
   const Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, "attention.cpu forward");
   check_segments(seg, d.B, d.S, "attention.cpu forward");
   const int64_t os = d.Hq * d.D;
@@ -332,14 +339,15 @@ void forward_segments(const RowView& q, const RowView& k, const RowView& v, int6
   for_each_document(seg, d.B, d.S, [&](int64_t b, int64_t a, int64_t e) {
     const int64_t n = e - a, r0 = b * d.S + a;
     Tensor o = flat_part(out, r0 * os, n * os), l = Tensor::empty({1, d.Hq, n}, DType::F32);
-    forward(q.rows(r0, n), k.rows(r0, n), v.rows(r0, n), n, scale, o, l);
+    forward(ctx, q.rows(r0, n), k.rows(r0, n), v.rows(r0, n), n, scale, o, l);
     for (int64_t h = 0; h < d.Hq; ++h) std::copy_n(l.data<float>() + h * n, n, L + (b * d.Hq + h) * d.S + a);
   });
 }
 
-void backward_segments(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-                       const Tensor& dout, int64_t seq, const int64_t* seg, float scale, const RowView& dq,
-                       const RowView& dk, const RowView& dv) {
+void backward_segments(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                       const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg, float scale,
+                       const RowView& dq, const RowView& dk, const RowView& dv) {
+  opcheck::host_context(ctx, "attention.cpu");
   const Dims d = check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.cpu backward");
   check_segments(seg, d.B, d.S, "attention.cpu backward");
   const int64_t os = d.Hq * d.D;
@@ -348,7 +356,7 @@ void backward_segments(const RowView& q, const RowView& k, const RowView& v, con
     const int64_t n = e - a, r0 = b * d.S + a;
     Tensor l = Tensor::empty({1, d.Hq, n}, DType::F32);
     for (int64_t h = 0; h < d.Hq; ++h) std::copy_n(L + (b * d.Hq + h) * d.S + a, n, l.data<float>() + h * n);
-    backward(q.rows(r0, n), k.rows(r0, n), v.rows(r0, n), flat_part(out, r0 * os, n * os), l,
+    backward(ctx, q.rows(r0, n), k.rows(r0, n), v.rows(r0, n), flat_part(out, r0 * os, n * os), l,
              flat_part(dout, r0 * os, n * os), n, scale, dq.rows(r0, n), dk.rows(r0, n), dv.rows(r0, n));
   });
 }

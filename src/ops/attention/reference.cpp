@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ops/attention/attention.h"
+#include "ops/op_checks.h"
 
 namespace titan::attention {
 namespace {
@@ -126,8 +127,9 @@ void from_double(const std::vector<double>& src, Tensor& t) {
   for (size_t i = 0; i < src.size(); ++i) p[i] = float(src[i]);
 }
 
-void forward_segments(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
-                      float scale, Tensor& out, Tensor& lse) {
+void forward_segments(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t seq,
+                      const int64_t* seg, float scale, Tensor& out, Tensor& lse) {
+  opcheck::host_context(ctx, "attention.reference");
   Dims d = check_rows_forward(q, k, v, seq, scale, out, lse, "attention.reference forward");
   check_segments(seg, d.B, d.S, "attention.reference forward");
   auto qd = to_double(q), kd = to_double(k), vd = to_double(v);
@@ -137,14 +139,16 @@ void forward_segments(const RowView& q, const RowView& k, const RowView& v, int6
   from_double(ld, lse);
 }
 
-void forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
-             Tensor& lse) {
-  forward_segments(q, k, v, seq, nullptr, scale, out, lse);
+void forward(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale,
+             Tensor& out, Tensor& lse) {
+  opcheck::host_context(ctx, "attention.reference");
+  forward_segments(ctx, q, k, v, seq, nullptr, scale, out, lse);
 }
 
-void backward_segments(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-                       const Tensor& dout, int64_t seq, const int64_t* seg, float scale, const RowView& dq,
-                       const RowView& dk, const RowView& dv) {
+void backward_segments(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                       const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg, float scale,
+                       const RowView& dq, const RowView& dk, const RowView& dv) {
+  opcheck::host_context(ctx, "attention.reference");
   Dims d = check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.reference backward");
   check_segments(seg, d.B, d.S, "attention.reference backward");
   auto qd = to_double(q), kd = to_double(k), vd = to_double(v), dod = to_double(dout);
@@ -155,9 +159,11 @@ void backward_segments(const RowView& q, const RowView& k, const RowView& v, con
   from_double(dvd, dv);
 }
 
-void backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-              const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk, const RowView& dv) {
-  backward_segments(q, k, v, out, lse, dout, seq, nullptr, scale, dq, dk, dv);
+void backward(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+              const Tensor& lse, const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk,
+              const RowView& dv) {
+  opcheck::host_context(ctx, "attention.reference");
+  backward_segments(ctx, q, k, v, out, lse, dout, seq, nullptr, scale, dq, dk, dv);
 }
 
 // The suffix forms: the queries (and dO) placed at the last Sq of Sk positions of a zero-padded
@@ -178,8 +184,9 @@ std::vector<double> suffix_rows(const std::vector<double>& full, const Dims& d, 
   return r;
 }
 
-void forward_suffix(const RowView& q, const RowView& k, const RowView& v, int64_t sq, int64_t sk, float scale,
-                    Tensor& out, Tensor& lse) {
+void forward_suffix(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t sq,
+                    int64_t sk, float scale, Tensor& out, Tensor& lse) {
+  opcheck::host_context(ctx, "attention.reference");
   const Dims d = check_rows_suffix_forward(q, k, v, sq, sk, scale, out, lse, "attention.reference forward");
   Dims full = d;
   full.S = sk;
@@ -192,9 +199,10 @@ void forward_suffix(const RowView& q, const RowView& k, const RowView& v, int64_
     for (int64_t s = 0; s < sq; ++s) L[bh * sq + s] = float(ld[size_t(bh * sk + sk - sq + s)]);
 }
 
-void backward_suffix(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-                     const Tensor& dout, int64_t sq, int64_t sk, float scale, const RowView& dq, const RowView& dk,
-                     const RowView& dv) {
+void backward_suffix(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                     const Tensor& lse, const Tensor& dout, int64_t sq, int64_t sk, float scale, const RowView& dq,
+                     const RowView& dk, const RowView& dv) {
+  opcheck::host_context(ctx, "attention.reference");
   const Dims d =
       check_rows_suffix_backward(q, k, v, out, lse, dout, sq, sk, scale, dq, dk, dv, "attention.reference backward");
   Dims full = d;

@@ -12,8 +12,8 @@ namespace titan {
 struct BiasKernel {
   static constexpr const char* op_name = "bias";
   const char* variant;
-  void (*forward)(Tensor& y, const Tensor& b);
-  void (*backward)(const Tensor& dy, Tensor& db);
+  void (*forward)(const ExecContext& ctx, Tensor& y, const Tensor& b);
+  void (*backward)(const ExecContext& ctx, const Tensor& dy, Tensor& db);
 };
 
 }  // namespace titan

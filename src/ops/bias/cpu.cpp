@@ -5,11 +5,13 @@
 
 #include "core/threading.h"
 #include "ops/bias/checks.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
 
-void forward(Tensor& y, const Tensor& b) {
+void forward(const ExecContext& ctx, Tensor& y, const Tensor& b) {
+  opcheck::host_context(ctx, "bias.cpu");
   const int64_t N = bias_checks::check(y, b, "y", "b"), M = y.dim(0);
   float* yp = y.data<float>();
   const float* bp = b.data<float>();
@@ -21,7 +23,8 @@ void forward(Tensor& y, const Tensor& b) {
   });
 }
 
-void backward(const Tensor& dy, Tensor& db) {
+void backward(const ExecContext& ctx, const Tensor& dy, Tensor& db) {
+  opcheck::host_context(ctx, "bias.cpu");
   const int64_t N = bias_checks::check(dy, db, "dy", "db"), M = dy.dim(0);
   const float* g = dy.data<float>();
   float* d = db.data<float>();

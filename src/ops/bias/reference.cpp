@@ -2,11 +2,13 @@
 #include <vector>
 
 #include "ops/bias/checks.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
 
-void forward(Tensor& y, const Tensor& b) {
+void forward(const ExecContext& ctx, Tensor& y, const Tensor& b) {
+  opcheck::host_context(ctx, "bias.reference");
   const int64_t N = bias_checks::check(y, b, "y", "b"), M = y.dim(0);
   float* yp = y.data<float>();
   const float* bp = b.data<float>();
@@ -14,7 +16,8 @@ void forward(Tensor& y, const Tensor& b) {
     for (int64_t n = 0; n < N; ++n) yp[m * N + n] = float(double(yp[m * N + n]) + double(bp[n]));
 }
 
-void backward(const Tensor& dy, Tensor& db) {
+void backward(const ExecContext& ctx, const Tensor& dy, Tensor& db) {
+  opcheck::host_context(ctx, "bias.reference");
   const int64_t N = bias_checks::check(dy, db, "dy", "db"), M = dy.dim(0);
   const float* g = dy.data<float>();
   float* d = db.data<float>();

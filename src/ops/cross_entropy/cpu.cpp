@@ -10,15 +10,15 @@
 // GEMMs. Row losses are kept per row and summed in row order in double, and each row pass depends
 // only on its row, so everything but the GEMMs' own summation order is independent of the thread
 // count. With compute = bf16, W is rounded to bf16 once per call, h and dlogits once per chunk.
-#include "ops/cross_entropy/cpu_impl.h"
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/threading.h"
 #include "ops/cross_entropy/checks.h"
+#include "ops/cross_entropy/cpu_impl.h"
 #include "ops/cross_entropy/softmax_rows.h"
+#include "ops/op_checks.h"
 #include "ops/vec_math.h"
 
 namespace titan::ce_detail {
@@ -39,6 +39,7 @@ void to_bf16(const float* src, uint16_t* dst, int64_t n) {
 }
 
 struct Gemm {
+  const ExecContext& ctx;
   const GemmKernel& k;
   DType in;  // F32 or BF16 inputs
   size_t esize() const { return dtype_size(in); }
@@ -49,7 +50,7 @@ struct Gemm {
     g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = kk;
     g.alpha = 1.f, g.beta = beta;
     g.a = a, g.lda = lda, g.b = b, g.ldb = ldb, g.c = c, g.ldc = ldc, g.in_dtype = in;
-    k.gemm(g);
+    k.gemm(ctx, g);
   }
 };
 
@@ -107,14 +108,14 @@ int64_t chunk_rows(int64_t n, int64_t v, size_t budget_bytes) {
   return std::min(max_rows, (rows + 15) / 16 * 16);
 }
 
-double cpu_forward(const GemmKernel& gemm, const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out,
-                   DType compute, int64_t rows) {
+double cpu_forward(const ExecContext& ctx, const GemmKernel& gemm, const Tensor& h, const Tensor& w,
+                   const Tensor& labels, Tensor* logits_out, DType compute, int64_t rows) {
   const Dims d = check_inputs(h, w, labels, compute);
   if (logits_out) check_logits_out(*logits_out, d);
   if (d.n == 0) return 0.0;
   const std::vector<int64_t> lab = labels_of(labels);
   const RowOps& ops = row_ops();
-  const Gemm g{gemm, compute};
+  const Gemm g{ctx, gemm, compute};
   const WeightOperand wop(w, compute);
   // With logits_out the chunk is written straight into it (so one chunk of all rows); otherwise a
   // scratch chunk of `rows` rows.
@@ -141,14 +142,15 @@ double cpu_forward(const GemmKernel& gemm, const Tensor& h, const Tensor& w, con
   return sum_in_order(row_loss);
 }
 
-double cpu_forward_backward(const GemmKernel& gemm, const Tensor& h, const Tensor& w, const Tensor& labels,
-                            float grad_scale, Tensor& dh, Tensor& dw, DType compute, int64_t rows) {
+double cpu_forward_backward(const ExecContext& ctx, const GemmKernel& gemm, const Tensor& h, const Tensor& w,
+                            const Tensor& labels, float grad_scale, Tensor& dh, Tensor& dw, DType compute,
+                            int64_t rows) {
   const Dims d = check_inputs(h, w, labels, compute);
   check_grads(h, w, dh, dw);
   if (d.n == 0) return 0.0;
   const std::vector<int64_t> lab = labels_of(labels);
   const RowOps& ops = row_ops();
-  const Gemm g{gemm, compute};
+  const Gemm g{ctx, gemm, compute};
   const WeightOperand wop(w, compute);
   if (rows <= 0) rows = chunk_rows(d.n, d.v);
   rows = std::min(rows, d.n);
@@ -209,13 +211,16 @@ double cpu_forward_backward(const GemmKernel& gemm, const Tensor& h, const Tenso
 namespace titan {
 namespace {
 
-double forward(const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out, DType compute) {
-  return ce_detail::cpu_forward(kernel<GemmKernel>("cpu"), h, w, labels, logits_out, compute);
+double forward(const ExecContext& ctx, const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out,
+               DType compute) {
+  opcheck::host_context(ctx, "cross_entropy.cpu");
+  return ce_detail::cpu_forward(ctx, kernel<GemmKernel>("cpu"), h, w, labels, logits_out, compute);
 }
 
-double forward_backward(const Tensor& h, const Tensor& w, const Tensor& labels, float grad_scale, Tensor& dh,
-                        Tensor& dw, DType compute) {
-  return ce_detail::cpu_forward_backward(kernel<GemmKernel>("cpu"), h, w, labels, grad_scale, dh, dw, compute);
+double forward_backward(const ExecContext& ctx, const Tensor& h, const Tensor& w, const Tensor& labels,
+                        float grad_scale, Tensor& dh, Tensor& dw, DType compute) {
+  opcheck::host_context(ctx, "cross_entropy.cpu");
+  return ce_detail::cpu_forward_backward(ctx, kernel<GemmKernel>("cpu"), h, w, labels, grad_scale, dh, dw, compute);
 }
 
 const CrossEntropyKernel kCpu{"cpu", forward, forward_backward};

@@ -20,9 +20,10 @@ constexpr size_t kDefaultChunkBytes = size_t(512) << 20;
 int64_t chunk_rows(int64_t n, int64_t v, size_t budget_bytes = kDefaultChunkBytes);
 
 // As CrossEntropyKernel::forward / forward_backward; rows <= 0 picks chunk_rows(N, V).
-double cpu_forward(const GemmKernel& gemm, const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out,
-                   DType compute, int64_t rows = 0);
-double cpu_forward_backward(const GemmKernel& gemm, const Tensor& h, const Tensor& w, const Tensor& labels,
-                            float grad_scale, Tensor& dh, Tensor& dw, DType compute, int64_t rows = 0);
+double cpu_forward(const ExecContext& ctx, const GemmKernel& gemm, const Tensor& h, const Tensor& w,
+                   const Tensor& labels, Tensor* logits_out, DType compute, int64_t rows = 0);
+double cpu_forward_backward(const ExecContext& ctx, const GemmKernel& gemm, const Tensor& h, const Tensor& w,
+                            const Tensor& labels, float grad_scale, Tensor& dh, Tensor& dw, DType compute,
+                            int64_t rows = 0);
 
 }  // namespace titan::ce_detail

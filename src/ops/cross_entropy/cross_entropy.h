@@ -19,9 +19,10 @@ constexpr int64_t kIgnoreIndex = -100;
 struct CrossEntropyKernel {
   static constexpr const char* op_name = "cross_entropy";
   const char* variant;
-  double (*forward)(const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out, DType compute);
-  double (*forward_backward)(const Tensor& h, const Tensor& w, const Tensor& labels, float grad_scale, Tensor& dh,
-                             Tensor& dw, DType compute);
+  double (*forward)(const ExecContext& ctx, const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out,
+                    DType compute);
+  double (*forward_backward)(const ExecContext& ctx, const Tensor& h, const Tensor& w, const Tensor& labels,
+                             float grad_scale, Tensor& dh, Tensor& dw, DType compute);
 };
 
 int64_t count_labels(const Tensor& labels);  // rows with label != -100

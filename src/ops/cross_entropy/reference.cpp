@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/cross_entropy/checks.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -46,7 +47,9 @@ double logsumexp(const double* z, int64_t V) {
   return m + std::log(s);
 }
 
-double forward(const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out, DType compute) {
+double forward(const ExecContext& ctx, const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out,
+               DType compute) {
+  opcheck::host_context(ctx, "cross_entropy.reference");
   const ce_detail::Dims d = ce_detail::check_inputs(h, w, labels, compute);
   if (logits_out) ce_detail::check_logits_out(*logits_out, d);
   const Tensor wf = w.dtype() == DType::F32 ? w : w.to(DType::F32);  // bf16 values: exact in f32
@@ -64,8 +67,9 @@ double forward(const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* l
   return total;
 }
 
-double forward_backward(const Tensor& h, const Tensor& w, const Tensor& labels, float grad_scale, Tensor& dh,
-                        Tensor& dw, DType compute) {
+double forward_backward(const ExecContext& ctx, const Tensor& h, const Tensor& w, const Tensor& labels,
+                        float grad_scale, Tensor& dh, Tensor& dw, DType compute) {
+  opcheck::host_context(ctx, "cross_entropy.reference");
   const ce_detail::Dims d = ce_detail::check_inputs(h, w, labels, compute);
   ce_detail::check_grads(h, w, dh, dw);
   const Tensor wf = w.dtype() == DType::F32 ? w : w.to(DType::F32);  // bf16 values: exact in f32

@@ -13,6 +13,7 @@
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/cuda/gemm_variant.h"
 #include "ops/cuda/launch.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -38,13 +39,13 @@ struct Buf {
 };
 
 // Row-major C[m, n] (ldc) = op(A) op(B) + beta C on device pointers, through the mapping.
-void gemm_rm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
-             float beta, float* c, int64_t ldc, bool bf16) {
+void gemm_rm(const ExecContext& ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+             const void* b, int64_t ldb, float beta, float* c, int64_t ldc, bool bf16) {
   if (m == 0 || n == 0) return;
   GemmArgs g;
   g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k, g.alpha = 1.f, g.beta = beta;
   g.lda = lda, g.ldb = ldb, g.ldc = ldc, g.in_dtype = bf16 ? DType::BF16 : DType::F32;
-  ck::blas_gemm(to_blas(g, a, b, c, nullptr), nullptr, nullptr);
+  ck::blas_gemm(to_blas(g, a, b, c, nullptr), ctx.gemm_handle, ctx.stream);
 }
 
 // The device operands of one call.
@@ -55,7 +56,8 @@ struct Operands {
   Buf h16, w16;  // bf16 bits of h and W (compute bf16)
   const int64_t* l64;
   const int32_t* l32;
-  Operands(const Tensor& ht, const Tensor& wt, const Tensor& lt, const ce_detail::Dims& dims, DType compute)
+  Operands(const ExecContext& ctx, const Tensor& ht, const Tensor& wt, const Tensor& lt, const ce_detail::Dims& dims,
+           DType compute)
       : d(dims),
         bf16(compute == DType::BF16),
         h(ht.raw(), ht.nbytes()),
@@ -66,8 +68,8 @@ struct Operands {
         l64(lt.dtype() == DType::I64 ? labels.as<int64_t>() : nullptr),
         l32(lt.dtype() == DType::I64 ? nullptr : labels.as<int32_t>()) {
     if (!bf16) return;
-    ck::round_bf16(h.as<float>(), h16.as<uint16_t>(), d.n * d.h, nullptr);
-    if (wt.dtype() == DType::F32) ck::round_bf16(w.as<float>(), w16.as<uint16_t>(), d.v * d.h, nullptr);
+    ck::round_bf16(h.as<float>(), h16.as<uint16_t>(), d.n * d.h, ctx.stream);
+    if (wt.dtype() == DType::F32) ck::round_bf16(w.as<float>(), w16.as<uint16_t>(), d.v * d.h, ctx.stream);
   }
   const void* h_in(int64_t row) const {
     return bf16 ? static_cast<const void*>(h16.as<uint16_t>() + row * d.h) : h.as<float>() + row * d.h;
@@ -79,33 +81,36 @@ int64_t chunk_rows(const ce_detail::Dims& d) {
   return std::max<int64_t>(1, std::min<int64_t>(d.n, (int64_t(1) << 22) / d.v));
 }
 
-double forward(const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out, DType compute) {
+double forward(const ExecContext& ctx, const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out,
+               DType compute) {
+  opcheck::host_context(ctx, "cross_entropy.cuda");  // host tensors, staged
   const ce_detail::Dims d = ce_detail::check_inputs(h, w, labels, compute);
   if (logits_out) ce_detail::check_logits_out(*logits_out, d);
   if (d.n == 0) return 0.0;
-  Operands o(h, w, labels, d, compute);
+  Operands o(ctx, h, w, labels, d, compute);
   const int64_t rows = chunk_rows(d);
   Buf z(size_t(rows * d.v) * 4), loss(size_t(rows) * 4);
   std::vector<float> host_loss(static_cast<size_t>(rows));
   double total = 0;
   for (int64_t r0 = 0; r0 < d.n; r0 += rows) {
     const int64_t rc = std::min(rows, d.n - r0);
-    gemm_rm(false, true, rc, d.v, d.h, o.h_in(r0), d.h, o.w_in(), d.h, 0.f, z.as<float>(), d.v, o.bf16);
+    gemm_rm(ctx, false, true, rc, d.v, d.h, o.h_in(r0), d.h, o.w_in(), d.h, 0.f, z.as<float>(), d.v, o.bf16);
     if (logits_out)
       gpu::copy_to_host(logits_out->data<float>() + r0 * d.v, z.p, size_t(rc * d.v) * 4);
-    ck::ce_rows(z.as<float>(), rc, d.v, o.l64, o.l32, r0, loss.as<float>(), false, 0.f, nullptr, nullptr);
+    ck::ce_rows(z.as<float>(), rc, d.v, o.l64, o.l32, r0, loss.as<float>(), false, 0.f, nullptr, ctx.stream);
     gpu::copy_to_host(host_loss.data(), loss.p, size_t(rc) * 4);
     for (int64_t r = 0; r < rc; ++r) total += host_loss[size_t(r)];
   }
   return total;
 }
 
-double forward_backward(const Tensor& h, const Tensor& w, const Tensor& labels, float grad_scale, Tensor& dh,
-                        Tensor& dw, DType compute) {
+double forward_backward(const ExecContext& ctx, const Tensor& h, const Tensor& w, const Tensor& labels,
+                        float grad_scale, Tensor& dh, Tensor& dw, DType compute) {
+  opcheck::host_context(ctx, "cross_entropy.cuda");  // host tensors, staged
   const ce_detail::Dims d = ce_detail::check_inputs(h, w, labels, compute);
   ce_detail::check_grads(h, w, dh, dw);
   if (d.n == 0) return 0.0;
-  Operands o(h, w, labels, d, compute);
+  Operands o(ctx, h, w, labels, d, compute);
   const int64_t rows = chunk_rows(d);
   Buf z(size_t(rows * d.v) * 4), z16(o.bf16 ? size_t(rows * d.v) * 2 : 0), loss(size_t(rows) * 4);
   Buf dhd(size_t(d.n * d.h) * 4);
@@ -114,15 +119,15 @@ double forward_backward(const Tensor& h, const Tensor& w, const Tensor& labels, 
   double total = 0;
   for (int64_t r0 = 0; r0 < d.n; r0 += rows) {
     const int64_t rc = std::min(rows, d.n - r0);
-    gemm_rm(false, true, rc, d.v, d.h, o.h_in(r0), d.h, o.w_in(), d.h, 0.f, z.as<float>(), d.v, o.bf16);
+    gemm_rm(ctx, false, true, rc, d.v, d.h, o.h_in(r0), d.h, o.w_in(), d.h, 0.f, z.as<float>(), d.v, o.bf16);
     ck::ce_rows(z.as<float>(), rc, d.v, o.l64, o.l32, r0, loss.as<float>(), true, grad_scale,
-                o.bf16 ? z16.as<uint16_t>() : nullptr, nullptr);
+                o.bf16 ? z16.as<uint16_t>() : nullptr, ctx.stream);
     gpu::copy_to_host(host_loss.data(), loss.p, size_t(rc) * 4);
     for (int64_t r = 0; r < rc; ++r) total += host_loss[size_t(r)];
     const void* dz = o.bf16 ? z16.p : z.p;
     // dh[r0:r0+rc] = dZ [rc, V] @ W [V, H];  dW [V, H] += dZ^T @ h[r0:r0+rc]
-    gemm_rm(false, false, rc, d.h, d.v, dz, d.v, o.w_in(), d.h, 0.f, dhd.as<float>() + r0 * d.h, d.h, o.bf16);
-    if (dwd.p) gemm_rm(true, false, d.v, d.h, rc, dz, d.v, o.h_in(r0), d.h, 1.f, dwd.as<float>(), d.h, o.bf16);
+    gemm_rm(ctx, false, false, rc, d.h, d.v, dz, d.v, o.w_in(), d.h, 0.f, dhd.as<float>() + r0 * d.h, d.h, o.bf16);
+    if (dwd.p) gemm_rm(ctx, true, false, d.v, d.h, rc, dz, d.v, o.h_in(r0), d.h, 1.f, dwd.as<float>(), d.h, o.bf16);
   }
   gpu::copy_to_host(dh.raw(), dhd.p, dh.nbytes());
   if (dwd.p) gpu::copy_to_host(dw.raw(), dwd.p, dw.nbytes());

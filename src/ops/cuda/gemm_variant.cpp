@@ -12,6 +12,7 @@
 #include "core/cuda_emu/cuda.h"
 #include "core/dtype.h"
 #include "ops/cuda/launch.h"
+#include "ops/op_checks.h"
 #include "ops/matmul/matmul.h"
 
 namespace titan {
@@ -57,7 +58,8 @@ ck::BlasGemm to_blas(const GemmArgs& g, const void* a, const void* b, float* c, 
 
 namespace {
 
-void gemm_cuda(const GemmArgs& g) {
+void gemm_cuda(const ExecContext& ctx, const GemmArgs& g) {
+  opcheck::host_context(ctx, "gemm.cuda");  // host tensors, staged
   const size_t in_bytes = g.in_dtype == DType::BF16 ? 2 : 4;
   DevSpan a(g.a, span(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda), in_bytes, true);
   DevSpan b(g.b, span(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb), in_bytes, true);
@@ -66,18 +68,22 @@ void gemm_cuda(const GemmArgs& g) {
   DevSpan add(g.add, span(g.m, g.n, g.ldadd), sizeof(float), true);
   auto* cd = static_cast<float*>(c.d);
   const auto* addd = static_cast<const float*>(add.d);
-  ck::blas_gemm(to_blas(g, a.d, b.d, cd, addd), nullptr, nullptr);
-  if (addd && g.beta != 0.f) ck::add_rows(cd, g.ldc, addd, g.ldadd, g.m, g.n, nullptr);
+  ck::blas_gemm(to_blas(g, a.d, b.d, cd, addd), ctx.gemm_handle, ctx.stream);
+  if (addd && g.beta != 0.f) ck::add_rows(cd, g.ldc, addd, g.ldadd, g.m, g.n, ctx.stream);
   gpu::copy_to_host(g.c, cd, c.bytes);
 }
 
 const GemmKernel kGemmCuda{"cuda", gemm_cuda};
 
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute) {
-  linear_forward_with(kGemmCuda, x, w, y, compute, r);
+void linear_forward(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y,
+                    DType compute) {
+  opcheck::host_context(ctx, "linear.cuda");  // host tensors, staged
+  linear_forward_with(ctx, kGemmCuda, x, w, y, compute, r);
 }
-void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw, DType compute) {
-  linear_backward_with(kGemmCuda, x, w, dy, dx, dw, compute);
+void linear_backward(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw,
+                     DType compute) {
+  opcheck::host_context(ctx, "linear.cuda");  // host tensors, staged
+  linear_backward_with(ctx, kGemmCuda, x, w, dy, dx, dw, compute);
 }
 
 const LinearKernel kLinearCuda{"cuda", linear_forward, linear_backward};

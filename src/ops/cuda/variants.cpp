@@ -79,18 +79,21 @@ ck::Rows rows_of(const RowView& v) { return {v.h, v.d, v.ld}; }
 bool same_memory(const RowView& a, const RowView& b) { return a.t.raw() == b.t.raw(); }
 
 // ---- rmsnorm ----
-void rmsnorm_forward(const RowView& x, const Tensor& w, float eps, const RowView& y, Tensor& rstd) {
+void rmsnorm_forward(const ExecContext& ctx, const RowView& x, const Tensor& w, float eps, const RowView& y,
+                     Tensor& rstd) {
+  opcheck::host_context(ctx, "rmsnorm.cuda");  // host tensors, staged
   const auto [N, D] = rmsnorm_detail::check_forward(x, w, y, rstd);
   const bool bf16 = y.t.dtype() == DType::BF16;
   Staged dx(x.t, true), dw(w, true), dy(y.t, true), dr(rstd, false);
   ck::rmsnorm_forward(dx.as<float>(), rows_of(x), dw.as<float>(), eps, bf16 ? nullptr : dy.as<float>(),
-                      bf16 ? dy.as<uint16_t>() : nullptr, rows_of(y), dr.as<float>(), N, nullptr);
+                      bf16 ? dy.as<uint16_t>() : nullptr, rows_of(y), dr.as<float>(), N, ctx.stream);
   dy.to_host_rows(y);
   dr.to_host();
 }
 
-void rmsnorm_backward(const RowView& x, const Tensor& w, const Tensor& rstd, const RowView& dy, const RowView& dx,
-                      Tensor& dw, bool accumulate) {
+void rmsnorm_backward(const ExecContext& ctx, const RowView& x, const Tensor& w, const Tensor& rstd, const RowView& dy,
+                      const RowView& dx, Tensor& dw, bool accumulate) {
+  opcheck::host_context(ctx, "rmsnorm.cuda");  // host tensors, staged
   const auto [N, D] = rmsnorm_detail::check_backward(x, w, rstd, dy, dx, dw);
   Staged sx(x.t, true), sw(w, true), sr(rstd, true), sdy(dy.t, true), sdw(dw, true);
   // dx may share dy's memory (in place): then one device copy serves both.
@@ -100,7 +103,7 @@ void rmsnorm_backward(const RowView& x, const Tensor& w, const Tensor& rstd, con
   Staged partial(size_t(ck::rmsnorm_dw_partial_floats(N, D)) * sizeof(float));
   ck::rmsnorm_backward(sx.as<float>(), rows_of(x), sw.as<float>(), sr.as<float>(), sdy.as<float>(), rows_of(dy), dxp,
                        rows_of(dx), dw.defined() ? sdw.as<float>() : nullptr, partial.as<float>(), N, accumulate,
-                       nullptr);
+                       ctx.stream);
   if (alias)
     sdy.to_host_rows(dx);
   else
@@ -111,23 +114,25 @@ void rmsnorm_backward(const RowView& x, const Tensor& w, const Tensor& rstd, con
 const RMSNormKernel kRMSNorm{"cuda", rmsnorm_forward, rmsnorm_backward};
 
 // ---- swiglu ----
-void swiglu_forward(const Tensor& gu, Tensor& out) {
+void swiglu_forward(const ExecContext& ctx, const Tensor& gu, Tensor& out) {
+  opcheck::host_context(ctx, "swiglu.cuda");  // host tensors, staged
   const auto [N, I] = swiglu_detail::check(gu, out, "out", true);
   const bool bf16 = out.dtype() == DType::BF16;
   Staged sgu(gu, true), so(out, false);
   ck::swiglu_forward(sgu.as<float>(), bf16 ? nullptr : so.as<float>(), bf16 ? so.as<uint16_t>() : nullptr, N, I,
-                     nullptr);
+                     ctx.stream);
   so.to_host();
 }
 
-void swiglu_backward(const Tensor& gu, const Tensor& dout, Tensor& dgu) {
+void swiglu_backward(const ExecContext& ctx, const Tensor& gu, const Tensor& dout, Tensor& dgu) {
+  opcheck::host_context(ctx, "swiglu.cuda");  // host tensors, staged
   const auto [N, I] = swiglu_detail::check(gu, dout, "dout");
   swiglu_detail::check_dgu(gu, dgu);
   const bool bf16 = dgu.dtype() == DType::BF16;
   const bool alias = !bf16 && dgu.raw() == gu.raw();
   Staged sgu(gu, true), sd(dout, true), sdg(alias ? Tensor() : dgu, false);
   float* dgf = bf16 ? nullptr : (alias ? sgu.as<float>() : sdg.as<float>());
-  ck::swiglu_backward(sgu.as<float>(), sd.as<float>(), dgf, bf16 ? sdg.as<uint16_t>() : nullptr, N, I, nullptr);
+  ck::swiglu_backward(sgu.as<float>(), sd.as<float>(), dgf, bf16 ? sdg.as<uint16_t>() : nullptr, N, I, ctx.stream);
   if (alias)
     sgu.to_host();
   else
@@ -137,36 +142,40 @@ void swiglu_backward(const Tensor& gu, const Tensor& dout, Tensor& dgu) {
 const SwiGLUKernel kSwiGLU{"cuda", swiglu_forward, swiglu_backward};
 
 // ---- embedding ----
-void embedding_forward(const Tensor& ids, const Tensor& weight, Tensor& out) {
+void embedding_forward(const ExecContext& ctx, const Tensor& ids, const Tensor& weight, Tensor& out) {
+  opcheck::host_context(ctx, "embedding.cuda");  // host tensors, staged
   const int64_t N = embedding_detail::check(ids, weight, out, "out");
   const int64_t H = weight.dim(1);
   const bool i64 = ids.dtype() == DType::I64;
   Staged si(ids, true), sw(weight, true), so(out, false);
   ck::embedding_forward(i64 ? si.as<int64_t>() : nullptr, i64 ? nullptr : si.as<int32_t>(), sw.as<float>(),
-                        so.as<float>(), N, H, nullptr);
+                        so.as<float>(), N, H, ctx.stream);
   so.to_host();
 }
 
-void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dweight) {
+void embedding_backward(const ExecContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight) {
+  opcheck::host_context(ctx, "embedding.cuda");  // host tensors, staged
   const int64_t N = embedding_detail::check(ids, dweight, dout, "dout");
   const int64_t H = dweight.dim(1);
   const bool i64 = ids.dtype() == DType::I64;
   Staged si(ids, true), sd(dout, true), sw(dweight, true);
   ck::embedding_backward(i64 ? si.as<int64_t>() : nullptr, i64 ? nullptr : si.as<int32_t>(), sd.as<float>(),
-                         sw.as<float>(), N, H, nullptr);
+                         sw.as<float>(), N, H, ctx.stream);
   sw.to_host();
 }
 
 const EmbeddingKernel kEmbedding{"cuda", embedding_forward, embedding_backward};
 
 // ---- adamw ----
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& hp) {
+void adamw_step(const ExecContext& ctx, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                const AdamWParams& hp) {
+  opcheck::host_context(ctx, "adamw.cuda");  // host tensors, staged
   adamw_detail::check(param, grad, m, v, hp);
   Staged sp(param, true), sg(grad, true), sm(m, true), sv(v, true);
   const adamw_detail::Hyper hy(hp);
   ck::adamw_step(sp.as<float>(), sg.as<float>(), sm.as<float>(), sv.as<float>(), param.numel(), float(hy.beta1),
                  float(hy.beta2), float(hy.eps), float(1.0 - hy.lr * hy.wd), float(hy.lr / hy.bias_correction1),
-                 float(1.0 / std::sqrt(hy.bias_correction2)), nullptr);
+                 float(1.0 / std::sqrt(hy.bias_correction2)), ctx.stream);
   sp.to_host();
   sm.to_host();
   sv.to_host();
@@ -175,17 +184,20 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const A
 const AdamWKernel kAdamW{"cuda", adamw_step};
 
 // ---- rope ----
-void rope_rotate(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache, bool backward) {
+void rope_rotate(const ExecContext& ctx, const RowView& x, int64_t seq, int64_t start, const RopeCache& cache,
+                 bool backward) {
   rope_detail::check(x, seq, start, cache, backward ? "dy" : "x");
   Staged sx(x.t, true), sc(cache.cos, true), ss(cache.sin, true);
-  ck::rope_rotate(sx.as<float>(), rows_of(x), x.n, seq, start, sc.as<float>(), ss.as<float>(), backward, nullptr);
+  ck::rope_rotate(sx.as<float>(), rows_of(x), x.n, seq, start, sc.as<float>(), ss.as<float>(), backward, ctx.stream);
   sx.to_host_rows(x);
 }
-void rope_forward(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
-  rope_rotate(x, seq, start, cache, false);
+void rope_forward(const ExecContext& ctx, const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+  opcheck::host_context(ctx, "rope.cuda");  // host tensors, staged
+  rope_rotate(ctx, x, seq, start, cache, false);
 }
-void rope_backward(const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
-  rope_rotate(dy, seq, start, cache, true);
+void rope_backward(const ExecContext& ctx, const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+  opcheck::host_context(ctx, "rope.cuda");  // host tensors, staged
+  rope_rotate(ctx, dy, seq, start, cache, true);
 }
 
 const RopeKernel kRope{"cuda", rope_forward, rope_backward};
@@ -201,25 +213,28 @@ ck::AttnArgs attn_args(const attention::Dims& d, const Staged& q, const RowView&
   return a;
 }
 
-void attention_forward_seg(const RowView& q, const RowView& k, const RowView& v, int64_t seq, const int64_t* seg,
-                           float scale, Tensor& out, Tensor& lse) {
+void attention_forward_seg(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t seq,
+                           const int64_t* seg, float scale, Tensor& out, Tensor& lse) {
+  opcheck::host_context(ctx, "attention.cuda");  // host tensors, staged
   const attention::Dims d = attention::check_rows_forward(q, k, v, seq, scale, out, lse, "attention.cuda forward");
   attention::check_segments(seg, d.B, d.S, "attention.cuda forward");
   Staged sq(q.t, true), sk(k.t, true), sv(v.t, true), so(out, false), sl(lse, false);
   Staged sseg(seg, seg ? size_t(d.B * d.S) * sizeof(int64_t) : 0);
   ck::attention_forward(attn_args(d, sq, q, sk, k, sv, v, seg ? sseg.as<int64_t>() : nullptr, scale), so.as<float>(),
-                        sl.as<float>(), nullptr);
+                        sl.as<float>(), ctx.stream);
   so.to_host();
   sl.to_host();
 }
-void attention_forward(const RowView& q, const RowView& k, const RowView& v, int64_t seq, float scale, Tensor& out,
-                       Tensor& lse) {
-  attention_forward_seg(q, k, v, seq, nullptr, scale, out, lse);
+void attention_forward(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t seq,
+                       float scale, Tensor& out, Tensor& lse) {
+  opcheck::host_context(ctx, "attention.cuda");  // host tensors, staged
+  attention_forward_seg(ctx, q, k, v, seq, nullptr, scale, out, lse);
 }
 
-void attention_backward_seg(const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
-                            const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg, float scale,
-                            const RowView& dq, const RowView& dk, const RowView& dv) {
+void attention_backward_seg(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v,
+                            const Tensor& out, const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg,
+                            float scale, const RowView& dq, const RowView& dk, const RowView& dv) {
+  opcheck::host_context(ctx, "attention.cuda");  // host tensors, staged
   const attention::Dims d =
       attention::check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.cuda backward");
   attention::check_segments(seg, d.B, d.S, "attention.cuda backward");
@@ -229,51 +244,56 @@ void attention_backward_seg(const RowView& q, const RowView& k, const RowView& v
   Staged dvec(size_t(d.B * d.Hq * d.S) * sizeof(float));
   ck::attention_backward(attn_args(d, sq, q, sk, k, sv, v, seg ? sseg.as<int64_t>() : nullptr, scale), so.as<float>(),
                          sl.as<float>(), sdo.as<float>(), dvec.as<float>(), sdq.as<float>(), rows_of(dq),
-                         sdk.as<float>(), rows_of(dk), sdv.as<float>(), rows_of(dv), nullptr);
+                         sdk.as<float>(), rows_of(dk), sdv.as<float>(), rows_of(dv), ctx.stream);
   sdq.to_host_rows(dq);
   sdk.to_host_rows(dk);
   sdv.to_host_rows(dv);
 }
-void attention_backward(const RowView& q, const RowView& k, const RowView& v, const Tensor& out, const Tensor& lse,
-                        const Tensor& dout, int64_t seq, float scale, const RowView& dq, const RowView& dk,
-                        const RowView& dv) {
-  attention_backward_seg(q, k, v, out, lse, dout, seq, nullptr, scale, dq, dk, dv);
+void attention_backward(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& dout, int64_t seq, float scale, const RowView& dq,
+                        const RowView& dk, const RowView& dv) {
+  opcheck::host_context(ctx, "attention.cuda");  // host tensors, staged
+  attention_backward_seg(ctx, q, k, v, out, lse, dout, seq, nullptr, scale, dq, dk, dv);
 }
 
 const AttentionKernel kAttention{"cuda", attention_forward, attention_backward, attention_forward_seg,
                                  attention_backward_seg};
 
 // ---- residual, bias ----
-void residual_forward(const Tensor& a, const Tensor& b, Tensor& y) {
+void residual_forward(const ExecContext& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
+  opcheck::host_context(ctx, "residual.cuda");  // host tensors, staged
   opcheck::f32(a, "residual", "a");
   opcheck::f32(b, "residual", "b");
   opcheck::f32(y, "residual", "y");
   opcheck::numel(b, a.numel(), "residual", "b");
   opcheck::numel(y, a.numel(), "residual", "y");
   Staged sa(a, true), sb(b, true), sy(y, false);
-  ck::add(sa.as<float>(), sb.as<float>(), sy.as<float>(), a.numel(), nullptr);
+  ck::add(sa.as<float>(), sb.as<float>(), sy.as<float>(), a.numel(), ctx.stream);
   sy.to_host();
 }
-void residual_accumulate(Tensor& dst, const Tensor& src) {
+void residual_accumulate(const ExecContext& ctx, Tensor& dst, const Tensor& src) {
+  opcheck::host_context(ctx, "residual.cuda");  // host tensors, staged
   opcheck::f32(dst, "residual", "dst");
   opcheck::f32(src, "residual", "src");
   opcheck::numel(src, dst.numel(), "residual", "src");
   Staged sd(dst, true), ss(src, true);
-  ck::add(sd.as<float>(), ss.as<float>(), sd.as<float>(), dst.numel(), nullptr);
+  ck::add(sd.as<float>(), ss.as<float>(), sd.as<float>(), dst.numel(), ctx.stream);
   sd.to_host();
 }
 const ResidualKernel kResidual{"cuda", residual_forward, residual_accumulate};
 
-void bias_forward(Tensor& y, const Tensor& b) {
+void bias_forward(const ExecContext& ctx, Tensor& y, const Tensor& b) {
+  opcheck::host_context(ctx, "bias.cuda");  // host tensors, staged
   const int64_t n = bias_checks::check(y, b, "y", "b");
   Staged sy(y, true), sb(b, true);
-  ck::bias_forward(sy.as<float>(), sb.as<float>(), y.dim(0), n, nullptr);
+  ck::bias_forward(sy.as<float>(), sb.as<float>(), y.dim(0), n, ctx.stream);
   sy.to_host();
 }
-void bias_backward(const Tensor& dy, Tensor& db) {
+void bias_backward(const ExecContext& ctx, const Tensor& dy, Tensor& db) {
+  opcheck::host_context(ctx, "bias.cuda");  // host tensors, staged
   const int64_t n = bias_checks::check(dy, db, "dy", "db");
   Staged sdy(dy, true), sdb(db, true);
-  ck::bias_backward(sdy.as<float>(), sdb.as<float>(), dy.dim(0), n, nullptr);
+  ck::bias_backward(sdy.as<float>(), sdb.as<float>(), dy.dim(0), n, ctx.stream);
   sdb.to_host();
 }
 const BiasKernel kBias{"cuda", bias_forward, bias_backward};

@@ -8,6 +8,7 @@
 #include "core/threading.h"
 #include "ops/embedding/checks.h"
 #include "ops/embedding/embedding.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -18,7 +19,8 @@ std::vector<int64_t> ids_of(const Tensor& ids) {
   return v;
 }
 
-void forward(const Tensor& ids, const Tensor& weight, Tensor& out) {
+void forward(const ExecContext& ctx, const Tensor& ids, const Tensor& weight, Tensor& out) {
+  opcheck::host_context(ctx, "embedding.cpu");
   const int64_t N = embedding_detail::check(ids, weight, out, "out");
   const int64_t H = weight.dim(1);
   const std::vector<int64_t> id = ids_of(ids);
@@ -29,7 +31,8 @@ void forward(const Tensor& ids, const Tensor& weight, Tensor& out) {
   });
 }
 
-void backward(const Tensor& ids, const Tensor& dout, Tensor& dweight) {
+void backward(const ExecContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight) {
+  opcheck::host_context(ctx, "embedding.cpu");
   const int64_t N = embedding_detail::check(ids, dweight, dout, "dout");
   const int64_t H = dweight.dim(1);
   const std::vector<int64_t> id = ids_of(ids);

@@ -11,8 +11,8 @@ namespace titan {
 struct EmbeddingKernel {
   static constexpr const char* op_name = "embedding";
   const char* variant;
-  void (*forward)(const Tensor& ids, const Tensor& weight, Tensor& out);
-  void (*backward)(const Tensor& ids, const Tensor& dout, Tensor& dweight);
+  void (*forward)(const ExecContext& ctx, const Tensor& ids, const Tensor& weight, Tensor& out);
+  void (*backward)(const ExecContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight);
 };
 
 }  // namespace titan

@@ -4,11 +4,13 @@
 
 #include "ops/embedding/checks.h"
 #include "ops/embedding/embedding.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
 
-void forward(const Tensor& ids, const Tensor& weight, Tensor& out) {
+void forward(const ExecContext& ctx, const Tensor& ids, const Tensor& weight, Tensor& out) {
+  opcheck::host_context(ctx, "embedding.reference");
   const int64_t N = embedding_detail::check(ids, weight, out, "out");
   const int64_t H = weight.dim(1);
   const float* w = weight.data<float>();  // [V, H]
@@ -19,7 +21,8 @@ void forward(const Tensor& ids, const Tensor& weight, Tensor& out) {
   }
 }
 
-void backward(const Tensor& ids, const Tensor& dout, Tensor& dweight) {
+void backward(const ExecContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight) {
+  opcheck::host_context(ctx, "embedding.reference");
   const int64_t N = embedding_detail::check(ids, dweight, dout, "dout");
   const int64_t V = dweight.dim(0), H = dweight.dim(1);
   const float* dy = dout.data<float>();  // [N, H]

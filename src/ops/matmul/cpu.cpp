@@ -24,6 +24,7 @@
 #include "oneapi/dnnl/dnnl.hpp"
 #include "ops/matmul/gemv.h"
 #include "ops/matmul/matmul.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -130,7 +131,8 @@ void* scratchpad(size_t bytes) {
   return buf.p;
 }
 
-void gemm_cpu(const GemmArgs& g) {
+void gemm_cpu(const ExecContext& ctx, const GemmArgs& g) {
+  opcheck::host_context(ctx, "gemm.cpu");
   Key key;
   std::memset(&key, 0, sizeof key);  // the hash reads padding bytes too
   key.ta = g.trans_a, key.tb = g.trans_b;
@@ -163,14 +165,18 @@ void gemm_cpu(const GemmArgs& g) {
 const GemmKernel kGemmCpu{"cpu", gemm_cpu};
 
 // A few rows (decoding): the GEMV path streams W once as stored (gemv.h); more go to oneDNN.
-void linear_forward_cpu(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute) {
+void linear_forward_cpu(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y,
+                        DType compute) {
+  opcheck::host_context(ctx, "linear.cpu");
   if (x.defined() && w.defined() && w.ndim() == 2 && w.dim(1) > 0 && x.numel() > 0 &&
       x.numel() / w.dim(1) <= kGemvMaxRows)
     return linear_forward_gemv(x, w, r, y, compute);
-  linear_forward_with(kGemmCpu, x, w, y, compute, r);
+  linear_forward_with(ctx, kGemmCpu, x, w, y, compute, r);
 }
-void linear_backward_cpu(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw, DType compute) {
-  linear_backward_with(kGemmCpu, x, w, dy, dx, dw, compute);
+void linear_backward_cpu(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
+                         Tensor* dw, DType compute) {
+  opcheck::host_context(ctx, "linear.cpu");
+  linear_backward_with(ctx, kGemmCpu, x, w, dy, dx, dw, compute);
 }
 
 const LinearKernel kLinearCpu{"cpu", linear_forward_cpu, linear_backward_cpu};

@@ -6,7 +6,7 @@
 
 namespace titan {
 
-void gemm(const GemmKernel& kern, GemmArgs g) {
+void gemm(const ExecContext& ctx, const GemmKernel& kern, GemmArgs g) {
   TITAN_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: negative size m=", g.m, " n=", g.n, " k=", g.k);
   TITAN_CHECK(g.in_dtype == DType::F32 || g.in_dtype == DType::BF16, "gemm: input dtype must be f32 or bf16, got ",
               dtype_name(g.in_dtype));
@@ -34,7 +34,7 @@ void gemm(const GemmKernel& kern, GemmArgs g) {
     return;
   }
   TITAN_CHECK(g.a != nullptr && g.b != nullptr, "gemm: null A or B");
-  kern.gemm(g);
+  kern.gemm(ctx, g);
 }
 
 }  // namespace titan

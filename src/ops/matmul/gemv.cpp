@@ -15,6 +15,7 @@
 #include "core/team.h"
 #include "ops/matmul/bf16_convert.h"
 #include "ops/matmul/matmul.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace detail {
@@ -192,11 +193,14 @@ void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tens
 
 namespace {
 
-void forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute) {
+void forward_gemv(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute) {
+  opcheck::host_context(ctx, "linear.gemv");
   linear_forward_gemv(x, w, r, y, compute);
 }
-void backward_gemv(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw, DType compute) {
-  linear_backward_with(kernel<GemmKernel>("cpu"), x, w, dy, dx, dw, compute);
+void backward_gemv(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw,
+                   DType compute) {
+  opcheck::host_context(ctx, "linear.gemv");
+  linear_backward_with(ctx, kernel<GemmKernel>("cpu"), x, w, dy, dx, dw, compute);
 }
 const LinearKernel kLinearGemv{"gemv", forward_gemv, backward_gemv};
 

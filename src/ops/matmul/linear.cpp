@@ -36,8 +36,8 @@ Tensor operand(const Tensor& t, DType compute, const char* what) {
 
 }  // namespace
 
-void linear_forward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w, Tensor& y, DType compute,
-                         const Tensor* residual) {
+void linear_forward_with(const ExecContext& ctx, const GemmKernel& gk, const Tensor& x, const Tensor& w, Tensor& y,
+                         DType compute, const Tensor* residual) {
   TITAN_CHECK(w.defined() && w.ndim() == 2, "linear: weight must be 2-D [out, in], got ", w.defined() ? w.str() : "none");
   const int64_t n = w.dim(0), k = w.dim(1), m = rows_of(x, k, "input");
   Shape yshape = x.shape();
@@ -55,11 +55,11 @@ void linear_forward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w,
   g.a = xa.raw(), g.b = wa.raw(), g.c = y.data<float>();
   if (residual) g.add = residual->data<float>();
   g.in_dtype = xa.dtype();
-  gemm(gk, g);
+  gemm(ctx, gk, g);
 }
 
-void linear_backward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
-                          Tensor* dw, DType compute) {
+void linear_backward_with(const ExecContext& ctx, const GemmKernel& gk, const Tensor& x, const Tensor& w,
+                          const Tensor& dy, Tensor* dx, Tensor* dw, DType compute) {
   TITAN_CHECK(w.defined() && w.ndim() == 2, "linear: weight must be 2-D [out, in], got ", w.defined() ? w.str() : "none");
   const int64_t n = w.dim(0), k = w.dim(1);
   const int64_t m = rows_of(dy, n, "output gradient");
@@ -73,7 +73,7 @@ void linear_backward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w
     g.m = m, g.n = k, g.k = n;
     g.a = dya.raw(), g.b = wa.raw(), g.c = dx->data<float>();
     g.in_dtype = dya.dtype();
-    gemm(gk, g);
+    gemm(ctx, gk, g);
   }
   if (dw) {
     TITAN_CHECK(rows_of(x, k, "input") == m, "linear: input ", x.str(), " and output gradient ", dy.str(),
@@ -87,7 +87,7 @@ void linear_backward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w
     g.beta = 1.f;
     g.a = dya.raw(), g.b = xa.raw(), g.c = dw->data<float>();
     g.in_dtype = xa.dtype();
-    gemm(gk, g);
+    gemm(ctx, gk, g);
   }
 }
 

@@ -36,7 +36,7 @@ struct GemmArgs {
 struct GemmKernel {
   static constexpr const char* op_name = "gemm";
   const char* variant;
-  void (*gemm)(const GemmArgs& g);  // called by titan::gemm with validated, non-empty arguments
+  void (*gemm)(const ExecContext& ctx, const GemmArgs& g);  // called by titan::gemm with validated, non-empty arguments
 };
 
 // Shapes: x [..., K] (all leading dims flattened into M), W [N, K], y/dy [..., N], dx like x,
@@ -56,23 +56,25 @@ struct GemmKernel {
 struct LinearKernel {
   static constexpr const char* op_name = "linear";
   const char* variant;
-  void (*forward_residual)(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute);
-  void (*backward)(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw, DType compute);
+  void (*forward_residual)(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y,
+                           DType compute);
+  void (*backward)(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw,
+                   DType compute);
 
-  void forward(const Tensor& x, const Tensor& w, Tensor& y, DType compute) const {
-    forward_residual(x, w, nullptr, y, compute);
+  void forward(const ExecContext& ctx, const Tensor& x, const Tensor& w, Tensor& y, DType compute) const {
+    forward_residual(ctx, x, w, nullptr, y, compute);
   }
 };
 
 // Fills defaults (ld = packed row length), validates, handles the empty cases (m or n == 0:
 // nothing; k == 0: C = beta * C) and dispatches to the variant.
-void gemm(const GemmKernel& k, GemmArgs g);
+void gemm(const ExecContext& ctx, const GemmKernel& k, GemmArgs g);
 
 // The linear layer built on a GEMM kernel (both registered Linear variants are this over their
 // own GemmKernel); exposed so that other ops (chunked lm_head, MoE experts) reuse the same math.
-void linear_forward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w, Tensor& y, DType compute,
-                         const Tensor* residual = nullptr);
-void linear_backward_with(const GemmKernel& gk, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
-                          Tensor* dw, DType compute);
+void linear_forward_with(const ExecContext& ctx, const GemmKernel& gk, const Tensor& x, const Tensor& w, Tensor& y,
+                         DType compute, const Tensor* residual = nullptr);
+void linear_backward_with(const ExecContext& ctx, const GemmKernel& gk, const Tensor& x, const Tensor& w,
+                          const Tensor& dy, Tensor* dx, Tensor* dw, DType compute);
 
 }  // namespace titan

@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/threading.h"
 #include "ops/matmul/matmul.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -47,7 +48,8 @@ void gemm_ref_typed(const GemmArgs& g) {
   });
 }
 
-void gemm_reference(const GemmArgs& g) {
+void gemm_reference(const ExecContext& ctx, const GemmArgs& g) {
+  opcheck::host_context(ctx, "gemm.reference");
   if (g.in_dtype == DType::BF16)
     gemm_ref_typed<uint16_t>(g);
   else
@@ -56,12 +58,15 @@ void gemm_reference(const GemmArgs& g) {
 
 const GemmKernel kGemmReference{"reference", gemm_reference};
 
-void linear_forward_reference(const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y, DType compute) {
-  linear_forward_with(kGemmReference, x, w, y, compute, r);
+void linear_forward_reference(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor* r, Tensor& y,
+                              DType compute) {
+  opcheck::host_context(ctx, "linear.reference");
+  linear_forward_with(ctx, kGemmReference, x, w, y, compute, r);
 }
-void linear_backward_reference(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor* dw,
-                               DType compute) {
-  linear_backward_with(kGemmReference, x, w, dy, dx, dw, compute);
+void linear_backward_reference(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
+                               Tensor* dw, DType compute) {
+  opcheck::host_context(ctx, "linear.reference");
+  linear_backward_with(ctx, kGemmReference, x, w, dy, dx, dw, compute);
 }
 
 const LinearKernel kLinearReference{"reference", linear_forward_reference, linear_backward_reference};

@@ -51,12 +51,12 @@ struct W {
   }
 };
 
-void g_call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
-            float* c, int64_t ldc, float beta, DType dt) {
+void g_call(const ExecContext& ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+            const void* b, int64_t ldb, float* c, int64_t ldc, float beta, DType dt) {
   GemmArgs g;
   g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k;
   g.a = a, g.lda = lda, g.b = b, g.ldb = ldb, g.c = c, g.ldc = ldc, g.beta = beta, g.in_dtype = dt;
-  gemm(gk(), g);
+  gemm(ctx, gk(), g);
 }
 
 float sigmoidf(float g) { return 1.f / (1.f + std::exp(-g)); }
@@ -92,8 +92,8 @@ ExpertGroups::ExpertGroups(const int64_t* counts, int64_t experts) {
   }
 }
 
-void expert_ffn_forward(const Tensor& xp_f32, const ExpertGroups& G, const Tensor& gate_up, const Tensor& down,
-                        DType compute, Tensor& gu_out, Tensor& out) {
+void expert_ffn_forward(const ExecContext& ctx, const Tensor& xp_f32, const ExpertGroups& G, const Tensor& gate_up,
+                        const Tensor& down, DType compute, Tensor& gu_out, Tensor& out) {
   const int64_t E = G.experts(), H = xp_f32.dim(1), I = gate_up.dim(1) / 2;
   TITAN_CHECK(xp_f32.dim(0) == G.rows && gate_up.dim(0) == E && down.dim(0) == E,
               "moe experts: rows ", xp_f32.str(), " / weights ", gate_up.str(), " do not match ", E, " expert groups of ",
@@ -107,7 +107,7 @@ void expert_ffn_forward(const Tensor& xp_f32, const ExpertGroups& G, const Tenso
   float* gu = gu_out.data<float>();
   for (int64_t e = 0; e < E; ++e)
     if (G.pad[size_t(e)] > 0)
-      g_call(false, true, G.pad[size_t(e)], 2 * I, H, xp.at(G.off[size_t(e)] * H), H, gu_w.at(e * 2 * I * H), H,
+      g_call(ctx, false, true, G.pad[size_t(e)], 2 * I, H, xp.at(G.off[size_t(e)] * H), H, gu_w.at(e * 2 * I * H), H,
              gu + G.off[size_t(e)] * 2 * I, 2 * I, 0.f, xp.dt());
   act.make({G.rows, I}, bf);
   swiglu_rows(gu, G.rows, I, act.f32.data<float>());
@@ -116,13 +116,13 @@ void expert_ffn_forward(const Tensor& xp_f32, const ExpertGroups& G, const Tenso
   float* op = out.data<float>();
   for (int64_t e = 0; e < E; ++e)
     if (G.pad[size_t(e)] > 0)
-      g_call(false, true, G.pad[size_t(e)], H, I, act.at(G.off[size_t(e)] * I), I, dn_w.at(e * H * I), I,
+      g_call(ctx, false, true, G.pad[size_t(e)], H, I, act.at(G.off[size_t(e)] * I), I, dn_w.at(e * H * I), I,
              op + G.off[size_t(e)] * H, H, 0.f, act.dt());
 }
 
-void expert_ffn_backward(const Tensor& xp_f32, const ExpertGroups& G, const Tensor& gate_up, const Tensor& down,
-                         DType compute, const Tensor& gu_saved, const float* w, Tensor& dy, std::vector<double>& dw,
-                         Tensor* dgate_up, Tensor* ddown) {
+void expert_ffn_backward(const ExecContext& ctx, const Tensor& xp_f32, const ExpertGroups& G, const Tensor& gate_up,
+                         const Tensor& down, DType compute, const Tensor& gu_saved, const float* w, Tensor& dy,
+                         std::vector<double>& dw, Tensor* dgate_up, Tensor* ddown) {
   const int64_t E = G.experts(), H = dy.dim(1), I = gate_up.dim(1) / 2;
   TITAN_CHECK(dy.dim(0) == G.rows && gu_saved.dim(0) == G.rows && gu_saved.dim(1) == 2 * I,
               "moe experts: saved activations ", gu_saved.str(), " / gradient ", dy.str(), " do not match ", G.rows,
@@ -143,7 +143,7 @@ void expert_ffn_backward(const Tensor& xp_f32, const ExpertGroups& G, const Tens
   float* dap = dA.data<float>();
   for (int64_t e = 0; e < E; ++e)
     if (G.pad[size_t(e)] > 0)
-      g_call(false, false, G.pad[size_t(e)], I, H, dyp.at(G.off[size_t(e)] * H), H, dn_w.at(e * H * I), I,
+      g_call(ctx, false, false, G.pad[size_t(e)], I, H, dyp.at(G.off[size_t(e)] * H), H, dn_w.at(e * H * I), I,
              dap + G.off[size_t(e)] * I, I, 0.f, dyp.dt());
   // dw per row, dgu through the SwiGLU, and dy scaled by w for the down-projection gradient.
   dw.assign(size_t(G.rows), 0.0);
@@ -174,8 +174,8 @@ void expert_ffn_backward(const Tensor& xp_f32, const ExpertGroups& G, const Tens
     dyp.round();  // now the weighted rows
     for (int64_t e = 0; e < E; ++e)
       if (G.pad[size_t(e)] > 0)  // ddown[e] [H, I] += dyw_e^T @ act_e
-        g_call(true, false, H, I, G.pad[size_t(e)], dyp.at(G.off[size_t(e)] * H), H, act.at(G.off[size_t(e)] * I), I,
-               ddown->data<float>() + e * H * I, I, 1.f, dyp.dt());
+        g_call(ctx, true, false, H, I, G.pad[size_t(e)], dyp.at(G.off[size_t(e)] * H), H, act.at(G.off[size_t(e)] * I),
+               I, ddown->data<float>() + e * H * I, I, 1.f, dyp.dt());
   }
   if (dgate_up) {
     In xp;
@@ -183,15 +183,15 @@ void expert_ffn_backward(const Tensor& xp_f32, const ExpertGroups& G, const Tens
     xp.round();
     for (int64_t e = 0; e < E; ++e)
       if (G.pad[size_t(e)] > 0)  // dgate_up[e] [2I, H] += dgu_e^T @ x_e
-        g_call(true, false, 2 * I, H, G.pad[size_t(e)], dgu.at(G.off[size_t(e)] * 2 * I), 2 * I,
+        g_call(ctx, true, false, 2 * I, H, G.pad[size_t(e)], dgu.at(G.off[size_t(e)] * 2 * I), 2 * I,
                xp.at(G.off[size_t(e)] * H), H, dgate_up->data<float>() + e * 2 * I * H, H, 1.f, dgu.dt());
   }
   // dx rows = dgu_e @ gate_up[e] per group, into the dy buffer (no longer needed).
   float* dxp = dy.data<float>();
   for (int64_t e = 0; e < E; ++e)
     if (G.pad[size_t(e)] > 0)
-      g_call(false, false, G.pad[size_t(e)], H, 2 * I, dgu.at(G.off[size_t(e)] * 2 * I), 2 * I, gu_w.at(e * 2 * I * H),
-             H, dxp + G.off[size_t(e)] * H, H, 0.f, dgu.dt());
+      g_call(ctx, false, false, G.pad[size_t(e)], H, 2 * I, dgu.at(G.off[size_t(e)] * 2 * I), 2 * I,
+             gu_w.at(e * 2 * I * H), H, dxp + G.off[size_t(e)] * H, H, 0.f, dgu.dt());
 }
 
 }  // namespace titan

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace titan {
@@ -36,15 +37,15 @@ struct ExpertGroups {
 // xp [G.rows, H] f32 (padding rows zero); gate_up [E, 2I, H], down [E, H, I] (f32, or bf16 with
 // compute BF16); E = G.experts(). Writes gu [G.rows, 2I] f32 (the pre-activations, kept for the
 // backward) and out [G.rows, H] f32 (padding rows: zero inputs give zero outputs).
-void expert_ffn_forward(const Tensor& xp, const ExpertGroups& G, const Tensor& gate_up, const Tensor& down,
-                        DType compute, Tensor& gu, Tensor& out);
+void expert_ffn_forward(const ExecContext& ctx, const Tensor& xp, const ExpertGroups& G, const Tensor& gate_up,
+                        const Tensor& down, DType compute, Tensor& gu, Tensor& out);
 
 // dy [G.rows, H] f32: dL/d(out row), zero on padding rows; OVERWRITTEN with dL/d(x row) (which
 // includes the row's routing weight). w [G.rows] f32: each row's routing weight (any value on
 // padding rows). dw [G.rows] (resized): dL/dw of each row. dgate_up / ddown (f32, may be null)
 // are accumulated into.
-void expert_ffn_backward(const Tensor& xp, const ExpertGroups& G, const Tensor& gate_up, const Tensor& down,
-                         DType compute, const Tensor& gu, const float* w, Tensor& dy, std::vector<double>& dw,
-                         Tensor* dgate_up, Tensor* ddown);
+void expert_ffn_backward(const ExecContext& ctx, const Tensor& xp, const ExpertGroups& G, const Tensor& gate_up,
+                         const Tensor& down, DType compute, const Tensor& gu, const float* w, Tensor& dy,
+                         std::vector<double>& dw, Tensor* dgate_up, Tensor* ddown);
 
 }  // namespace titan

@@ -73,14 +73,14 @@ void remap_rows(const T* from, const std::vector<int64_t>& map, int64_t width, T
 
 }  // namespace
 
-int64_t moe_ep_forward(const MoEArgs& a, comm::Comm& ep, Tensor& y, MoESaved& s) {
+int64_t moe_ep_forward(const ExecContext& ctx, const MoEArgs& a, comm::Comm& ep, Tensor& y, MoESaved& s) {
   const int64_t n = ep.size();
   const auto [T, H, E, I, K] = moe_check_args(a, "expert_parallel", n);
   const int64_t El = E / n;
   opcheck::f32(y, "moe", "y");
   TITAN_CHECK(y.ndim() == 2 && y.dim(0) == T && y.dim(1) == H, "moe: y must be [", T, ", ", H, "], got ", y.str());
   TITAN_CHECK(T * K < (int64_t(1) << 31), "moe.expert_parallel: T * top_k = ", T * K, " exceeds its int32 slot index");
-  moe_route(a, T, H, E, K, s);
+  moe_route(ctx, a, T, H, E, K, s);
   // The slots sorted by expert (so by owner): slot j goes to row pos[j] of the send buffer.
   const int64_t* cnt = s.tokens_per_expert.data<int64_t>();
   std::vector<int64_t> cursor(size_t(E), 0);
@@ -112,7 +112,7 @@ int64_t moe_ep_forward(const MoEArgs& a, comm::Comm& ep, Tensor& y, MoESaved& s)
   remap_rows(wr.data(), d.to_padded, 1, s.ep_w.data<float>(), true);
   // The local experts.
   Tensor out;
-  expert_ffn_forward(s.ep_rows, G, *a.gate_up, *a.down, a.compute, s.acts, out);
+  expert_ffn_forward(ctx, s.ep_rows, G, *a.gate_up, *a.down, a.compute, s.acts, out);
   // Combine: the rows back to their tokens' ranks (in the order they came), then the weighted sum.
   remap_rows(out.data<float>(), d.to_padded, H, xr.data<float>(), false);
   out = Tensor();
@@ -125,7 +125,8 @@ int64_t moe_ep_forward(const MoEArgs& a, comm::Comm& ep, Tensor& y, MoESaved& s)
          d.remote_rows(d.recv_rows, ep.rank()) * int64_t(sizeof(float)) * H;
 }
 
-int64_t moe_ep_backward(const MoEArgs& a, comm::Comm& ep, const MoESaved& s, const Tensor& dy, const MoEGrads& g) {
+int64_t moe_ep_backward(const ExecContext& ctx, const MoEArgs& a, comm::Comm& ep, const MoESaved& s, const Tensor& dy,
+                        const MoEGrads& g) {
   const int64_t n = ep.size();
   const auto [T, H, E, I, K] = moe_check_args(a, "expert_parallel", n);
   const int64_t El = E / n;
@@ -152,7 +153,7 @@ int64_t moe_ep_backward(const MoEArgs& a, comm::Comm& ep, const MoESaved& s, con
   remap_rows(dyr.data<float>(), d.to_padded, H, dyp.data<float>(), true);
   // The local experts' backward: dyp becomes the rows' input gradients.
   std::vector<double> dwp;
-  expert_ffn_backward(s.ep_rows, G, *a.gate_up, *a.down, a.compute, s.acts, s.ep_w.data<float>(), dyp, dwp,
+  expert_ffn_backward(ctx, s.ep_rows, G, *a.gate_up, *a.down, a.compute, s.acts, s.ep_w.data<float>(), dyp, dwp,
                       g.dgate_up, g.ddown);
   // Back to the tokens' ranks: input-gradient rows and dL/dw.
   remap_rows(dyp.data<float>(), d.to_padded, H, dyr.data<float>(), false);
@@ -164,7 +165,7 @@ int64_t moe_ep_backward(const MoEArgs& a, comm::Comm& ep, const MoESaved& s, con
   comm::all_to_all_v(ep, dwr.data(), d.recv_rows.data(), dws.data(), d.send_rows.data());
   std::vector<double> dw(size_t(T * K));
   for (int64_t j = 0; j < T * K; ++j) dw[size_t(j)] = dws[size_t(pos[j])];
-  moe_router_and_input_grads(a, s, dw.data(), dys.data<float>(), pos, g);
+  moe_router_and_input_grads(ctx, a, s, dw.data(), dys.data<float>(), pos, g);
   // Sent: dy rows out, the input-gradient rows and dL/dw of the others' tokens back.
   return d.remote_rows(d.send_rows, ep.rank()) * int64_t(sizeof(float)) * H +
          d.remote_rows(d.recv_rows, ep.rank()) * (int64_t(sizeof(float)) * H + int64_t(sizeof(double)));

@@ -29,8 +29,9 @@
 namespace titan {
 
 // Both return the bytes this rank sent to the other ranks of the group (its own block excluded).
-int64_t moe_ep_forward(const MoEArgs& a, comm::Comm& ep, Tensor& y, MoESaved& saved);
-int64_t moe_ep_backward(const MoEArgs& a, comm::Comm& ep, const MoESaved& saved, const Tensor& dy, const MoEGrads& g);
+int64_t moe_ep_forward(const ExecContext& ctx, const MoEArgs& a, comm::Comm& ep, Tensor& y, MoESaved& saved);
+int64_t moe_ep_backward(const ExecContext& ctx, const MoEArgs& a, comm::Comm& ep, const MoESaved& saved,
+                        const Tensor& dy, const MoEGrads& g);
 
 // Bytes this rank sends to other ranks of the group for one MoE block of T tokens (top-k K,
 // hidden H) when its slots are spread evenly over the experts: (ep - 1) / ep of T K rows, in the

@@ -45,13 +45,14 @@ ExpertGroups groups_of(const Tensor& tokens_per_expert) {
   return ExpertGroups(tokens_per_expert.data<int64_t>(), tokens_per_expert.numel());
 }
 
-void forward(const MoEArgs& a, Tensor& y, MoESaved& s) {
+void forward(const ExecContext& ctx, const MoEArgs& a, Tensor& y, MoESaved& s) {
+  opcheck::host_context(ctx, "moe.grouped_gemm");
   const auto [T, H, E, I, K] = moe_check_args(a, "grouped_gemm");
   opcheck::f32(y, "moe", "y");
   TITAN_CHECK(y.ndim() == 2 && y.dim(0) == T && y.dim(1) == H, "moe: y must be [", T, ", ", H, "], got ", y.str());
   TITAN_CHECK(T * K < (int64_t(1) << 31), "moe.grouped_gemm: T * top_k = ", T * K, " exceeds its int32 slot index");
   // 1. Router (f32) and routing.
-  moe_route(a, T, H, E, K, s);
+  moe_route(ctx, a, T, H, E, K, s);
   // 2. Stable counting sort of the slots by expert.
   const int32_t* sel = s.topk_idx.data<int32_t>();
   const ExpertGroups G = groups_of(s.tokens_per_expert);
@@ -63,12 +64,13 @@ void forward(const MoEArgs& a, Tensor& y, MoESaved& s) {
   // 3. Expert FFNs over the groups.
   Tensor xp = Tensor::empty({G.rows, H}, DType::F32), out;
   gather_rows(a.x->data<float>(), H, rs, K, xp.data<float>());
-  expert_ffn_forward(xp, G, *a.gate_up, *a.down, a.compute, s.acts, out);
+  expert_ffn_forward(ctx, xp, G, *a.gate_up, *a.down, a.compute, s.acts, out);
   // 4. Un-permute with the routing weights.
   moe_combine(s.topk_w.data<float>(), pos, out.data<float>(), T, H, K, y.data<float>());
 }
 
-void backward(const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGrads& gr) {
+void backward(const ExecContext& ctx, const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGrads& gr) {
+  opcheck::host_context(ctx, "moe.grouped_gemm");
   const auto [T, H, E, I, K] = moe_check_args(a, "grouped_gemm");
   opcheck::f32(dy, "moe", "dy");
   TITAN_CHECK(dy.ndim() == 2 && dy.dim(0) == T && dy.dim(1) == H, "moe: dy must be [", T, ", ", H, "], got ", dy.str());
@@ -92,11 +94,11 @@ void backward(const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGr
     gather_rows(a.x->data<float>(), H, rs, K, xp.data<float>());
   }
   std::vector<double> dwr;
-  expert_ffn_backward(xp, G, *a.gate_up, *a.down, a.compute, s.acts, wr.data(), dyp, dwr, gr.dgate_up, gr.ddown);
+  expert_ffn_backward(ctx, xp, G, *a.gate_up, *a.down, a.compute, s.acts, wr.data(), dyp, dwr, gr.dgate_up, gr.ddown);
   std::vector<double> dw(size_t(T * K));
   for (int64_t j = 0; j < T * K; ++j) dw[size_t(j)] = dwr[size_t(pos[j])];
   // dyp now holds each row's input gradient.
-  moe_router_and_input_grads(a, s, dw.data(), dyp.data<float>(), pos, gr);
+  moe_router_and_input_grads(ctx, a, s, dw.data(), dyp.data<float>(), pos, gr);
 }
 
 // Slot rows are stored as int32 (saved for backward): T * top_k must stay below 2^31.

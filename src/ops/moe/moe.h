@@ -77,8 +77,9 @@ struct MoEGrads {
 struct MoEKernel {
   static constexpr const char* op_name = "moe";
   const char* variant;
-  void (*forward)(const MoEArgs& a, Tensor& y, MoESaved& saved);  // y [T, H] f32, overwritten
-  void (*backward)(const MoEArgs& a, const MoESaved& saved, const Tensor& dy, const MoEGrads& g);
+  void (*forward)(const ExecContext& ctx, const MoEArgs& a, Tensor& y, MoESaved& saved);  // y [T, H] f32, overwritten
+  void (*backward)(const ExecContext& ctx, const MoEArgs& a, const MoESaved& saved, const Tensor& dy,
+                   const MoEGrads& g);
   KernelConstraint constraint = nullptr;
 };
 
@@ -121,12 +122,12 @@ void moe_check_grads(const MoEArgs& a, const MoESaved& s, const MoEGrads& g);
 // Pieces of the permuted variants (grouped_gemm.cpp, expert_parallel.cpp), in ops/moe/slots.cpp:
 // Step 1 of the forward: s.logits = x @ router^T (f32), the top-k choice and weights of every
 // token, s.tokens_per_expert = how many slots each expert got.
-void moe_route(const MoEArgs& a, int64_t T, int64_t H, int64_t E, int64_t K, MoESaved& s);
+void moe_route(const ExecContext& ctx, const MoEArgs& a, int64_t T, int64_t H, int64_t E, int64_t K, MoESaved& s);
 // y[t] = sum_k w[t, k] * out[row[t K + k]] (rows of H floats), summed in k order.
 void moe_combine(const float* w, const int32_t* row, const float* out, int64_t T, int64_t H, int64_t K, float* y);
 // The end of the backward: dL/dw of every slot (dw [T K]) gives the router-logit gradient (plus
 // g.dlogits_extra); g.drouter += dlogits^T x; g.dx = dlogits @ router + sum_k dx_rows[row[t K + k]].
-void moe_router_and_input_grads(const MoEArgs& a, const MoESaved& s, const double* dw, const float* dx_rows,
-                                const int32_t* row, const MoEGrads& g);
+void moe_router_and_input_grads(const ExecContext& ctx, const MoEArgs& a, const MoESaved& s, const double* dw,
+                                const float* dx_rows, const int32_t* row, const MoEGrads& g);
 
 }  // namespace titan

@@ -83,7 +83,8 @@ struct F32Weights {
   }
 };
 
-void forward(const MoEArgs& args, Tensor& y, MoESaved& s) {
+void forward(const ExecContext& ctx, const MoEArgs& args, Tensor& y, MoESaved& s) {
+  opcheck::host_context(ctx, "moe.reference");
   moe_check_args(args, "reference");
   const F32Weights fw(args);
   const MoEArgs& a = fw.a;
@@ -107,7 +108,8 @@ void forward(const MoEArgs& args, Tensor& y, MoESaved& s) {
   }
 }
 
-void backward(const MoEArgs& args, const MoESaved& s, const Tensor& dy, const MoEGrads& gr) {
+void backward(const ExecContext& ctx, const MoEArgs& args, const MoESaved& s, const Tensor& dy, const MoEGrads& gr) {
+  opcheck::host_context(ctx, "moe.reference");
   moe_check_args(args, "reference");
   const F32Weights fw(args);
   const MoEArgs& a = fw.a;

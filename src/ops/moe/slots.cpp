@@ -10,13 +10,13 @@
 namespace titan {
 namespace {
 
-void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-              int64_t ldb, float* c, int64_t ldc, float beta) {
+void gemm_f32(const ExecContext& ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+              const float* b, int64_t ldb, float* c, int64_t ldc, float beta) {
   static const GemmKernel& gk = kernel<GemmKernel>("cpu");
   GemmArgs g;
   g.trans_a = ta, g.trans_b = tb, g.m = m, g.n = n, g.k = k;
   g.a = a, g.lda = lda, g.b = b, g.ldb = ldb, g.c = c, g.ldc = ldc, g.beta = beta, g.in_dtype = DType::F32;
-  gemm(gk, g);
+  gemm(ctx, gk, g);
 }
 
 }  // namespace
@@ -33,12 +33,13 @@ void moe_check_grads(const MoEArgs& a, const MoESaved& s, const MoEGrads& gr) {
   if (gr.dlogits_extra) opcheck::same_shape(*gr.dlogits_extra, s.logits, "moe", "dlogits_extra", "logits");
 }
 
-void moe_route(const MoEArgs& a, int64_t T, int64_t H, int64_t E, int64_t K, MoESaved& s) {
+void moe_route(const ExecContext& ctx, const MoEArgs& a, int64_t T, int64_t H, int64_t E, int64_t K, MoESaved& s) {
   s.logits = Tensor::empty({T, E}, DType::F32);
   s.topk_idx = Tensor::empty({T, K}, DType::I32);
   s.topk_w = Tensor::empty({T, K}, DType::F32);
   s.tokens_per_expert = Tensor::zeros({E}, DType::I64);
-  gemm_f32(false, true, T, E, H, a.x->data<float>(), H, a.router->data<float>(), H, s.logits.data<float>(), E, 0.f);
+  gemm_f32(ctx, false, true, T, E, H, a.x->data<float>(), H, a.router->data<float>(), H, s.logits.data<float>(), E,
+           0.f);
   const float* bias = a.bias ? a.bias->data<float>() : nullptr;
   parallel_for(T, 32, [&](int64_t t0, int64_t t1) {
     std::vector<float> p(static_cast<size_t>(E));
@@ -67,8 +68,8 @@ void moe_combine(const float* w, const int32_t* row, const float* out, int64_t T
   });
 }
 
-void moe_router_and_input_grads(const MoEArgs& a, const MoESaved& s, const double* dw, const float* dx_rows,
-                                const int32_t* row, const MoEGrads& gr) {
+void moe_router_and_input_grads(const ExecContext& ctx, const MoEArgs& a, const MoESaved& s, const double* dw,
+                                const float* dx_rows, const int32_t* row, const MoEGrads& gr) {
   const int64_t T = s.topk_idx.dim(0), K = s.topk_idx.dim(1), E = s.logits.dim(1), H = a.x->dim(1);
   // Router gradient through the renormalization and the softmax.
   Tensor dlogits = Tensor::empty({T, E}, DType::F32);
@@ -86,9 +87,9 @@ void moe_router_and_input_grads(const MoEArgs& a, const MoESaved& s, const doubl
     }
   });
   if (gr.drouter)  // drouter [E, H] += dlogits^T @ x
-    gemm_f32(true, false, E, H, T, dl, E, a.x->data<float>(), H, gr.drouter->data<float>(), H, 1.f);
+    gemm_f32(ctx, true, false, E, H, T, dl, E, a.x->data<float>(), H, gr.drouter->data<float>(), H, 1.f);
   if (!gr.dx) return;
-  gemm_f32(false, false, T, H, E, dl, E, a.router->data<float>(), H, gr.dx->data<float>(), H, 0.f);
+  gemm_f32(ctx, false, false, T, H, E, dl, E, a.router->data<float>(), H, gr.dx->data<float>(), H, 0.f);
   float* dxo = gr.dx->data<float>();
   parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)

@@ -9,7 +9,8 @@ namespace {
 
 constexpr int64_t kGrain = 32768;
 
-void forward(const Tensor& a, const Tensor& b, Tensor& y) {
+void forward(const ExecContext& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
+  opcheck::host_context(ctx, "residual.cpu");
   opcheck::f32(a, "residual", "a");
   opcheck::f32(b, "residual", "b");
   opcheck::f32(y, "residual", "y");
@@ -23,7 +24,8 @@ void forward(const Tensor& a, const Tensor& b, Tensor& y) {
   });
 }
 
-void accumulate(Tensor& dst, const Tensor& src) {
+void accumulate(const ExecContext& ctx, Tensor& dst, const Tensor& src) {
+  opcheck::host_context(ctx, "residual.cpu");
   opcheck::f32(dst, "residual", "dst");
   opcheck::f32(src, "residual", "src");
   opcheck::numel(src, dst.numel(), "residual", "src");

@@ -6,7 +6,8 @@
 namespace titan {
 namespace {
 
-void forward(const Tensor& a, const Tensor& b, Tensor& y) {
+void forward(const ExecContext& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
+  opcheck::host_context(ctx, "residual.reference");
   opcheck::f32(a, "residual", "a");
   opcheck::f32(b, "residual", "b");
   opcheck::f32(y, "residual", "y");
@@ -18,7 +19,8 @@ void forward(const Tensor& a, const Tensor& b, Tensor& y) {
   for (int64_t i = 0; i < a.numel(); ++i) yp[i] = float(double(ap[i]) + double(bp[i]));
 }
 
-void accumulate(Tensor& dst, const Tensor& src) {
+void accumulate(const ExecContext& ctx, Tensor& dst, const Tensor& src) {
+  opcheck::host_context(ctx, "residual.reference");
   opcheck::f32(dst, "residual", "dst");
   opcheck::f32(src, "residual", "src");
   opcheck::numel(src, dst.numel(), "residual", "src");

@@ -9,8 +9,8 @@ namespace titan {
 struct ResidualKernel {
   static constexpr const char* op_name = "residual";
   const char* variant;
-  void (*forward)(const Tensor& a, const Tensor& b, Tensor& y);  // y may alias a
-  void (*accumulate)(Tensor& dst, const Tensor& src);           // dst += src
+  void (*forward)(const ExecContext& ctx, const Tensor& a, const Tensor& b, Tensor& y);  // y may alias a
+  void (*accumulate)(const ExecContext& ctx, Tensor& dst, const Tensor& src);            // dst += src
 };
 
 }  // namespace titan

@@ -10,6 +10,7 @@
 
 #include "core/threading.h"
 #include "ops/matmul/bf16_convert.h"
+#include "ops/op_checks.h"
 #include "ops/rmsnorm/checks.h"
 #include "ops/rmsnorm/rmsnorm.h"
 
@@ -33,7 +34,8 @@ inline float dot_lanes(const float* __restrict a, const float* __restrict b, int
 // Vectors per task: about 16K elements.
 int64_t grain_rows(int64_t D) { return D >= 16384 ? 1 : 16384 / D; }
 
-void forward(const RowView& x, const Tensor& w, float eps, const RowView& y, Tensor& rstd) {
+void forward(const ExecContext& ctx, const RowView& x, const Tensor& w, float eps, const RowView& y, Tensor& rstd) {
+  opcheck::host_context(ctx, "rmsnorm.cpu");
   const auto [N, D] = rmsnorm_detail::check_forward(x, w, y, rstd);
   const bool bf16 = y.t.dtype() == DType::BF16;
   const float* wp = w.data<float>();  // [D]
@@ -54,8 +56,9 @@ void forward(const RowView& x, const Tensor& w, float eps, const RowView& y, Ten
   });
 }
 
-void backward(const RowView& x, const Tensor& w, const Tensor& rstd, const RowView& dy, const RowView& dx, Tensor& dw,
-              bool accumulate) {
+void backward(const ExecContext& ctx, const RowView& x, const Tensor& w, const Tensor& rstd, const RowView& dy,
+              const RowView& dx, Tensor& dw, bool accumulate) {
+  opcheck::host_context(ctx, "rmsnorm.cpu");
   const auto [N, D] = rmsnorm_detail::check_backward(x, w, rstd, dy, dx, dw);
   const float* wp = w.data<float>();     // [D]
   const float* rp = rstd.data<float>();  // [N]

@@ -6,13 +6,15 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "ops/op_checks.h"
 #include "ops/rmsnorm/checks.h"
 #include "ops/rmsnorm/rmsnorm.h"
 
 namespace titan {
 namespace {
 
-void forward(const RowView& x, const Tensor& w, float eps, const RowView& y, Tensor& rstd) {
+void forward(const ExecContext& ctx, const RowView& x, const Tensor& w, float eps, const RowView& y, Tensor& rstd) {
+  opcheck::host_context(ctx, "rmsnorm.reference");
   const auto [N, D] = rmsnorm_detail::check_forward(x, w, y, rstd);
   const bool bf16 = y.t.dtype() == DType::BF16;
   const float* wp = w.data<float>();  // [D]
@@ -36,8 +38,9 @@ void forward(const RowView& x, const Tensor& w, float eps, const RowView& y, Ten
   }
 }
 
-void backward(const RowView& x, const Tensor& w, const Tensor& rstd, const RowView& dy, const RowView& dx, Tensor& dw,
-              bool accumulate) {
+void backward(const ExecContext& ctx, const RowView& x, const Tensor& w, const Tensor& rstd, const RowView& dy,
+              const RowView& dx, Tensor& dw, bool accumulate) {
+  opcheck::host_context(ctx, "rmsnorm.reference");
   const auto [N, D] = rmsnorm_detail::check_backward(x, w, rstd, dy, dx, dw);
   const float* wp = w.data<float>();     // [D]
   const float* rp = rstd.data<float>();  // [N]

@@ -19,21 +19,23 @@ namespace titan {
 struct RMSNormKernel {
   static constexpr const char* op_name = "rmsnorm";
   const char* variant;
-  void (*forward_rows)(const RowView& x, const Tensor& w, float eps, const RowView& y, Tensor& rstd);
-  void (*backward_rows)(const RowView& x, const Tensor& w, const Tensor& rstd, const RowView& dy, const RowView& dx,
-                        Tensor& dw, bool accumulate_dx);
+  void (*forward_rows)(const ExecContext& ctx, const RowView& x, const Tensor& w, float eps, const RowView& y,
+                       Tensor& rstd);
+  void (*backward_rows)(const ExecContext& ctx, const RowView& x, const Tensor& w, const Tensor& rstd,
+                        const RowView& dy, const RowView& dx, Tensor& dw, bool accumulate_dx);
 
   // Contiguous x, y, dy, dx: [..., D] with D = w.numel().
-  void forward(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) const {
-    forward_rows(rows(x, w, "x"), w, eps, rows(y, w, "y"), rstd);
+  void forward(const ExecContext& ctx, const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd) const {
+    forward_rows(ctx, rows(x, w, "x"), w, eps, rows(y, w, "y"), rstd);
   }
-  void backward(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dw) const {
-    backward_rows(rows(x, w, "x"), w, rstd, rows(dy, w, "dy"), rows(dx, w, "dx"), dw, false);
+  void backward(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
+                Tensor& dx, Tensor& dw) const {
+    backward_rows(ctx, rows(x, w, "x"), w, rstd, rows(dy, w, "dy"), rows(dx, w, "dx"), dw, false);
   }
   // dx += the input gradient.
-  void backward_add(const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy, Tensor& dx,
-                    Tensor& dw) const {
-    backward_rows(rows(x, w, "x"), w, rstd, rows(dy, w, "dy"), rows(dx, w, "dx"), dw, true);
+  void backward_add(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& rstd, const Tensor& dy,
+                    Tensor& dx, Tensor& dw) const {
+    backward_rows(ctx, rows(x, w, "x"), w, rstd, rows(dy, w, "dy"), rows(dx, w, "dx"), dw, true);
   }
 
  private:

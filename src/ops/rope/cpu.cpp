@@ -2,6 +2,7 @@
 // position's cos/sin row is loaded once for all heads; f32 arithmetic as HF's
 // x * cos + rotate_half(x) * sin. Elementwise, so independent of the thread count.
 #include "core/threading.h"
+#include "ops/op_checks.h"
 #include "ops/rope/checks.h"
 #include "ops/rope/rope.h"
 
@@ -42,10 +43,12 @@ void rotate(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache
   });
 }
 
-void forward(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+void forward(const ExecContext& ctx, const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+  opcheck::host_context(ctx, "rope.cpu");
   rotate<1>(x, seq, start, cache, "x");
 }
-void backward(const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+void backward(const ExecContext& ctx, const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+  opcheck::host_context(ctx, "rope.cpu");
   rotate<-1>(dy, seq, start, cache, "dy");
 }
 

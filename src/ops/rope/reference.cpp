@@ -2,6 +2,7 @@
 //   forward:  y1 = x1 cos - x2 sin,  y2 = x2 cos + x1 sin     (x1 = x[:D/2], x2 = x[D/2:])
 //   backward: dx1 = dy1 cos + dy2 sin, dx2 = dy2 cos - dy1 sin (the transposed rotation)
 // with cos/sin taken at column j for the first half and j + D/2 for the second, as the cache stores them.
+#include "ops/op_checks.h"
 #include "ops/rope/checks.h"
 #include "ops/rope/rope.h"
 
@@ -29,10 +30,12 @@ void rotate(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache
       }
 }
 
-void forward(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+void forward(const ExecContext& ctx, const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+  opcheck::host_context(ctx, "rope.reference");
   rotate(x, seq, start, cache, 1.0, "x");
 }
-void backward(const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+void backward(const ExecContext& ctx, const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+  opcheck::host_context(ctx, "rope.reference");
   rotate(dy, seq, start, cache, -1.0, "dy");
 }
 

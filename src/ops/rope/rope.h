@@ -32,12 +32,18 @@ RopeCache make_rope_cache(double theta, int64_t head_dim, int64_t max_pos, const
 struct RopeKernel {
   static constexpr const char* op_name = "rope";
   const char* variant;
-  void (*forward_rows)(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache);   // in place
-  void (*backward_rows)(const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache);  // dy -> dx
+  void (*forward_rows)(const ExecContext& ctx, const RowView& x, int64_t seq, int64_t start,
+                       const RopeCache& cache);  // in place
+  void (*backward_rows)(const ExecContext& ctx, const RowView& dy, int64_t seq, int64_t start,
+                        const RopeCache& cache);  // dy -> dx
 
   // Contiguous x [B, S, H, D], positions 0..S-1.
-  void forward(Tensor& x, const RopeCache& cache) const { forward_rows(rows(x), x.dim(1), 0, cache); }
-  void backward(Tensor& dy, const RopeCache& cache) const { backward_rows(rows(dy), dy.dim(1), 0, cache); }
+  void forward(const ExecContext& ctx, Tensor& x, const RopeCache& cache) const {
+    forward_rows(ctx, rows(x), x.dim(1), 0, cache);
+  }
+  void backward(const ExecContext& ctx, Tensor& dy, const RopeCache& cache) const {
+    backward_rows(ctx, rows(dy), dy.dim(1), 0, cache);
+  }
 
  private:
   static RowView rows(const Tensor& x) {

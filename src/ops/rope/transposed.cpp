@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/threading.h"
+#include "ops/op_checks.h"
 #include "ops/rope/checks.h"
 #include "ops/rope/rope.h"
 
@@ -66,10 +67,12 @@ void apply(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache,
   });
 }
 
-void forward(const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+void forward(const ExecContext& ctx, const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
+  opcheck::host_context(ctx, "rope.transposed");
   apply(x, seq, start, cache, true, "x");
 }
-void backward(const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+void backward(const ExecContext& ctx, const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
+  opcheck::host_context(ctx, "rope.transposed");
   apply(dy, seq, start, cache, false, "dy");
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/threading.h"
 #include "ops/matmul/bf16_convert.h"
+#include "ops/op_checks.h"
 #include "ops/swiglu/checks.h"
 #include "ops/swiglu/swiglu.h"
 #include "ops/swiglu/swiglu_rows.h"
@@ -77,7 +78,8 @@ namespace {
 // Rows per parallel task: about 16K output elements each.
 int64_t grain_rows(int64_t I) { return I >= 16384 ? 1 : 16384 / I; }
 
-void forward(const Tensor& gu, Tensor& out) {
+void forward(const ExecContext& ctx, const Tensor& gu, Tensor& out) {
+  opcheck::host_context(ctx, "swiglu.cpu");
   const auto [N, I] = swiglu_detail::check(gu, out, "out", true);
   const float* in = gu.data<float>();  // [N, 2I]
   const swiglu_detail::RowFns& fns = swiglu_detail::rows();
@@ -98,7 +100,8 @@ void forward(const Tensor& gu, Tensor& out) {
   });
 }
 
-void backward(const Tensor& gu, const Tensor& dout, Tensor& dgu) {
+void backward(const ExecContext& ctx, const Tensor& gu, const Tensor& dout, Tensor& dgu) {
+  opcheck::host_context(ctx, "swiglu.cpu");
   const auto [N, I] = swiglu_detail::check(gu, dout, "dout");
   swiglu_detail::check_dgu(gu, dgu);
   const float* in = gu.data<float>();   // [N, 2I]

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/dtype.h"
+#include "ops/op_checks.h"
 #include "ops/swiglu/checks.h"
 #include "ops/swiglu/swiglu.h"
 
@@ -20,7 +21,8 @@ void store(const Tensor& t, int64_t i, float v) {
     t.data<float>()[i] = v;
 }
 
-void forward(const Tensor& gu, Tensor& out) {
+void forward(const ExecContext& ctx, const Tensor& gu, Tensor& out) {
+  opcheck::host_context(ctx, "swiglu.reference");
   const auto [N, I] = swiglu_detail::check(gu, out, "out", true);
   const float* in = gu.data<float>();  // [N, 2I]
   for (int64_t n = 0; n < N; ++n)
@@ -30,7 +32,8 @@ void forward(const Tensor& gu, Tensor& out) {
     }
 }
 
-void backward(const Tensor& gu, const Tensor& dout, Tensor& dgu) {
+void backward(const ExecContext& ctx, const Tensor& gu, const Tensor& dout, Tensor& dgu) {
+  opcheck::host_context(ctx, "swiglu.reference");
   const auto [N, I] = swiglu_detail::check(gu, dout, "dout");
   swiglu_detail::check_dgu(gu, dgu);
   const float* in = gu.data<float>();   // [N, 2I]

@@ -14,8 +14,8 @@ namespace titan {
 struct SwiGLUKernel {
   static constexpr const char* op_name = "swiglu";
   const char* variant;
-  void (*forward)(const Tensor& gu, Tensor& out);
-  void (*backward)(const Tensor& gu, const Tensor& dout, Tensor& dgu);
+  void (*forward)(const ExecContext& ctx, const Tensor& gu, Tensor& out);
+  void (*backward)(const ExecContext& ctx, const Tensor& gu, const Tensor& dout, Tensor& dgu);
 };
 
 }  // namespace titan

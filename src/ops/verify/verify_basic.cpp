@@ -50,14 +50,14 @@ void cases_embedding(std::vector<KernelCase>& t) {
     b.checks.push_back({.direction = "forward",
                         .run = [=](const std::string& v) {
                           Tensor y = Tensor::empty({N, H}, DType::F32);
-                          kernel<K>(v).forward(ids, w, y);
+                          kernel<K>(v).forward(ExecContext::host(), ids, w, y);
                           return Outs{y};
                         },
                         .exact_variant = exact});
     b.checks.push_back({.direction = "backward",
                         .run = [=](const std::string& v) {
                           Tensor g = g0.clone();  // accumulated into
-                          kernel<K>(v).backward(ids, dout, g);
+                          kernel<K>(v).backward(ExecContext::host(), ids, dout, g);
                           return Outs{g};
                         },
                         .bounds = {bwd_bound}});
@@ -65,12 +65,12 @@ void cases_embedding(std::vector<KernelCase>& t) {
       b.fd = FdCheck{.inputs = {w},
                      .loss = [=] {
                        Tensor y = Tensor::empty({N, H}, DType::F32);
-                       kernel<K>("reference").forward(ids, w, y);
+                       kernel<K>("reference").forward(ExecContext::host(), ids, w, y);
                        return dot(y, dout);
                      },
                      .grads = [=] {
                        Tensor g = Tensor::zeros({V, H}, DType::F32);
-                       kernel<K>("reference").backward(ids, dout, g);
+                       kernel<K>("reference").backward(ExecContext::host(), ids, dout, g);
                        return Outs{g};
                      }};
     return b;
@@ -122,7 +122,7 @@ void cases_gemm(std::vector<KernelCase>& t) {
                               g.a = Ab.raw(), g.b = Bb.raw(), g.c = c.data<float>();
                               g.in_dtype = bf ? DType::BF16 : DType::F32;
                               if (s.ldadd > 0) g.add = R.data<float>(), g.ldadd = s.ldadd;
-                              gemm(kernel<GemmKernel>(v), g);
+                              gemm(ExecContext::host(), kernel<GemmKernel>(v), g);
                               return Outs{c};
                             },
                             .tol = bf ? kTolBf16Compute : kTolF32});
@@ -149,7 +149,7 @@ void cases_linear(std::vector<KernelCase>& t) {
         b.checks.push_back({.direction = "forward",
                             .run = [=](const std::string& v) {
                               Tensor y = Tensor::empty({M, N}, DType::F32);
-                              kernel<K>(v).forward(x, w, y, c);
+                              kernel<K>(v).forward(ExecContext::host(), x, w, y, c);
                               return Outs{y};
                             },
                             .tol = tol});
@@ -157,14 +157,14 @@ void cases_linear(std::vector<KernelCase>& t) {
                             .shape_suffix = ",residual",
                             .run = [=](const std::string& v) {
                               Tensor y = Tensor::empty({M, N}, DType::F32);
-                              kernel<K>(v).forward_residual(x, w, &r, y, c);
+                              kernel<K>(v).forward_residual(ExecContext::host(), x, w, &r, y, c);
                               return Outs{y};
                             },
                             .tol = tol});
         b.checks.push_back({.direction = "backward",
                             .run = [=](const std::string& v) {
                               Tensor dx = Tensor::empty({M, Kd}, DType::F32), dw = dw0.clone();
-                              kernel<K>(v).backward(x, w, dy, &dx, &dw, c);
+                              kernel<K>(v).backward(ExecContext::host(), x, w, dy, &dx, &dw, c);
                               return Outs{dx, dw};
                             },
                             .tol = tol});
@@ -172,12 +172,12 @@ void cases_linear(std::vector<KernelCase>& t) {
           b.fd = FdCheck{.inputs = {x, w},
                          .loss = [=] {
                            Tensor y = Tensor::empty({M, N}, DType::F32);
-                           kernel<K>("reference").forward(x, w, y, DType::F32);
+                           kernel<K>("reference").forward(ExecContext::host(), x, w, y, DType::F32);
                            return dot(y, dy);
                          },
                          .grads = [=] {
                            Tensor dx = Tensor::empty({M, Kd}, DType::F32), dw = Tensor::zeros({N, Kd}, DType::F32);
-                           kernel<K>("reference").backward(x, w, dy, &dx, &dw, DType::F32);
+                           kernel<K>("reference").backward(ExecContext::host(), x, w, dy, &dx, &dw, DType::F32);
                            return Outs{dx, dw};
                          }};
         return b;
@@ -193,19 +193,19 @@ CaseBody rmsnorm_body(const Tensor& x, const Tensor& w, const Tensor& dy, const 
   using K = RMSNormKernel;
   const int64_t N = x.dim(0), D = x.dim(1);
   Tensor rstd = Tensor::empty({N}, DType::F32), y0 = Tensor::empty({N, D}, DType::F32);
-  kernel<K>("reference").forward(x, w, 1e-6f, y0, rstd);  // the saved rstd both backward sides use
+  kernel<K>("reference").forward(ExecContext::host(), x, w, 1e-6f, y0, rstd);  // the saved rstd both backward sides use
   CaseBody b;
   b.checks.push_back({.direction = "forward",
                       .run = [=](const std::string& v) {
                         Tensor y = Tensor::empty({N, D}, DType::F32), r = Tensor::empty({N}, DType::F32);
-                        kernel<K>(v).forward(x, w, 1e-6f, y, r);
+                        kernel<K>(v).forward(ExecContext::host(), x, w, 1e-6f, y, r);
                         return Outs{y, r};
                       },
                       .bounds = fwd});
   b.checks.push_back({.direction = "backward",
                       .run = [=](const std::string& v) {
                         Tensor dx = Tensor::empty({N, D}, DType::F32), dw = dw0.clone();
-                        kernel<K>(v).backward(x, w, rstd, dy, dx, dw);
+                        kernel<K>(v).backward(ExecContext::host(), x, w, rstd, dy, dx, dw);
                         return Outs{dx, dw};
                       },
                       .bounds = bwd});
@@ -213,14 +213,14 @@ CaseBody rmsnorm_body(const Tensor& x, const Tensor& w, const Tensor& dy, const 
     b.fd = FdCheck{.inputs = {x, w},
                    .loss = [=] {
                      Tensor y = Tensor::empty({N, D}, DType::F32), r = Tensor::empty({N}, DType::F32);
-                     kernel<K>("reference").forward(x, w, 1e-6f, y, r);
+                     kernel<K>("reference").forward(ExecContext::host(), x, w, 1e-6f, y, r);
                      return dot(y, dy);
                    },
                    .grads = [=] {
                      Tensor y = Tensor::empty({N, D}, DType::F32), r = Tensor::empty({N}, DType::F32);
-                     kernel<K>("reference").forward(x, w, 1e-6f, y, r);
+                     kernel<K>("reference").forward(ExecContext::host(), x, w, 1e-6f, y, r);
                      Tensor dx = Tensor::empty({N, D}, DType::F32), dw = Tensor::zeros({D}, DType::F32);
-                     kernel<K>("reference").backward(x, w, r, dy, dx, dw);
+                     kernel<K>("reference").backward(ExecContext::host(), x, w, r, dy, dx, dw);
                      return Outs{dx, dw};
                    },
                    .eps = 1e-3};
@@ -241,11 +241,11 @@ void cases_rmsnorm_views(std::vector<KernelCase>& t) {
         const Tensor g0 = randn({n, ld}, 35), dw0 = randn({D}, 36);
         const RowView x = RowView::columns(buf, c0, h, D);
         Tensor rstd = Tensor::empty({n * h}, DType::F32), y0 = Tensor::empty({n, h, D}, DType::F32);
-        kernel<K>("reference").forward_rows(x, w, 1e-6f, RowView::of(y0, h, D), rstd);
+        kernel<K>("reference").forward_rows(ExecContext::host(), x, w, 1e-6f, RowView::of(y0, h, D), rstd);
         auto fwd = [=](DType yt) {
           return [=](const std::string& v) {
             Tensor y = Tensor::empty({n, h, D}, yt), r = Tensor::empty({n * h}, DType::F32);
-            kernel<K>(v).forward_rows(x, w, 1e-6f, RowView::of(y, h, D), r);
+            kernel<K>(v).forward_rows(ExecContext::host(), x, w, 1e-6f, RowView::of(y, h, D), r);
             return yt == DType::F32 ? Outs{y, r} : Outs{y};
           };
         };
@@ -258,7 +258,7 @@ void cases_rmsnorm_views(std::vector<KernelCase>& t) {
                               .shape_suffix = acc ? ",dx+=" : "",
                               .run = [=](const std::string& v) {
                                 Tensor g = g0.clone(), dw = dw0.clone();
-                                kernel<K>(v).backward_rows(x, w, rstd, RowView::of(dy, h, D),
+                                kernel<K>(v).backward_rows(ExecContext::host(), x, w, rstd, RowView::of(dy, h, D),
                                                            RowView::columns(g, c0, h, D), dw, acc);
                                 return Outs{g, dw};  // the columns outside the view must stay as they were
                               }});
@@ -301,8 +301,10 @@ CaseBody rope_body(const Tensor& x, const RopeCache& cache, Bound bound, bool fd
     b.checks.push_back({.direction = fwd ? "forward" : "backward",
                         .run = [=](const std::string& v) {
                           Tensor y = x.clone();
-                          if (fwd) kernel<K>(v).forward(y, cache);
-                          else kernel<K>(v).backward(y, cache);
+                          if (fwd)
+                            kernel<K>(v).forward(ExecContext::host(), y, cache);
+                          else
+                            kernel<K>(v).backward(ExecContext::host(), y, cache);
                           return Outs{y};
                         },
                         .exact_variant = "transposed",
@@ -312,12 +314,12 @@ CaseBody rope_body(const Tensor& x, const RopeCache& cache, Bound bound, bool fd
     b.fd = FdCheck{.inputs = {x},
                    .loss = [=] {
                      Tensor y = x.clone();
-                     kernel<K>("reference").forward(y, cache);
+                     kernel<K>("reference").forward(ExecContext::host(), y, cache);
                      return dot(y, r);
                    },
                    .grads = [=] {
                      Tensor g = r.clone();
-                     kernel<K>("reference").backward(g, cache);
+                     kernel<K>("reference").backward(ExecContext::host(), g, cache);
                      return Outs{g};
                    }};
   }
@@ -356,8 +358,10 @@ void cases_rope(std::vector<KernelCase>& t) {
                               .run = [=](const std::string& v) {
                                 Tensor a = buf.clone();
                                 const RowView va = RowView::columns(a, c0, H, D);
-                                if (fwd) kernel<K>(v).forward_rows(va, S, start, cache);
-                                else kernel<K>(v).backward_rows(va, S, start, cache);
+                                if (fwd)
+                                  kernel<K>(v).forward_rows(ExecContext::host(), va, S, start, cache);
+                                else
+                                  kernel<K>(v).backward_rows(ExecContext::host(), va, S, start, cache);
                                 return Outs{a};
                               },
                               .exact_variant = "transposed"});
@@ -392,14 +396,14 @@ void cases_residual(std::vector<KernelCase>& t) {
     b.checks.push_back({.direction = "forward",
                         .run = [=](const std::string& v) {
                           Tensor y = Tensor::empty(a.shape(), DType::F32);
-                          kernel<K>(v).forward(a, bb, y);
+                          kernel<K>(v).forward(ExecContext::host(), a, bb, y);
                           return Outs{y};
                         },
                         .exact_variant = exact});
     b.checks.push_back({.direction = "backward",
                         .run = [=](const std::string& v) {
                           Tensor d = a.clone();
-                          kernel<K>(v).accumulate(d, bb);
+                          kernel<K>(v).accumulate(ExecContext::host(), d, bb);
                           return Outs{d};
                         },
                         .exact_variant = exact});
@@ -432,24 +436,24 @@ void cases_bias(std::vector<KernelCase>& t) {
         CaseBody b;
         b.checks.push_back({.direction = "forward", .run = [=](const std::string& v) {
                               Tensor z = y.clone();
-                              kernel<K>(v).forward(z, bb);
+                              kernel<K>(v).forward(ExecContext::host(), z, bb);
                               return Outs{z};
                             }});
         b.checks.push_back({.direction = "backward", .run = [=](const std::string& v) {
                               Tensor db = db0.clone();  // accumulates into an existing gradient
-                              kernel<K>(v).backward(dy, db);
+                              kernel<K>(v).backward(ExecContext::host(), dy, db);
                               return Outs{db};
                             }});
         if (!bf)
           b.fd = FdCheck{.inputs = {y, bb},
                          .loss = [=] {
                            Tensor z = y.clone();
-                           kernel<K>("reference").forward(z, bb);
+                           kernel<K>("reference").forward(ExecContext::host(), z, bb);
                            return dot(z, dy);
                          },
                          .grads = [=] {
                            Tensor db = Tensor::zeros({N}, DType::F32);
-                           kernel<K>("reference").backward(dy, db);
+                           kernel<K>("reference").backward(ExecContext::host(), dy, db);
                            return Outs{dy.clone(), db};
                          }};
         return b;

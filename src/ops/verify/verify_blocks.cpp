@@ -32,13 +32,14 @@ CaseBody attention_body(int64_t B, int64_t S, int64_t Hq, int64_t Hkv, int64_t D
   const float scale = float(1.0 / std::sqrt(double(D)));
   auto forward = [=](const std::string& var) {
     Tensor o = Tensor::empty(q.shape(), DType::F32), l = Tensor::empty({B, Hq, S}, DType::F32);
-    kernel<K>(var).forward(q, k, v, scale, o, l, seg.empty() ? nullptr : seg.data());
+    kernel<K>(var).forward(ExecContext::host(), q, k, v, scale, o, l, seg.empty() ? nullptr : seg.data());
     return Outs{o, l};
   };
   auto backward = [=](const std::string& var, const Outs& ol) {
     Tensor dq = Tensor::empty(q.shape(), DType::F32), dk = Tensor::empty(k.shape(), DType::F32),
            dv = Tensor::empty(k.shape(), DType::F32);
-    kernel<K>(var).backward(q, k, v, ol[0], ol[1], dout, scale, dq, dk, dv, seg.empty() ? nullptr : seg.data());
+    kernel<K>(var).backward(ExecContext::host(), q, k, v, ol[0], ol[1], dout, scale, dq, dk, dv,
+                            seg.empty() ? nullptr : seg.data());
     return Outs{dq, dk, dv};
   };
   const Outs saved = forward("reference");  // the o and lse both backward sides use
@@ -79,7 +80,7 @@ void cases_attention(std::vector<KernelCase>& t) {
         const float scale = float(1.0 / std::sqrt(double(D)));
         auto forward = [=](const std::string& var) {
           Tensor o = Tensor::empty({B, S, Hq, D}, DType::F32), l = Tensor::empty({B, Hq, S}, DType::F32);
-          kernel<K>(var).forward_rows(q, k, v, S, scale, o, l);
+          kernel<K>(var).forward_rows(ExecContext::host(), q, k, v, S, scale, o, l);
           return Outs{o, l};
         };
         const Outs saved = forward("reference");
@@ -87,8 +88,9 @@ void cases_attention(std::vector<KernelCase>& t) {
         b.checks.push_back({.direction = "forward", .run = forward});
         b.checks.push_back({.direction = "backward", .run = [=](const std::string& var) {
                               Tensor g = g0.clone();
-                              kernel<K>(var).backward_rows(q, k, v, saved[0], saved[1], dout, S, scale,
-                                                           RowView::columns(g, 0, Hq, D), RowView::columns(g, Q, Hkv, D),
+                              kernel<K>(var).backward_rows(ExecContext::host(), q, k, v, saved[0], saved[1], dout, S,
+                                                           scale, RowView::columns(g, 0, Hq, D),
+                                                           RowView::columns(g, Q, Hkv, D),
                                                            RowView::columns(g, Q + Kw, Hkv, D));
                               return Outs{g};
                             }});
@@ -119,14 +121,14 @@ CaseBody swiglu_body(const Tensor& gu, const Tensor& dout, bool bf, Bound bound,
   auto forward = [=](DType dt) {
     return [=](const std::string& v) {
       Tensor y = Tensor::empty({N, I}, dt);
-      kernel<K>(v).forward(gu, y);
+      kernel<K>(v).forward(ExecContext::host(), gu, y);
       return Outs{y};
     };
   };
   auto backward = [=](DType dt) {
     return [=](const std::string& v) {
       Tensor d = Tensor::empty(gu.shape(), dt);
-      kernel<K>(v).backward(gu, dout, d);
+      kernel<K>(v).backward(ExecContext::host(), gu, dout, d);
       return Outs{d};
     };
   };
@@ -184,17 +186,21 @@ void cases_cross_entropy(std::vector<KernelCase>& t) {
         Tensor labels = Tensor::empty({N}, DType::I64);
         for (int64_t n = 0; n < N; ++n) labels.data<int64_t>()[n] = (n % 4 == 3) ? kIgnoreIndex : (n * 13 + 5) % V;
         auto fwd_bwd = [=](const std::string& v, Tensor& dh, Tensor& dw) {
-          return kernel<K>(v).forward_backward(h, w, labels, 0.25f, dh, dw, c);
+          return kernel<K>(v).forward_backward(ExecContext::host(), h, w, labels, 0.25f, dh, dw, c);
         };
         CaseBody b;
         b.checks.push_back({.direction = "forward",
-                            .run = [=](const std::string& v) {
-                              Tensor lg = Tensor::empty({N, V}, DType::F32);
-                              kernel<K>(v).forward(h, w, labels, &lg, c);
-                              return Outs{lg};
-                            },
+                            .run =
+                                [=](const std::string& v) {
+                                  Tensor lg = Tensor::empty({N, V}, DType::F32);
+                                  kernel<K>(v).forward(ExecContext::host(), h, w, labels, &lg, c);
+                                  return Outs{lg};
+                                },
                             .tol = tol,
-                            .scalar = [=](const std::string& v) { return kernel<K>(v).forward(h, w, labels, nullptr, c); }});
+                            .scalar =
+                                [=](const std::string& v) {
+                                  return kernel<K>(v).forward(ExecContext::host(), h, w, labels, nullptr, c);
+                                }});
         b.checks.push_back({.direction = "backward",
                             .run = [=](const std::string& v) {
                               Tensor dh = Tensor::empty({N, H}, DType::F32), dw = dw0.clone();
@@ -207,14 +213,17 @@ void cases_cross_entropy(std::vector<KernelCase>& t) {
                               return fwd_bwd(v, dh, dw);
                             }});
         if (!bf)
-          b.fd = FdCheck{.inputs = {h, w},
-                         .loss = [=] { return 0.25 * kernel<K>("reference").forward(h, w, labels, nullptr, c); },
-                         .grads = [=] {
-                           Tensor dh = Tensor::empty({N, H}, DType::F32), dw = Tensor::zeros({V, H}, DType::F32);
-                           fwd_bwd("reference", dh, dw);
-                           return Outs{dh, dw};
-                         },
-                         .eps = 1e-3};
+          b.fd = FdCheck{
+              .inputs = {h, w},
+              .loss =
+                  [=] { return 0.25 * kernel<K>("reference").forward(ExecContext::host(), h, w, labels, nullptr, c); },
+              .grads =
+                  [=] {
+                    Tensor dh = Tensor::empty({N, H}, DType::F32), dw = Tensor::zeros({V, H}, DType::F32);
+                    fwd_bwd("reference", dh, dw);
+                    return Outs{dh, dw};
+                  },
+              .eps = 1e-3};
         return b;
       }, !bf));
     }
@@ -234,7 +243,7 @@ void cases_adamw(std::vector<KernelCase>& t) {
                               AdamWParams hp;
                               hp.lr = 3e-3f, hp.weight_decay = 0.1f, hp.step = 7;
                               Tensor p1 = p.clone(), m1 = m.clone(), v1 = v.clone();
-                              kernel<K>(var).step(p1, g, m1, v1, hp);
+                              kernel<K>(var).step(ExecContext::host(), p1, g, m1, v1, hp);
                               return Outs{p1, m1, v1};
                             }});
         return b;
@@ -253,7 +262,7 @@ void cases_adamw(std::vector<KernelCase>& t) {
                             hp.lr = 1e-2f, hp.weight_decay = 0.1f, hp.beta2 = 0.95f;
                             for (int64_t s = 1; s <= 4; ++s) {
                               hp.step = s;
-                              kernel<K>(var).step(p, grads[size_t(s - 1)], m, v, hp);
+                              kernel<K>(var).step(ExecContext::host(), p, grads[size_t(s - 1)], m, v, hp);
                             }
                             return Outs{p, m, v};
                           },
@@ -284,7 +293,7 @@ void cases_moe(std::vector<KernelCase>& t) {
         };
         auto forward = [=](const std::string& v, MoESaved& saved) {
           Tensor y = Tensor::empty({s.T, s.H}, DType::F32);
-          kernel<K>(v).forward(args(), y, saved);
+          kernel<K>(v).forward(ExecContext::host(), args(), y, saved);
           return y;
         };
         // Backward after the same variant's forward (its saved state is variant-private).
@@ -295,7 +304,7 @@ void cases_moe(std::vector<KernelCase>& t) {
           Tensor dg = Tensor::zeros(gate_up.shape(), DType::F32), dd = Tensor::zeros(down.shape(), DType::F32);
           MoEGrads g;
           g.dx = &dx, g.drouter = &dr, g.dgate_up = &dg, g.ddown = &dd;
-          kernel<K>(v).backward(args(), saved, dy, g);
+          kernel<K>(v).backward(ExecContext::host(), args(), saved, dy, g);
           return Outs{dx, dr, dg, dd};
         };
         CaseBody b;

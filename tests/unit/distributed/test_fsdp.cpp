@@ -98,7 +98,7 @@ void run(const Variant& v) {
     for (size_t i = 0; i < ref.params().all().size(); ++i) {
       Param& p = ref.params().all()[i];
       for (int64_t k = 0; k < p.grad.numel(); ++k) p.grad.data<float>()[k] *= coef;
-      adamw.step(p.value, p.grad, mom_m[i], mom_v[i], hp);
+      adamw.step(ExecContext::host(), p.value, p.grad, mom_m[i], mom_v[i], hp);
     }
     // Sharded: this rank's micro-batches only.
     fsdp.zero_grad();

@@ -35,11 +35,11 @@ TEST(GradClip, ShardsClipLikeTheWhole) {
   std::vector<float> shards = whole;
   const std::vector<GradRange> parts = {{shards.data(), 70000}, {shards.data() + 70000, 1}, {shards.data() + 70001, n - 70001}};
   double total_ss = 0;
-  for (const GradRange& p : parts) total_ss += sum_of_squares({p});
-  const double whole_norm = clip_grad_norm({{whole.data(), n}}, 1.0);
+  for (const GradRange& p : parts) total_ss += sum_of_squares(ExecContext::host(), {p});
+  const double whole_norm = clip_grad_norm(ExecContext::host(), {{whole.data(), n}}, 1.0);
   EXPECT_NEAR(whole_norm, ref, 1e-12 * ref);
   for (const GradRange& p : parts) {
-    const double norm = clip_grad_norm({p}, 1.0, [&](double) { return total_ss; });
+    const double norm = clip_grad_norm(ExecContext::host(), {p}, 1.0, [&](double) { return total_ss; });
     EXPECT_NEAR(norm, whole_norm, 1e-12 * whole_norm);
   }
   const float coef = float(1.0 / (whole_norm + 1e-6));
@@ -51,11 +51,12 @@ TEST(GradClip, BelowTheLimitNonFiniteOrNoLimitLeavesGradientsAlone) {
   std::vector<float> g = random_values(1000, 1e-4, 5);
   const std::vector<float> before = g;
   auto same = [&] { return std::memcmp(g.data(), before.data(), g.size() * sizeof(float)) == 0; };
-  EXPECT_LT(clip_grad_norm({{g.data(), 1000}}, 1.0), 1.0);
+  EXPECT_LT(clip_grad_norm(ExecContext::host(), {{g.data(), 1000}}, 1.0), 1.0);
   EXPECT_TRUE(same());
-  EXPECT_GT(clip_grad_norm({{g.data(), 1000}}, 0.0), 0.0);  // max_norm 0: the norm only
+  EXPECT_GT(clip_grad_norm(ExecContext::host(), {{g.data(), 1000}}, 0.0), 0.0);  // max_norm 0: the norm only
   EXPECT_TRUE(same());
-  EXPECT_TRUE(std::isnan(clip_grad_norm({{g.data(), 1000}}, 1e-9, [](double) { return std::nan(""); })));
+  EXPECT_TRUE(
+      std::isnan(clip_grad_norm(ExecContext::host(), {{g.data(), 1000}}, 1e-9, [](double) { return std::nan(""); })));
   EXPECT_TRUE(same());
-  EXPECT_EQ(clip_grad_norm({}, 1.0), 0.0);
+  EXPECT_EQ(clip_grad_norm(ExecContext::host(), {}, 1.0), 0.0);
 }

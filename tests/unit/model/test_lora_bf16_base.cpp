@@ -83,7 +83,8 @@ TEST_P(LoraBf16Base, TrainsExactlyAsAnF32BaseWithBf16Gemms) {
     h.step = step;
     for (int k = 0; k < 2; ++k) {
       auto& ps = m[k]->lora_params().all();
-      for (size_t i = 0; i < ps.size(); ++i) adamw.step(ps[i].value, ps[i].grad, mom[k][0][i], mom[k][1][i], h);
+      for (size_t i = 0; i < ps.size(); ++i)
+        adamw.step(ExecContext::host(), ps[i].value, ps[i].grad, mom[k][0][i], mom[k][1][i], h);
     }
   }
   EXPECT_EQ(values(m[0]->lora_params(), false), values(m[1]->lora_params(), false));

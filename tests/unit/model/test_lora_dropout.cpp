@@ -94,16 +94,16 @@ TEST(LoraDropout, BackwardIsTheForwardsDerivativeWithTheSameMask) {
   const LoraDropout d = drop(0.4f, 1, 3, 5);
   auto loss = [&](const Tensor& xx, const Tensor& AA, const Tensor& BB) {
     Tensor y = Tensor::zeros({T, out}, DType::F32), t;
-    lora_forward(gk, AA, BB, scale, xx, t, y.data<float>(), out, DType::F32, &d);
+    lora_forward(ExecContext::host(), gk, AA, BB, scale, xx, t, y.data<float>(), out, DType::F32, &d);
     double s = 0;
     for (int64_t i = 0; i < y.numel(); ++i) s += double(w.data<float>()[i]) * y.data<float>()[i];
     return s;
   };
   Tensor t;
-  lora_forward(gk, A, B, scale, x, t, nullptr, 0, DType::F32, &d);
+  lora_forward(ExecContext::host(), gk, A, B, scale, x, t, nullptr, 0, DType::F32, &d);
   Tensor dx = Tensor::zeros({T, in}, DType::F32), gA = Tensor::zeros(A.shape(), DType::F32),
          gB = Tensor::zeros(B.shape(), DType::F32);
-  lora_backward(gk, A, B, scale, x, t, w.raw(), out, DType::F32, dx, gA, gB, DType::F32, &d);
+  lora_backward(ExecContext::host(), gk, A, B, scale, x, t, w.raw(), out, DType::F32, dx, gA, gB, DType::F32, &d);
   int64_t zero_dx = 0;
   for (int64_t i = 0; i < dx.numel(); ++i) zero_dx += dx.data<float>()[i] == 0.f;
   EXPECT_GT(zero_dx, 0);  // dropped inputs get no gradient

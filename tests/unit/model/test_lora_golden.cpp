@@ -83,7 +83,7 @@ TEST_P(LoraGolden, LossGradientsAndTrainingMatchPeft) {
     EXPECT_NEAR(l, want_losses[s], 1e-4) << "step " << s + 1;
     worst_step_loss = std::max(worst_step_loss, std::fabs(l - want_losses[s]));
     h.step = int64_t(s) + 1;
-    for (size_t i = 0; i < ps.size(); ++i) adamw.step(ps[i].value, ps[i].grad, m[i], v[i], h);
+    for (size_t i = 0; i < ps.size(); ++i) adamw.step(ExecContext::host(), ps[i].value, ps[i].grad, m[i], v[i], h);
   }
   auto trained = SafetensorsFile::open(dir + "/trained.safetensors");
   double worst_w = 0;

@@ -328,7 +328,7 @@ TEST(LoraQwen3_5, AdamWOnTheAdaptersLowersTheLoss) {
     m->set_lora_dropout_rows(s, 0);
     losses.push_back(m->forward_backward(ids, labels, float(1.0 / count)) / count);
     h.step = s + 1;
-    for (size_t i = 0; i < ps.size(); ++i) adamw.step(ps[i].value, ps[i].grad, mo[i], v[i], h);
+    for (size_t i = 0; i < ps.size(); ++i) adamw.step(ExecContext::host(), ps[i].value, ps[i].grad, mo[i], v[i], h);
   }
   const double final_loss = m->forward(ids, labels) / count;
   std::printf("loss %.4f -> %.4f after %zu steps (scored without dropout: %.4f)\n", losses.front(), losses.back(),

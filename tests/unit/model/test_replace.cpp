@@ -18,9 +18,11 @@ namespace {
 std::string needs_seq64(const KernelShape& s) {
   return s.seq % 64 == 0 ? "" : "sequence length " + std::to_string(s.seq) + " is not a multiple of 64";
 }
-void fwd(const MoEArgs& a, Tensor& y, MoESaved& s) { kernel<MoEKernel>("reference").forward(a, y, s); }
-void bwd(const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGrads& g) {
-  kernel<MoEKernel>("reference").backward(a, s, dy, g);
+void fwd(const ExecContext& ctx, const MoEArgs& a, Tensor& y, MoESaved& s) {
+  kernel<MoEKernel>("reference").forward(ctx, a, y, s);
+}
+void bwd(const ExecContext& ctx, const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGrads& g) {
+  kernel<MoEKernel>("reference").backward(ctx, a, s, dy, g);
 }
 const MoEKernel kSeq64{"test_seq64", fwd, bwd, needs_seq64};
 TITAN_REGISTER_KERNEL(MoEKernel, "test_seq64", DeviceType::CPU, kSeq64);

@@ -45,7 +45,7 @@ TEST(AdamWReference, FirstStepMatchesHandComputation) {
   g.fill_(0.5f);
   AdamWParams hp;
   hp.lr = 0.1f;
-  k.step(p, g, m, v, hp);
+  k.step(ExecContext::host(), p, g, m, v, hp);
   EXPECT_NEAR(p.data<float>()[0], 0.899, 1e-7);
   EXPECT_EQ(m.data<float>()[0], 0.05f);
   EXPECT_EQ(v.data<float>()[0], 0.00025f);
@@ -59,7 +59,7 @@ TEST(AdamWReference, SeveralStepsMatchHandComputation) {
   const Hp hp{3e-3, 0.9, 0.95, 1e-8, 0.1};
   for (int64_t t = 1; t <= 5; ++t) {
     Tensor g = randn({13}, 100 + uint64_t(t));
-    k.step(p, g, m, v, hp.f32(t));
+    k.step(ExecContext::host(), p, g, m, v, hp.f32(t));
     for (int i = 0; i < 13; ++i) hand[size_t(i)] = adamw_by_hand(hand[size_t(i)], g.data<float>()[i], hp, t);
   }
   for (int i = 0; i < 13; ++i) {
@@ -73,8 +73,8 @@ TEST(AdamWReference, ArgumentErrors) {
   const auto& k = kernel<AdamWKernel>("reference");
   Tensor p = randn({4}, 1), g = randn({4}, 2), m = Tensor::zeros({4}, DType::F32), v = Tensor::zeros({3}, DType::F32);
   AdamWParams hp;
-  EXPECT_THROW(k.step(p, g, m, v, hp), Error);
+  EXPECT_THROW(k.step(ExecContext::host(), p, g, m, v, hp), Error);
   Tensor v4 = Tensor::zeros({4}, DType::F32);
   hp.step = 0;
-  EXPECT_THROW(k.step(p, g, m, v4, hp), Error);
+  EXPECT_THROW(k.step(ExecContext::host(), p, g, m, v4, hp), Error);
 }

@@ -19,10 +19,10 @@ TEST(CpuKernels, OutOfRangeIdsAndMismatchedShapesAreErrors) {
   Tensor w = randn({4, 3}, 1), out = Tensor::empty({1, 3}, DType::F32);
   Tensor bad = Tensor::empty({1}, DType::I64);
   bad.data<int64_t>()[0] = 4;
-  EXPECT_THROW(emb.forward(bad, w, out), Error);
-  EXPECT_THROW(emb.backward(bad, out, w), Error);
+  EXPECT_THROW(emb.forward(ExecContext::host(), bad, w, out), Error);
+  EXPECT_THROW(emb.backward(ExecContext::host(), bad, out, w), Error);
   Tensor a = randn({4}, 1), b = randn({5}, 2);
-  EXPECT_THROW(kernel<ResidualKernel>("cpu").accumulate(a, b), Error);
+  EXPECT_THROW(kernel<ResidualKernel>("cpu").accumulate(ExecContext::host(), a, b), Error);
 }
 
 TEST(OpsInPlace, AliasedOutputsMatchOutOfPlaceCalls) {
@@ -30,28 +30,28 @@ TEST(OpsInPlace, AliasedOutputsMatchOutOfPlaceCalls) {
     const auto& rn = kernel<RMSNormKernel>(v);
     Tensor x = randn({5, 37}, 1), w = randn({37}, 2, 0.1, 1.0), dy = randn({5, 37}, 3);
     Tensor y = Tensor::empty({5, 37}, DType::F32), rstd = Tensor::empty({5}, DType::F32);
-    rn.forward(x, w, 1e-6f, y, rstd);
+    rn.forward(ExecContext::host(), x, w, 1e-6f, y, rstd);
     Tensor xi = x.clone(), rstd_i = Tensor::empty({5}, DType::F32);
-    rn.forward(xi, w, 1e-6f, xi, rstd_i);  // y aliasing x
+    rn.forward(ExecContext::host(), xi, w, 1e-6f, xi, rstd_i);  // y aliasing x
     EXPECT_TRUE(bitwise_equal(xi, y)) << v;
     Tensor dx = Tensor::empty({5, 37}, DType::F32), dw = Tensor::zeros({37}, DType::F32);
-    rn.backward(x, w, rstd, dy, dx, dw);
+    rn.backward(ExecContext::host(), x, w, rstd, dy, dx, dw);
     Tensor dyi = dy.clone(), dwi = Tensor::zeros({37}, DType::F32);
-    rn.backward(x, w, rstd, dyi, dyi, dwi);  // dx aliasing dy
+    rn.backward(ExecContext::host(), x, w, rstd, dyi, dyi, dwi);  // dx aliasing dy
     EXPECT_TRUE(bitwise_equal(dyi, dx) && bitwise_equal(dwi, dw)) << v;
 
     const auto& sg = kernel<SwiGLUKernel>(v);
     Tensor gu = randn({3, 22}, 4), dout = randn({3, 11}, 5), dgu = Tensor::empty({3, 22}, DType::F32);
-    sg.backward(gu, dout, dgu);
+    sg.backward(ExecContext::host(), gu, dout, dgu);
     Tensor gui = gu.clone();
-    sg.backward(gui, dout, gui);  // dgu aliasing gu
+    sg.backward(ExecContext::host(), gui, dout, gui);  // dgu aliasing gu
     EXPECT_TRUE(bitwise_equal(gui, dgu)) << v;
 
     const auto& res = kernel<ResidualKernel>(v);
     Tensor a = randn({1000}, 6), b = randn({1000}, 7), sum = Tensor::empty({1000}, DType::F32);
-    res.forward(a, b, sum);
+    res.forward(ExecContext::host(), a, b, sum);
     Tensor ai = a.clone();
-    res.forward(ai, b, ai);  // y aliasing a
+    res.forward(ExecContext::host(), ai, b, ai);  // y aliasing a
     EXPECT_TRUE(bitwise_equal(ai, sum)) << v;
   }
 }

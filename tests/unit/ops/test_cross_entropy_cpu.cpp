@@ -19,7 +19,7 @@ float in_at(const void* p, DType dt, int64_t i) {
 }
 
 // C = alpha op(A) op(B) + beta C with double sums in k order (beta = 0 never reads C).
-void plain_gemm(const GemmArgs& g) {
+void plain_gemm(const ExecContext&, const GemmArgs& g) {
   for (int64_t i = 0; i < g.m; ++i)
     for (int64_t j = 0; j < g.n; ++j) {
       double s = 0;
@@ -68,19 +68,21 @@ TEST(CrossEntropyCpu, MatchesReferenceForwardAndBackward) {
       const float scale = 1.0f / float(std::max<int64_t>(1, count_labels(labels)));
       Tensor dhr = Tensor::empty({s.n, s.h}, DType::F32), dwr = randn({s.v, s.h}, 77, 0.1);
       Tensor dhc = dhr.clone(), dwc = dwr.clone();
-      const double lr = ref.forward_backward(h, w, labels, scale, dhr, dwr, DType::F32);
-      const double lc = ce_detail::cpu_forward_backward(kPlainGemm, h, w, labels, scale, dhc, dwc, DType::F32, rows);
+      const double lr = ref.forward_backward(ExecContext::host(), h, w, labels, scale, dhr, dwr, DType::F32);
+      const double lc = ce_detail::cpu_forward_backward(ExecContext::host(), kPlainGemm, h, w, labels, scale, dhc, dwc,
+                                                        DType::F32, rows);
       const std::string what = std::to_string(s.n) + "x" + std::to_string(s.h) + "x" + std::to_string(s.v) +
                                " rows " + std::to_string(rows);
       EXPECT_NEAR(lc, lr, 1e-5 * (1 + std::fabs(lr))) << what;
       EXPECT_TRUE(close(dhc, dhr, 1e-6, 1e-5)) << what;
       EXPECT_TRUE(close(dwc, dwr, 1e-6, 1e-5)) << what;
-      const double lf = ce_detail::cpu_forward(kPlainGemm, h, w, labels, nullptr, DType::F32, rows);
+      const double lf =
+          ce_detail::cpu_forward(ExecContext::host(), kPlainGemm, h, w, labels, nullptr, DType::F32, rows);
       EXPECT_NEAR(lf, lr, 1e-5 * (1 + std::fabs(lr))) << what;
       Tensor logits_r = Tensor::empty({s.n, s.v}, DType::F32), logits_c = logits_r.clone();
-      ref.forward(h, w, labels, &logits_r, DType::F32);
-      EXPECT_NEAR(ce_detail::cpu_forward(kPlainGemm, h, w, labels, &logits_c, DType::F32, rows), lr,
-                  1e-5 * (1 + std::fabs(lr)));
+      ref.forward(ExecContext::host(), h, w, labels, &logits_r, DType::F32);
+      EXPECT_NEAR(ce_detail::cpu_forward(ExecContext::host(), kPlainGemm, h, w, labels, &logits_c, DType::F32, rows),
+                  lr, 1e-5 * (1 + std::fabs(lr)));
       EXPECT_TRUE(close(logits_c, logits_r, 1e-6, 1e-6)) << what;
     }
 }
@@ -92,14 +94,16 @@ TEST(CrossEntropyCpu, ChunkSizeAndThreadCountDoNotChangeLossOrDh) {
   Tensor dh_a = Tensor::empty({N, H}, DType::F32), dw_a = Tensor::zeros({V, H}, DType::F32);
   double loss_a = 0;
   with_threads(1, [&] {
-    loss_a = ce_detail::cpu_forward_backward(kPlainGemm, h, w, labels, 0.5f, dh_a, dw_a, DType::F32, 8);
+    loss_a =
+        ce_detail::cpu_forward_backward(ExecContext::host(), kPlainGemm, h, w, labels, 0.5f, dh_a, dw_a, DType::F32, 8);
   });
   for (int threads : {1, 2})
     for (int64_t rows : {int64_t(8), int64_t(1), int64_t(0)}) {
       Tensor dh = Tensor::empty({N, H}, DType::F32), dw = Tensor::zeros({V, H}, DType::F32);
       double loss = 0;
       with_threads(threads, [&] {
-        loss = ce_detail::cpu_forward_backward(kPlainGemm, h, w, labels, 0.5f, dh, dw, DType::F32, rows);
+        loss = ce_detail::cpu_forward_backward(ExecContext::host(), kPlainGemm, h, w, labels, 0.5f, dh, dw, DType::F32,
+                                               rows);
       });
       // Row losses and dh rows depend only on their row; dW's per-chunk sums follow the chunking.
       EXPECT_EQ(loss, loss_a) << threads << " threads, rows " << rows;
@@ -116,16 +120,17 @@ TEST(CrossEntropyCpu, Bf16ComputeMatchesReferenceOnTheSameInputs) {
     Tensor labels = random_labels(s.n, s.v, uint64_t(s.h), s.n > 2);
     Tensor dhr = Tensor::empty({s.n, s.h}, DType::F32), dwr = Tensor::zeros({s.v, s.h}, DType::F32);
     Tensor dhc = dhr.clone(), dwc = dwr.clone();
-    const double lr = ref.forward_backward(h, w, labels, 0.25f, dhr, dwr, DType::BF16);
-    const double lc = ce_detail::cpu_forward_backward(kPlainGemm, h, w, labels, 0.25f, dhc, dwc, DType::BF16, 4);
+    const double lr = ref.forward_backward(ExecContext::host(), h, w, labels, 0.25f, dhr, dwr, DType::BF16);
+    const double lc =
+        ce_detail::cpu_forward_backward(ExecContext::host(), kPlainGemm, h, w, labels, 0.25f, dhc, dwc, DType::BF16, 4);
     EXPECT_NEAR(lc, lr, 1e-5 * (1 + std::fabs(lr)));
     // dlogits are rounded to bf16 from f32 here and from double in the reference: at most one bf16
     // step apart where the two straddle a rounding boundary.
     EXPECT_TRUE(close_to_scale(dhc, dhr, 1e-2)) << s.n << "x" << s.h << "x" << s.v;
     EXPECT_TRUE(close_to_scale(dwc, dwr, 1e-2)) << s.n << "x" << s.h << "x" << s.v;
     Tensor lgr = Tensor::empty({s.n, s.v}, DType::F32), lgc = lgr.clone();
-    ref.forward(h, w, labels, &lgr, DType::BF16);
-    ce_detail::cpu_forward(kPlainGemm, h, w, labels, &lgc, DType::BF16);
+    ref.forward(ExecContext::host(), h, w, labels, &lgr, DType::BF16);
+    ce_detail::cpu_forward(ExecContext::host(), kPlainGemm, h, w, labels, &lgc, DType::BF16);
     EXPECT_TRUE(close(lgc, lgr, 1e-6, 1e-6));
   }
 }
@@ -141,16 +146,16 @@ TEST(CrossEntropyCpu, Bf16WeightEqualsItsF32ValuesWithBf16Compute) {
       Tensor wb = randn({s.v, s.h}, uint64_t(s.v + 6), 0.5).to(DType::BF16), wf = wb.to(DType::F32);
       Tensor labels = random_labels(s.n, s.v, uint64_t(s.h + 1), s.n > 2);
       Tensor dhb = Tensor::empty({s.n, s.h}, DType::F32), dhf = dhb.clone(), none;
-      EXPECT_EQ(k.forward_backward(h, wb, labels, 0.5f, dhb, none, DType::BF16),
-                k.forward_backward(h, wf, labels, 0.5f, dhf, none, DType::BF16));
+      EXPECT_EQ(k.forward_backward(ExecContext::host(), h, wb, labels, 0.5f, dhb, none, DType::BF16),
+                k.forward_backward(ExecContext::host(), h, wf, labels, 0.5f, dhf, none, DType::BF16));
       EXPECT_TRUE(close(dhb, dhf, 0, 0)) << variant << " " << s.n << "x" << s.h << "x" << s.v;
       Tensor lb = Tensor::empty({s.n, s.v}, DType::F32), lf = lb.clone();
-      k.forward(h, wb, labels, &lb, DType::BF16);
-      k.forward(h, wf, labels, &lf, DType::BF16);
+      k.forward(ExecContext::host(), h, wb, labels, &lb, DType::BF16);
+      k.forward(ExecContext::host(), h, wf, labels, &lf, DType::BF16);
       EXPECT_TRUE(close(lb, lf, 0, 0)) << variant;
-      EXPECT_THROW(k.forward(h, wb, labels, nullptr, DType::F32), Error);
+      EXPECT_THROW(k.forward(ExecContext::host(), h, wb, labels, nullptr, DType::F32), Error);
       Tensor dw = Tensor::zeros({s.v, s.h}, DType::F32);
-      EXPECT_THROW(k.forward_backward(h, wb, labels, 0.5f, dhb, dw, DType::BF16), Error);
+      EXPECT_THROW(k.forward_backward(ExecContext::host(), h, wb, labels, 0.5f, dhb, dw, DType::BF16), Error);
     }
   }
 }
@@ -163,19 +168,21 @@ TEST(CrossEntropyCpu, IgnoredRowsAndErrors) {
   Tensor dh = Tensor::empty({N, H}, DType::F32), dw = Tensor::zeros({V, H}, DType::F32);
   dh.fill_(3.f);
   for (DType c : {DType::F32, DType::BF16}) {
-    EXPECT_EQ(ce_detail::cpu_forward_backward(kPlainGemm, h, w, all_ignored, 1.f, dh, dw, c, 2), 0.0);
-    EXPECT_EQ(ce_detail::cpu_forward(kPlainGemm, h, w, all_ignored, nullptr, c, 2), 0.0);
+    EXPECT_EQ(ce_detail::cpu_forward_backward(ExecContext::host(), kPlainGemm, h, w, all_ignored, 1.f, dh, dw, c, 2),
+              0.0);
+    EXPECT_EQ(ce_detail::cpu_forward(ExecContext::host(), kPlainGemm, h, w, all_ignored, nullptr, c, 2), 0.0);
     for (int64_t i = 0; i < dh.numel(); ++i) ASSERT_EQ(dh.data<float>()[i], 0.f);
     for (int64_t i = 0; i < dw.numel(); ++i) ASSERT_EQ(dw.data<float>()[i], 0.f);
   }
   Tensor bad = random_labels(N, V, 7, false);
   bad.data<int64_t>()[3] = V;
-  EXPECT_THROW(ce_detail::cpu_forward_backward(kPlainGemm, h, w, bad, 1.f, dh, dw, DType::F32), Error);
-  EXPECT_THROW(ce_detail::cpu_forward(kPlainGemm, h, w, bad, nullptr, DType::F32), Error);
+  EXPECT_THROW(ce_detail::cpu_forward_backward(ExecContext::host(), kPlainGemm, h, w, bad, 1.f, dh, dw, DType::F32),
+               Error);
+  EXPECT_THROW(ce_detail::cpu_forward(ExecContext::host(), kPlainGemm, h, w, bad, nullptr, DType::F32), Error);
   for (int64_t i = 0; i < dw.numel(); ++i) ASSERT_EQ(dw.data<float>()[i], 0.f);
   Tensor wrong_dw = Tensor::zeros({V, H + 1}, DType::F32);
-  EXPECT_THROW(ce_detail::cpu_forward_backward(kPlainGemm, h, w, random_labels(N, V, 8, false), 1.f, dh, wrong_dw,
-                                               DType::F32),
+  EXPECT_THROW(ce_detail::cpu_forward_backward(ExecContext::host(), kPlainGemm, h, w, random_labels(N, V, 8, false),
+                                               1.f, dh, wrong_dw, DType::F32),
                Error);
 }
 
@@ -233,13 +240,13 @@ TEST(CrossEntropyCpu, RegisteredKernelMatchesReference) {
       Tensor labels = random_labels(s.n, s.v, uint64_t(s.h), s.n > 2);
       Tensor dhr = Tensor::empty({s.n, s.h}, DType::F32), dwr = Tensor::zeros({s.v, s.h}, DType::F32);
       Tensor dhc = dhr.clone(), dwc = dwr.clone();
-      const double lr = ref.forward_backward(h, w, labels, 0.5f, dhr, dwr, c);
-      const double lc = cpu.forward_backward(h, w, labels, 0.5f, dhc, dwc, c);
+      const double lr = ref.forward_backward(ExecContext::host(), h, w, labels, 0.5f, dhr, dwr, c);
+      const double lc = cpu.forward_backward(ExecContext::host(), h, w, labels, 0.5f, dhc, dwc, c);
       const double tol = c == DType::F32 ? 1e-4 : 1e-2;
       EXPECT_NEAR(lc, lr, 1e-4 * (1 + std::fabs(lr)));
       EXPECT_TRUE(close_to_scale(dhc, dhr, tol)) << s.n << "x" << s.h << "x" << s.v;
       EXPECT_TRUE(close_to_scale(dwc, dwr, tol)) << s.n << "x" << s.h << "x" << s.v;
-      EXPECT_NEAR(cpu.forward(h, w, labels, nullptr, c), lr, 1e-4 * (1 + std::fabs(lr)));
+      EXPECT_NEAR(cpu.forward(ExecContext::host(), h, w, labels, nullptr, c), lr, 1e-4 * (1 + std::fabs(lr)));
     }
 }
 
@@ -251,12 +258,14 @@ TEST(CrossEntropyCpu, AcceptsBatchedHiddenStates) {
   for (DType c : {DType::F32, DType::BF16}) {
     Tensor dh3 = Tensor::empty({2, 3, 5}, DType::F32), dw3 = Tensor::zeros({7, 5}, DType::F32);
     Tensor dh2 = Tensor::empty({6, 5}, DType::F32), dw2 = Tensor::zeros({7, 5}, DType::F32);
-    const double a = ce_detail::cpu_forward_backward(kPlainGemm, h, w, labels, 0.5f, dh3, dw3, c, 4);
-    const double b = ce_detail::cpu_forward_backward(kPlainGemm, h.view({6, 5}), w, labels.view({6}), 0.5f, dh2, dw2, c, 4);
+    const double a =
+        ce_detail::cpu_forward_backward(ExecContext::host(), kPlainGemm, h, w, labels, 0.5f, dh3, dw3, c, 4);
+    const double b = ce_detail::cpu_forward_backward(ExecContext::host(), kPlainGemm, h.view({6, 5}), w,
+                                                     labels.view({6}), 0.5f, dh2, dw2, c, 4);
     EXPECT_EQ(a, b);
     EXPECT_TRUE(bitwise_equal(dh3, dh2) && bitwise_equal(dw3, dw2));
     Tensor dhr = Tensor::empty({2, 3, 5}, DType::F32), dwr = Tensor::zeros({7, 5}, DType::F32);
-    EXPECT_NEAR(ref.forward_backward(h, w, labels, 0.5f, dhr, dwr, c), a, 1e-5);
+    EXPECT_NEAR(ref.forward_backward(ExecContext::host(), h, w, labels, 0.5f, dhr, dwr, c), a, 1e-5);
     EXPECT_TRUE(close_to_scale(dhr, dh3, c == DType::F32 ? 1e-5 : 1e-2));
   }
 }
@@ -273,8 +282,8 @@ TEST(CrossEntropyCpu, RegisteredKernelIsThreadCountIndependent) {
     Tensor dh1 = Tensor::empty({N, H}, DType::F32), dw1 = Tensor::zeros({V, H}, DType::F32);
     Tensor dh2 = dh1.clone(), dw2 = dw1.clone();
     double l1 = 0, l2 = 0;
-    with_threads(1, [&] { l1 = cpu.forward_backward(h, w, labels, 0.01f, dh1, dw1, c); });
-    with_threads(2, [&] { l2 = cpu.forward_backward(h, w, labels, 0.01f, dh2, dw2, c); });
+    with_threads(1, [&] { l1 = cpu.forward_backward(ExecContext::host(), h, w, labels, 0.01f, dh1, dw1, c); });
+    with_threads(2, [&] { l2 = cpu.forward_backward(ExecContext::host(), h, w, labels, 0.01f, dh2, dw2, c); });
     EXPECT_EQ(l1, l2) << dtype_name(c);
     EXPECT_TRUE(bitwise_equal(dh1, dh2) && bitwise_equal(dw1, dw2)) << dtype_name(c);
   }

@@ -40,7 +40,8 @@ TEST(Gemv, MatchesReferenceLinear) {
           const Tensor x = test::randn({s.m, s.k}, 1), w = test::randn({s.n, s.k}, 2), r = test::randn({s.m, s.n}, 3);
           const DType c = bf ? DType::BF16 : DType::F32;
           Tensor want = Tensor::empty({s.m, s.n}, DType::F32);
-          kernel<LinearKernel>("reference").forward_residual(x, w, residual ? &r : nullptr, want, c);
+          kernel<LinearKernel>("reference")
+              .forward_residual(ExecContext::host(), x, w, residual ? &r : nullptr, want, c);
           // f32 accumulation over K products of unit normals: error ~ sqrt(K) * 2^-24 * |terms|.
           const Tensor got = run(x, w, residual ? &r : nullptr, c, avx512);
           EXPECT_TRUE(close(got, want, 1e-5 * std::sqrt(double(s.k)), 1e-5));
@@ -77,7 +78,7 @@ TEST(Gemv, CpuLinearTakesThePathForFewRows) {
   for (bool bf : {false, true}) {
     const DType c = bf ? DType::BF16 : DType::F32;
     Tensor y = Tensor::empty({kGemvMaxRows, 45}, DType::F32);
-    kernel<LinearKernel>("cpu").forward(x, w, y, c);
+    kernel<LinearKernel>("cpu").forward(ExecContext::host(), x, w, y, c);
     EXPECT_TRUE(bitwise_equal(y, run(x, w, nullptr, c, 1))) << "bf16=" << bf;
   }
 }

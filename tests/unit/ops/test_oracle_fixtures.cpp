@@ -115,7 +115,7 @@ TEST(OracleFixtures, AdamWMatchesTorch) {
       Tensor p = tensor_of(p0), m = Tensor::zeros({n}, DType::F32), v = Tensor::zeros({n}, DType::F32);
       for (size_t t = 0; t < c["grads"].size(); ++t) {
         hp.step = int64_t(t) + 1;
-        k.step(p, tensor_of(f32s(c["grads"][t])), m, v, hp);
+        k.step(ExecContext::host(), p, tensor_of(f32s(c["grads"][t])), m, v, hp);
         const auto& want = c["steps"][t];
         const Tensor wp = tensor_of(f32s(want["param"])), wm = tensor_of(f32s(want["exp_avg"])),
                      wv = tensor_of(f32s(want["exp_avg_sq"]));

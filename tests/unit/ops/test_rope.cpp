@@ -29,7 +29,7 @@ TEST(RopeReference, RotatesHalvesAsHF) {
   RopeCache c = make_rope_cache(10000, 4, 3);
   Tensor x = randn({1, 3, 2, 4}, 1);
   Tensor y = x.clone();
-  k.forward(y, c);
+  k.forward(ExecContext::host(), y, c);
   for (int64_t s = 0; s < 3; ++s)
     for (int64_t h = 0; h < 2; ++h) {
       const float* xr = x.data<float>() + (s * 2 + h) * 4;
@@ -49,12 +49,19 @@ TEST(RopeReference, BackwardMatchesFiniteDifferencesAndInvertsForward) {
   RopeCache c = make_rope_cache(100, 6, 4);
   Tensor x = randn({2, 3, 2, 6}, 2), r = randn({2, 3, 2, 6}, 3);
   Tensor dx = r.clone();
-  k.backward(dx, c);
-  EXPECT_TRUE(fd_check(x, dx, [&] { Tensor y = x.clone(); k.forward(y, c); return dot(y, r); }, 1e-2, 1e-5));
+  k.backward(ExecContext::host(), dx, c);
+  EXPECT_TRUE(fd_check(
+      x, dx,
+      [&] {
+        Tensor y = x.clone();
+        k.forward(ExecContext::host(), y, c);
+        return dot(y, r);
+      },
+      1e-2, 1e-5));
   // A rotation's transpose is its inverse.
   Tensor y = x.clone();
-  k.forward(y, c);
-  k.backward(y, c);
+  k.forward(ExecContext::host(), y, c);
+  k.backward(ExecContext::host(), y, c);
   EXPECT_TRUE(close(y, x, 1e-6, 1e-6));
 }
 
@@ -62,7 +69,7 @@ TEST(RopeReference, ShapeErrors) {
   const auto& k = kernel<RopeKernel>("reference");
   RopeCache c = make_rope_cache(100, 4, 2);
   Tensor too_long = randn({1, 3, 1, 4}, 1), wrong_d = randn({1, 2, 1, 6}, 1), three_d = randn({2, 1, 4}, 1);
-  EXPECT_THROW(k.forward(too_long, c), Error);
-  EXPECT_THROW(k.forward(wrong_d, c), Error);
-  EXPECT_THROW(k.backward(three_d, c), Error);
+  EXPECT_THROW(k.forward(ExecContext::host(), too_long, c), Error);
+  EXPECT_THROW(k.forward(ExecContext::host(), wrong_d, c), Error);
+  EXPECT_THROW(k.backward(ExecContext::host(), three_d, c), Error);
 }

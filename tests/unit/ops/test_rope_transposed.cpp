@@ -20,9 +20,9 @@ TEST(RopeTransposed, BackwardUndoesForward) {
     const RopeCache cache = make_rope_cache(theta, 64, 73);
     const Tensor x = randn({2, 70, 4, 64}, 5, 3.0);
     Tensor y = x.clone();
-    tr.forward(y, cache);
+    tr.forward(ExecContext::host(), y, cache);
     EXPECT_GT(rel_err(y, x), 1e-3);
-    tr.backward(y, cache);  // a rotation's transpose is its inverse, up to rounding
+    tr.backward(ExecContext::host(), y, cache);  // a rotation's transpose is its inverse, up to rounding
     EXPECT_LT(rel_err(y, x), 1e-6) << theta;
   }
 }
@@ -31,7 +31,7 @@ TEST(RopeTransposed, RotatesTheFirstPositionByZero) {
   const RopeCache cache = make_rope_cache(10000.0, 8, 4);
   Tensor x = randn({1, 4, 2, 8}, 9);
   Tensor y = x.clone();
-  kernel<RopeKernel>("transposed").forward(y, cache);
+  kernel<RopeKernel>("transposed").forward(ExecContext::host(), y, cache);
   for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(y.data<float>()[i], x.data<float>()[i]);  // position 0: cos 1, sin 0
   EXPECT_GT(rel_err(y, x), 1e-3);
 }
@@ -40,9 +40,9 @@ TEST(RopeTransposed, RejectsBadArguments) {
   const RopeKernel& tr = kernel<RopeKernel>("transposed");
   const RopeCache cache = make_rope_cache(10000.0, 8, 4);
   Tensor wrong_d = randn({1, 2, 2, 6}, 1), too_long = randn({1, 5, 2, 8}, 2), three_d = randn({2, 2, 8}, 3);
-  EXPECT_THROW(tr.forward(wrong_d, cache), Error);
-  EXPECT_THROW(tr.forward(too_long, cache), Error);
-  EXPECT_THROW(tr.backward(three_d, cache), Error);
+  EXPECT_THROW(tr.forward(ExecContext::host(), wrong_d, cache), Error);
+  EXPECT_THROW(tr.forward(ExecContext::host(), too_long, cache), Error);
+  EXPECT_THROW(tr.backward(ExecContext::host(), three_d, cache), Error);
 }
 
 // "fused", the variant's first name, still selects it (job files and recipes written with it),

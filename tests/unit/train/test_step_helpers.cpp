@@ -58,7 +58,7 @@ TEST(GradClip, ScalesLikeTorchClipGradNorm) {
   auto g = random_grads(1.0);
   double before = naive_norm(g);
   std::vector<float> first(g[5].tensor.data<float>(), g[5].tensor.data<float>() + 10);
-  double ret = distributed::clip_grad_norm(grad_ranges(g, "gradient norm"), 1.0);
+  double ret = distributed::clip_grad_norm(ExecContext::host(), grad_ranges(g, "gradient norm"), 1.0);
   EXPECT_NEAR(ret, before, 1e-12 * before);
   float coef = float(1.0 / (before + 1e-6));
   for (int i = 0; i < 10; ++i) EXPECT_EQ(g[5].tensor.data<float>()[i], first[i] * coef);
@@ -67,7 +67,7 @@ TEST(GradClip, ScalesLikeTorchClipGradNorm) {
   // Below max_norm: untouched, bit for bit.
   auto h = random_grads(1e-4);
   std::vector<float> before_h(h[4].tensor.data<float>(), h[4].tensor.data<float>() + h[4].tensor.numel());
-  distributed::clip_grad_norm(grad_ranges(h, "gradient norm"), 1.0);
+  distributed::clip_grad_norm(ExecContext::host(), grad_ranges(h, "gradient norm"), 1.0);
   EXPECT_EQ(std::memcmp(before_h.data(), h[4].tensor.raw(), h[4].tensor.nbytes()), 0);
 }
 
@@ -79,7 +79,7 @@ TEST(NonFinite, NamesTheFirstOffender) {
   EXPECT_EQ(first_non_finite(g).value_or(""), "grad.65537");
   // A non-finite norm leaves the gradients untouched.
   float keep = g[0].tensor.data<float>()[0];
-  EXPECT_TRUE(std::isnan(distributed::clip_grad_norm(grad_ranges(g, "gradient norm"), 1e-9)));
+  EXPECT_TRUE(std::isnan(distributed::clip_grad_norm(ExecContext::host(), grad_ranges(g, "gradient norm"), 1e-9)));
   EXPECT_EQ(g[0].tensor.data<float>()[0], keep);
   g[4].tensor.data<float>()[60000] = 0;
   EXPECT_EQ(first_non_finite(g).value_or(""), "grad.200003");

@@ -15,7 +15,7 @@ using namespace titan;
 namespace {
 
 // SwiGLU that forgets the up projection in forward: a wrong kernel verify must catch.
-void wrong_forward(const Tensor& gu, Tensor& out) {
+void wrong_forward(const ExecContext&, const Tensor& gu, Tensor& out) {
   const int64_t N = gu.dim(0), I = gu.dim(1) / 2;
   Tensor y = Tensor::empty({N, I}, DType::F32);
   for (int64_t n = 0; n < N; ++n)
@@ -25,8 +25,8 @@ void wrong_forward(const Tensor& gu, Tensor& out) {
     }
   out.copy_(y);  // f32 or the bf16 output form
 }
-void right_backward(const Tensor& gu, const Tensor& dout, Tensor& dgu) {
-  kernel<SwiGLUKernel>("reference").backward(gu, dout, dgu);
+void right_backward(const ExecContext& ctx, const Tensor& gu, const Tensor& dout, Tensor& dgu) {
+  kernel<SwiGLUKernel>("reference").backward(ctx, gu, dout, dgu);
 }
 const SwiGLUKernel kWrong{"test_wrong", wrong_forward, right_backward};
 TITAN_REGISTER_KERNEL(SwiGLUKernel, "test_wrong", DeviceType::CPU, kWrong);

@@ -41,8 +41,8 @@ struct Grads {
 Grads run(const AttentionKernel& kern, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
         float scale) {
   Grads r;
-  kern.forward(q, k, v, scale, r.out, r.lse);
-  kern.backward(q, k, v, r.out, r.lse, dout, scale, r.dq, r.dk, r.dv);
+  kern.forward(ExecContext::host(), q, k, v, scale, r.out, r.lse);
+  kern.backward(ExecContext::host(), q, k, v, r.out, r.lse, dout, scale, r.dq, r.dk, r.dv);
   return r;
 }
 
@@ -123,14 +123,14 @@ TEST(AttentionReference, FollowsTheDefinition) {
   Inputs in = inputs(c);
   for (int64_t i = 0; i < in.v.numel(); ++i) in.v.data<float>()[i] = float((i / c.D) % c.Hkv + 1);
   Tensor out, lse;
-  kernel<AttentionKernel>("reference").forward(in.q, in.k, in.v, in.scale, out, lse);
+  kernel<AttentionKernel>("reference").forward(ExecContext::host(), in.q, in.k, in.v, in.scale, out, lse);
   for (int64_t b = 0; b < c.B; ++b)
     for (int64_t s = 0; s < c.S; ++s)
       for (int64_t h = 0; h < c.Hq; ++h)
         EXPECT_NEAR(out.data<float>()[((b * c.S + s) * c.Hq + h) * c.D], float(h / 4 + 1), 1e-6);
   // The first query sees only key 0: out = v_0 and lse = its scaled score.
   in = inputs(c);
-  kernel<AttentionKernel>("reference").forward(in.q, in.k, in.v, in.scale, out, lse);
+  kernel<AttentionKernel>("reference").forward(ExecContext::host(), in.q, in.k, in.v, in.scale, out, lse);
   for (int64_t h = 0; h < c.Hq; ++h) {
     double z = 0;
     for (int64_t i = 0; i < c.D; ++i)
@@ -196,22 +196,42 @@ TEST(Attention, RejectsBadArguments) {
       }
     };
     Tensor out, lse;
-    expect_error([&] { kern.forward(in.q.to(DType::BF16), in.k, in.v, in.scale, out, lse); }, "must be f32");
-    expect_error([&] { kern.forward(in.q, randn({1, 4, 3, 8}, 5), randn({1, 4, 3, 8}, 6), in.scale, out, lse); },
-                 "multiple of kv heads");
-    expect_error([&] { kern.forward(in.q, in.k, randn({1, 4, 2, 7}, 6), in.scale, out, lse); }, "same shape");
-    expect_error([&] { kern.forward(in.q, randn({1, 5, 2, 8}, 5), randn({1, 5, 2, 8}, 6), in.scale, out, lse); },
-                 "does not match");
-    expect_error([&] { kern.forward(in.q.view({4, 4, 8}), in.k, in.v, in.scale, out, lse); }, "4-d");
-    expect_error([&] { kern.forward(in.q, in.k, in.v, NAN, out, lse); }, "scale");
-    Tensor bad_out = Tensor::zeros({1, 4, 4, 9}, DType::F32);
-    expect_error([&] { kern.forward(in.q, in.k, in.v, in.scale, bad_out, lse); }, "'out'");
-    EXPECT_FALSE(lse.defined()) << "a rejected call allocated an output";
-    kern.forward(in.q, in.k, in.v, in.scale, out, lse);
-    Tensor dq, dk, dv, short_lse = Tensor::zeros({1, 4, 3}, DType::F32);
-    expect_error([&] { kern.backward(in.q, in.k, in.v, out, short_lse, in.dout, in.scale, dq, dk, dv); }, "'lse'");
-    expect_error([&] { kern.backward(in.q, in.k, in.v, out, lse, in.dout.to(DType::BF16), in.scale, dq, dk, dv); },
+    expect_error([&] { kern.forward(ExecContext::host(), in.q.to(DType::BF16), in.k, in.v, in.scale, out, lse); },
                  "must be f32");
+    expect_error(
+        [&] {
+          kern.forward(ExecContext::host(), in.q, randn({1, 4, 3, 8}, 5), randn({1, 4, 3, 8}, 6), in.scale, out, lse);
+        },
+        "multiple of kv heads");
+    expect_error(
+        [&] {
+          kern.forward(ExecContext::host(), in.q, in.k, randn({1, 4, 2, 7}, 6), in.scale, out, lse);
+        },
+        "same shape");
+    expect_error(
+        [&] {
+          kern.forward(ExecContext::host(), in.q, randn({1, 5, 2, 8}, 5), randn({1, 5, 2, 8}, 6), in.scale, out, lse);
+        },
+        "does not match");
+    expect_error(
+        [&] {
+          kern.forward(ExecContext::host(), in.q.view({4, 4, 8}), in.k, in.v, in.scale, out, lse);
+        },
+        "4-d");
+    expect_error([&] { kern.forward(ExecContext::host(), in.q, in.k, in.v, NAN, out, lse); }, "scale");
+    Tensor bad_out = Tensor::zeros({1, 4, 4, 9}, DType::F32);
+    expect_error([&] { kern.forward(ExecContext::host(), in.q, in.k, in.v, in.scale, bad_out, lse); }, "'out'");
+    EXPECT_FALSE(lse.defined()) << "a rejected call allocated an output";
+    kern.forward(ExecContext::host(), in.q, in.k, in.v, in.scale, out, lse);
+    Tensor dq, dk, dv, short_lse = Tensor::zeros({1, 4, 3}, DType::F32);
+    expect_error(
+        [&] { kern.backward(ExecContext::host(), in.q, in.k, in.v, out, short_lse, in.dout, in.scale, dq, dk, dv); },
+        "'lse'");
+    expect_error(
+        [&] {
+          kern.backward(ExecContext::host(), in.q, in.k, in.v, out, lse, in.dout.to(DType::BF16), in.scale, dq, dk, dv);
+        },
+        "must be f32");
   }
 }
 
@@ -230,8 +250,8 @@ TEST(Attention, OverwritesPreallocatedOutputs) {
     pre.lse = Tensor::empty({c.B, c.Hq, c.S}, DType::F32);
     pre.lse.fill_(NAN);
     const void* kept = pre.dq.raw();
-    kern.forward(in.q, in.k, in.v, in.scale, pre.out, pre.lse);
-    kern.backward(in.q, in.k, in.v, pre.out, pre.lse, in.dout, in.scale, pre.dq, pre.dk, pre.dv);
+    kern.forward(ExecContext::host(), in.q, in.k, in.v, in.scale, pre.out, pre.lse);
+    kern.backward(ExecContext::host(), in.q, in.k, in.v, pre.out, pre.lse, in.dout, in.scale, pre.dq, pre.dk, pre.dv);
     EXPECT_EQ(pre.dq.raw(), kept) << variant << ": the given dq was replaced instead of written";
     EXPECT_TRUE(bitwise_equal(pre.out, fresh.out)) << variant;
     EXPECT_TRUE(bitwise_equal(pre.lse, fresh.lse)) << variant;
@@ -263,11 +283,13 @@ TEST(Attention, RowViewsOfAFusedBufferMatchContiguousTensors) {
       const AttentionKernel& kern = kernel<AttentionKernel>(variant);
       const Grads want = run(kern, q, k, v, dout, scale);
       Tensor out = Tensor::empty(q.shape(), DType::F32), lse = Tensor::empty({c.B, c.Hq, c.S}, DType::F32);
-      kern.forward_rows(cols(buf, 0, c.Hq), cols(buf, Q, c.Hkv), cols(buf, Q + K, c.Hkv), c.S, scale, out, lse);
+      kern.forward_rows(ExecContext::host(), cols(buf, 0, c.Hq), cols(buf, Q, c.Hkv), cols(buf, Q + K, c.Hkv), c.S,
+                        scale, out, lse);
       EXPECT_TRUE(bitwise_equal(out, want.out) && bitwise_equal(lse, want.lse)) << variant << " " << c.str();
       Tensor g = randn({T, W}, 52), g0 = g.clone();
-      kern.backward_rows(cols(buf, 0, c.Hq), cols(buf, Q, c.Hkv), cols(buf, Q + K, c.Hkv), want.out, want.lse, dout,
-                         c.S, scale, cols(g, 0, c.Hq), cols(g, Q, c.Hkv), cols(g, Q + K, c.Hkv));
+      kern.backward_rows(ExecContext::host(), cols(buf, 0, c.Hq), cols(buf, Q, c.Hkv), cols(buf, Q + K, c.Hkv),
+                         want.out, want.lse, dout, c.S, scale, cols(g, 0, c.Hq), cols(g, Q, c.Hkv),
+                         cols(g, Q + K, c.Hkv));
       for (int64_t r = 0; r < T; ++r) {
         const float* row = g.data<float>() + r * W;
         auto same = [&](const Tensor& t, int64_t c0, int64_t h) {
@@ -300,8 +322,8 @@ std::vector<int64_t> segments(const std::vector<std::vector<int64_t>>& lengths, 
 
 Grads run_seg(const AttentionKernel& kern, const Inputs& in, const int64_t* seg) {
   Grads r;
-  kern.forward(in.q, in.k, in.v, in.scale, r.out, r.lse, seg);
-  kern.backward(in.q, in.k, in.v, r.out, r.lse, in.dout, in.scale, r.dq, r.dk, r.dv, seg);
+  kern.forward(ExecContext::host(), in.q, in.k, in.v, in.scale, r.out, r.lse, seg);
+  kern.backward(ExecContext::host(), in.q, in.k, in.v, r.out, r.lse, in.dout, in.scale, r.dq, r.dk, r.dv, seg);
   return r;
 }
 
@@ -384,7 +406,7 @@ TEST(AttentionSegments, RejectsSegmentsThatAreNotContiguousDocuments) {
   const std::vector<int64_t> bad{0, 0, 1, 2};  // token 2 starts at 1, which is not its predecessor's start
   Grads r;
   try {
-    kernel<AttentionKernel>("cpu").forward(in.q, in.k, in.v, in.scale, r.out, r.lse, bad.data());
+    kernel<AttentionKernel>("cpu").forward(ExecContext::host(), in.q, in.k, in.v, in.scale, r.out, r.lse, bad.data());
     FAIL() << "accepted bad segments";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("segment start 1 of token 2"), std::string::npos) << e.what();

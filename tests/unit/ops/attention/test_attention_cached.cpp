@@ -41,7 +41,7 @@ Tensor row_reference(const Tensor& q, const Tensor& k, const Tensor& v, int64_t 
     return r;
   };
   Tensor out, lse;
-  kernel<AttentionKernel>("cpu").forward(part(q), part(k), part(v), scale, out, lse);
+  kernel<AttentionKernel>("cpu").forward(ExecContext::host(), part(q), part(k), part(v), scale, out, lse);
   return out;
 }
 

@@ -44,8 +44,8 @@ TEST(AttentionHF, KernelsMatchTransformersEagerAttention) {
     for (const char* variant : {"reference", "cpu"}) {
       const AttentionKernel& kern = kernel<AttentionKernel>(variant);
       Tensor o, l, gq, gk, gv;
-      kern.forward(q, k, v, scale, o, l);
-      kern.backward(q, k, v, o, l, dout, scale, gq, gk, gv);
+      kern.forward(ExecContext::host(), q, k, v, scale, o, l);
+      kern.backward(ExecContext::host(), q, k, v, o, l, dout, scale, gq, gk, gv);
       const std::string what = std::string(variant) + " S=" + std::to_string(S) + " Hq=" + std::to_string(Hq) +
                                " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D);
       // The golden's softmax ran in float32 (HF casts it), so agreement is at f32 precision.

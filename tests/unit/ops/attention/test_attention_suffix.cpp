@@ -43,9 +43,9 @@ Out run_suffix(const AttentionKernel& kern, const Case& c, const Tensor& q, cons
   r.dk = Tensor::empty(k.shape(), DType::F32);
   r.dv = Tensor::empty(v.shape(), DType::F32);
   const RowView qv = RowView::of(q, c.Hq, c.D), kv = RowView::of(k, c.Hkv, c.D), vv = RowView::of(v, c.Hkv, c.D);
-  kern.forward_rows_suffix(qv, kv, vv, c.Sq, c.Sk, scale, r.out, r.lse);
-  kern.backward_rows_suffix(qv, kv, vv, r.out, r.lse, dout, c.Sq, c.Sk, scale, RowView::of(r.dq, c.Hq, c.D),
-                            RowView::of(r.dk, c.Hkv, c.D), RowView::of(r.dv, c.Hkv, c.D));
+  kern.forward_rows_suffix(ExecContext::host(), qv, kv, vv, c.Sq, c.Sk, scale, r.out, r.lse);
+  kern.backward_rows_suffix(ExecContext::host(), qv, kv, vv, r.out, r.lse, dout, c.Sq, c.Sk, scale,
+                            RowView::of(r.dq, c.Hq, c.D), RowView::of(r.dk, c.Hkv, c.D), RowView::of(r.dv, c.Hkv, c.D));
   return r;
 }
 
@@ -87,8 +87,8 @@ TEST(AttentionSuffix, ReferenceEqualsCausalRowsWithZeroGradientBefore) {
       std::fill_n(dof.data<float>() + b * c.Sk * c.Hq * c.D, off * c.Hq * c.D, 0.f);
     const float scale = float(1.0 / std::sqrt(double(c.D)));
     Tensor out, lse, dq, dk, dv;
-    ref.forward(qf, k, v, scale, out, lse);
-    ref.backward(qf, k, v, out, lse, dof, scale, dq, dk, dv);
+    ref.forward(ExecContext::host(), qf, k, v, scale, out, lse);
+    ref.backward(ExecContext::host(), qf, k, v, out, lse, dof, scale, dq, dk, dv);
     const Out s = run_suffix(ref, c, seq_rows(qf, off, c.Sq), k, v, seq_rows(dof, off, c.Sq));
     EXPECT_LE(rel_err(s.out, seq_rows(out, off, c.Sq)), 1e-6);
     EXPECT_LE(rel_err(s.lse, lse_cols(lse, off, c.Sq)), 1e-6);
@@ -128,8 +128,8 @@ TEST(AttentionSuffix, WholeSequenceIsBitwiseTheCausalKernel) {
   const Out s = run_suffix(cpu, c, q, k, v, dout);
   Tensor out, lse, dq, dk, dv;
   const float scale = float(1.0 / std::sqrt(double(c.D)));
-  cpu.forward(q, k, v, scale, out, lse);
-  cpu.backward(q, k, v, out, lse, dout, scale, dq, dk, dv);
+  cpu.forward(ExecContext::host(), q, k, v, scale, out, lse);
+  cpu.backward(ExecContext::host(), q, k, v, out, lse, dout, scale, dq, dk, dv);
   for (auto [a, b] : {std::pair{&s.out, &out}, {&s.lse, &lse}, {&s.dq, &dq}, {&s.dk, &dk}, {&s.dv, &dv}})
     EXPECT_TRUE(std::equal(a->data<float>(), a->data<float>() + a->numel(), b->data<float>()));
 }
@@ -144,8 +144,8 @@ TEST(AttentionSuffix, ChunksRecombineIntoCausalAttention) {
                dout = randn({B, S, Hq, D}, 34);
   Tensor out, lse, dq, dk, dv;
   const float scale = float(1.0 / std::sqrt(double(D)));
-  cpu.forward(q, k, v, scale, out, lse);
-  cpu.backward(q, k, v, out, lse, dout, scale, dq, dk, dv);
+  cpu.forward(ExecContext::host(), q, k, v, scale, out, lse);
+  cpu.backward(ExecContext::host(), q, k, v, out, lse, dout, scale, dq, dk, dv);
   Tensor dk_sum = Tensor::zeros(k.shape(), DType::F32), dv_sum = Tensor::zeros(v.shape(), DType::F32);
   for (int64_t chunk : {0, 3, 1, 2}) {
     const int64_t end = (chunk + 1) * c;
@@ -169,7 +169,8 @@ TEST(AttentionSuffix, RejectsBadShapes) {
   const Tensor q = randn({1, 8, 2, 4}, 1), k = randn({1, 6, 2, 4}, 2);
   Tensor out = Tensor::empty({1, 8, 2, 4}, DType::F32), lse = Tensor::empty({1, 2, 8}, DType::F32);
   try {
-    cpu.forward_rows_suffix(RowView::of(q, 2, 4), RowView::of(k, 2, 4), RowView::of(k, 2, 4), 8, 6, 1.f, out, lse);
+    cpu.forward_rows_suffix(ExecContext::host(), RowView::of(q, 2, 4), RowView::of(k, 2, 4), RowView::of(k, 2, 4), 8, 6,
+                            1.f, out, lse);
     FAIL() << "more queries than keys accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the last sq >= 1 of sk positions"), std::string::npos) << e.what();

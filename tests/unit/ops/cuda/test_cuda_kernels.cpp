@@ -36,27 +36,28 @@ TEST(CudaKernels, AliasedOutputsMatchOutOfPlaceCalls) {
   Tensor x = randn({5, 37}, 1), w = randn({37}, 2, 0.1, 1.0), dy = randn({5, 37}, 3);
   Tensor rstd = Tensor::empty({5}, DType::F32);
   Tensor y = Tensor::empty({5, 37}, DType::F32);
-  rn.forward(x, w, 1e-6f, y, rstd);
+  rn.forward(ExecContext::host(), x, w, 1e-6f, y, rstd);
   Tensor dx = Tensor::empty({5, 37}, DType::F32), dw = Tensor::zeros({37}, DType::F32);
-  rn.backward(x, w, rstd, dy, dx, dw);
+  rn.backward(ExecContext::host(), x, w, rstd, dy, dx, dw);
   Tensor dyi = dy.clone(), dwi = Tensor::zeros({37}, DType::F32);
-  rn.backward(x, w, rstd, dyi, dyi, dwi);  // dx aliasing dy: dw must be computed from dy before dx overwrites it
+  rn.backward(ExecContext::host(), x, w, rstd, dyi, dyi,
+              dwi);  // dx aliasing dy: dw must be computed from dy before dx overwrites it
   EXPECT_TRUE(bitwise_equal(dyi, dx));
   EXPECT_TRUE(bitwise_equal(dwi, dw));
   // Against the reference (accumulating dx as well).
   const auto& ref = kernel<RMSNormKernel>("reference");
   Tensor dx_r = randn({5, 37}, 9), dx_c = dx_r.clone(), dw_r = Tensor::zeros({37}, DType::F32);
   Tensor dw_c = dw_r.clone();
-  ref.backward_add(x, w, rstd, dy, dx_r, dw_r);
-  rn.backward_add(x, w, rstd, dy, dx_c, dw_c);
+  ref.backward_add(ExecContext::host(), x, w, rstd, dy, dx_r, dw_r);
+  rn.backward_add(ExecContext::host(), x, w, rstd, dy, dx_c, dw_c);
   EXPECT_TRUE(close(dx_c, dx_r, 1e-5, 1e-5));
   EXPECT_TRUE(close(dw_c, dw_r, 1e-5, 1e-5));
 
   const auto& sg = kernel<SwiGLUKernel>("cuda");
   Tensor gu = randn({3, 22}, 4), dout = randn({3, 11}, 5), dgu = Tensor::empty({3, 22}, DType::F32);
-  sg.backward(gu, dout, dgu);
+  sg.backward(ExecContext::host(), gu, dout, dgu);
   Tensor gui = gu.clone();
-  sg.backward(gui, dout, gui);  // dgu aliasing gu
+  sg.backward(ExecContext::host(), gui, dout, gui);  // dgu aliasing gu
   EXPECT_TRUE(bitwise_equal(gui, dgu));
 }
 
@@ -72,11 +73,11 @@ TEST(CudaKernels, SameBitsForEveryBlockAndThreadOrder) {
   for (uint64_t s : {1u, 2u, 3u}) {
     cuda_emu::set_seed(s);
     Tensor y = Tensor::empty({300, 65}, DType::F32), rstd = Tensor::empty({300}, DType::F32);
-    rn.forward(x, w, 1e-6f, y, rstd);
+    rn.forward(ExecContext::host(), x, w, 1e-6f, y, rstd);
     Tensor dx = Tensor::empty({300, 65}, DType::F32), dw = Tensor::zeros({65}, DType::F32);
-    rn.backward(x, w, rstd, dy, dx, dw);
+    rn.backward(ExecContext::host(), x, w, rstd, dy, dx, dw);
     Tensor dwe = Tensor::zeros({5, 65}, DType::F32);
-    emb.backward(ids, dy, dwe);
+    emb.backward(ExecContext::host(), ids, dy, dwe);
     const std::vector<Tensor> outs = {y, rstd, dx, dw, dwe};
     if (first.empty()) {
       first = outs;
@@ -93,18 +94,19 @@ TEST(CudaKernels, CrossEntropyIgnoredRowsAndABf16Head) {
   Tensor h = randn({6, 8}, 21), w = randn({11, 8}, 22), labels = Tensor::empty({6}, DType::I32);
   const int32_t ls[] = {3, -100, 10, 0, -100, 7};
   for (int i = 0; i < 6; ++i) labels.data<int32_t>()[i] = ls[i];
-  EXPECT_NEAR(cu.forward(h, w, labels, nullptr, DType::F32), ref.forward(h, w, labels, nullptr, DType::F32), 1e-4);
+  EXPECT_NEAR(cu.forward(ExecContext::host(), h, w, labels, nullptr, DType::F32),
+              ref.forward(ExecContext::host(), h, w, labels, nullptr, DType::F32), 1e-4);
   Tensor dh_r = Tensor::empty({6, 8}, DType::F32), dh_c = dh_r.clone();
   Tensor dw_r = Tensor::zeros({11, 8}, DType::F32), dw_c = dw_r.clone();
-  const double lr = ref.forward_backward(h, w, labels, 0.25f, dh_r, dw_r, DType::F32);
-  const double lc = cu.forward_backward(h, w, labels, 0.25f, dh_c, dw_c, DType::F32);
+  const double lr = ref.forward_backward(ExecContext::host(), h, w, labels, 0.25f, dh_r, dw_r, DType::F32);
+  const double lc = cu.forward_backward(ExecContext::host(), h, w, labels, 0.25f, dh_c, dw_c, DType::F32);
   EXPECT_NEAR(lc, lr, 1e-4);
   EXPECT_TRUE(close(dh_c, dh_r, 1e-5, 1e-4));
   EXPECT_TRUE(close(dw_c, dw_r, 1e-5, 1e-4));
   for (int k = 0; k < 8; ++k) EXPECT_EQ(dh_c.data<float>()[1 * 8 + k], 0.0f);  // an ignored row
   Tensor w16 = w.to(DType::BF16), none;
-  const double lb_r = ref.forward_backward(h, w16, labels, 1.f, dh_r, none, DType::BF16);
-  const double lb_c = cu.forward_backward(h, w16, labels, 1.f, dh_c, none, DType::BF16);
+  const double lb_r = ref.forward_backward(ExecContext::host(), h, w16, labels, 1.f, dh_r, none, DType::BF16);
+  const double lb_c = cu.forward_backward(ExecContext::host(), h, w16, labels, 1.f, dh_c, none, DType::BF16);
   EXPECT_NEAR(lb_c, lb_r, 2e-2 * std::abs(lb_r));
   EXPECT_TRUE(close(dh_c, dh_r, 1e-2, 2e-2));
 }
@@ -120,13 +122,13 @@ TEST(CudaKernels, AttentionWideHeadsAgainstTheReference) {
     Tensor dout = randn({B, S, Hq, D}, 34);
     const float scale = float(1.0 / std::sqrt(double(D)));
     Tensor o_r, l_r, o_c, l_c;
-    ref.forward(q, k, v, scale, o_r, l_r);
-    cu.forward(q, k, v, scale, o_c, l_c);
+    ref.forward(ExecContext::host(), q, k, v, scale, o_r, l_r);
+    cu.forward(ExecContext::host(), q, k, v, scale, o_c, l_c);
     EXPECT_TRUE(close(o_c, o_r, 1e-5, 1e-4)) << D;
     EXPECT_TRUE(close(l_c, l_r, 1e-5, 1e-5)) << D;
     Tensor dq_r, dk_r, dv_r, dq_c, dk_c, dv_c;
-    ref.backward(q, k, v, o_r, l_r, dout, scale, dq_r, dk_r, dv_r);
-    cu.backward(q, k, v, o_r, l_r, dout, scale, dq_c, dk_c, dv_c);
+    ref.backward(ExecContext::host(), q, k, v, o_r, l_r, dout, scale, dq_r, dk_r, dv_r);
+    cu.backward(ExecContext::host(), q, k, v, o_r, l_r, dout, scale, dq_c, dk_c, dv_c);
     EXPECT_TRUE(close(dq_c, dq_r, 1e-5, 1e-4)) << D;
     EXPECT_TRUE(close(dk_c, dk_r, 1e-5, 1e-4)) << D;
     EXPECT_TRUE(close(dv_c, dv_r, 1e-5, 1e-4)) << D;
@@ -139,14 +141,14 @@ TEST(CudaKernels, NoDeviceMemoryLeftBehind) {
 #endif
   const size_t live = cuda_emu::device_live_bytes();
   Tensor p = randn({100}, 1), g = randn({100}, 2), m = Tensor::zeros({100}, DType::F32), v = m.clone();
-  kernel<AdamWKernel>("cuda").step(p, g, m, v, AdamWParams{});
+  kernel<AdamWKernel>("cuda").step(ExecContext::host(), p, g, m, v, AdamWParams{});
   Tensor x = randn({4, 8}, 3), w = randn({8}, 4), y = Tensor::empty({4, 8}, DType::F32);
   Tensor rstd = Tensor::empty({4}, DType::F32);
-  kernel<RMSNormKernel>("cuda").forward(x, w, 1e-6f, y, rstd);
+  kernel<RMSNormKernel>("cuda").forward(ExecContext::host(), x, w, 1e-6f, y, rstd);
   EXPECT_EQ(cuda_emu::device_live_bytes(), live);
   // A bad argument is refused before any device memory is taken.
   Tensor bad_w = randn({7}, 5);
-  EXPECT_THROW(kernel<RMSNormKernel>("cuda").forward(x, bad_w, 1e-6f, y, rstd), Error);
+  EXPECT_THROW(kernel<RMSNormKernel>("cuda").forward(ExecContext::host(), x, bad_w, 1e-6f, y, rstd), Error);
   EXPECT_EQ(cuda_emu::device_live_bytes(), live);
 }
 

@@ -56,7 +56,7 @@ std::vector<float> run(const GemmKernel& kern, const Problem& p) {
   g.a = p.dt == DType::BF16 ? (const void*)p.a16.data() : p.a.data();
   g.b = p.dt == DType::BF16 ? (const void*)p.b16.data() : p.b.data();
   g.lda = p.lda, g.ldb = p.ldb, g.ldc = p.ldc, g.c = c.data(), g.in_dtype = p.dt;
-  gemm(kern, g);
+  gemm(ExecContext::host(), kern, g);
   return c;
 }
 
@@ -171,11 +171,11 @@ TEST(Gemm, BadArgumentsAreErrors) {
   GemmArgs g;
   g.m = g.n = g.k = 2, g.a = a, g.b = b, g.c = c;
   g.lda = 1;  // narrower than k
-  EXPECT_THROW(gemm(cpu_k(), g), Error);
+  EXPECT_THROW(gemm(ExecContext::host(), cpu_k(), g), Error);
   g.lda = 0, g.in_dtype = DType::I32;
-  EXPECT_THROW(gemm(ref_k(), g), Error);
+  EXPECT_THROW(gemm(ExecContext::host(), ref_k(), g), Error);
   g.in_dtype = DType::F32, g.k = -1;
-  EXPECT_THROW(gemm(cpu_k(), g), Error);
+  EXPECT_THROW(gemm(ExecContext::host(), cpu_k(), g), Error);
 }
 
 // The addend R (a residual input): C = alpha op(A) op(B) + beta C + R, R rows at ldadd, for both
@@ -198,7 +198,7 @@ TEST(Gemm, AddendJoinsInTheEpilogue) {
           g.b = dt == DType::BF16 ? (const void*)p.b16.data() : p.b.data();
           g.lda = p.lda, g.ldb = p.ldb, g.ldc = p.ldc, g.c = c.data(), g.in_dtype = dt;
           g.add = r.data(), g.ldadd = 11;
-          gemm(kernel<GemmKernel>(v), g);
+          gemm(ExecContext::host(), kernel<GemmKernel>(v), g);
           for (int64_t i = 0; i < 13; ++i)
             for (int64_t j = 0; j < 9; ++j)
               ASSERT_NEAR(c[size_t(i * p.ldc + j)], want[size_t(i * p.ldc + j)], 1e-5)

@@ -58,8 +58,8 @@ TEST(Linear, ReferenceBackwardMatchesFormulas) {
   Tensor x = rand_tensor({M, K}, 1), w = rand_tensor({N, K}, 2), dy = rand_tensor({M, N}, 3);
   Tensor y = Tensor::empty({M, N}, DType::F32), dx = rand_tensor({M, K}, 4), dw = rand_tensor({N, K}, 5);
   Tensor dw0 = dw.clone();
-  ref_k().forward(x, w, y, DType::F32);
-  ref_k().backward(x, w, dy, &dx, &dw, DType::F32);
+  ref_k().forward(ExecContext::host(), x, w, y, DType::F32);
+  ref_k().backward(ExecContext::host(), x, w, dy, &dx, &dw, DType::F32);
   auto X = x.data<float>(), W = w.data<float>(), DY = dy.data<float>();
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
@@ -88,13 +88,13 @@ TEST(Linear, ReferenceBackwardFiniteDifferences) {
   Tensor x = rand_tensor({M, K}, 11), w = rand_tensor({N, K}, 12), r = rand_tensor({M, N}, 13);
   auto loss = [&](const Tensor& xx, const Tensor& ww) {
     Tensor y = Tensor::empty({M, N}, DType::F32);
-    ref_k().forward(xx, ww, y, DType::F32);
+    ref_k().forward(ExecContext::host(), xx, ww, y, DType::F32);
     double s = 0;
     for (int64_t i = 0; i < y.numel(); ++i) s += double(y.data<float>()[i]) * r.data<float>()[i];
     return s;
   };
   Tensor dx = Tensor::empty({M, K}, DType::F32), dw = Tensor::zeros({N, K}, DType::F32);
-  ref_k().backward(x, w, r, &dx, &dw, DType::F32);
+  ref_k().backward(ExecContext::host(), x, w, r, &dx, &dw, DType::F32);
   const float h = 0.05f;
   for (int which = 0; which < 2; ++which) {
     Tensor& p = which == 0 ? x : w;
@@ -126,8 +126,8 @@ TEST(Linear, CpuMatchesReferenceForwardBackward) {
         y[v] = Tensor::empty(yshape, DType::F32);
         dx[v] = rand_tensor(c.x, 999);  // garbage: must be overwritten
         dw[v] = dw_init.clone();        // must be accumulated into
-        ks[v]->forward(x, w, y[v], compute);
-        ks[v]->backward(x, w, dy, &dx[v], &dw[v], compute);
+        ks[v]->forward(ExecContext::host(), x, w, y[v], compute);
+        ks[v]->backward(ExecContext::host(), x, w, dy, &dx[v], &dw[v], compute);
       }
       // Same (bf16-rounded, when compute is bf16) inputs on both sides: only f32 vs double
       // accumulation differs, relative to the output scale.
@@ -145,31 +145,31 @@ TEST(Linear, Bf16ComputeRoundsInputs) {
   Tensor x = rand_tensor({9, 33}, 1), w = rand_tensor({17, 33}, 2), dy = rand_tensor({9, 17}, 3);
   Tensor xr = bf16_rounded_f32(x), wr = bf16_rounded_f32(w), dyr = bf16_rounded_f32(dy);
   Tensor y_bf = Tensor::empty({9, 17}, DType::F32), y_f32 = Tensor::empty({9, 17}, DType::F32);
-  ref_k().forward(x, w, y_bf, DType::BF16);
-  ref_k().forward(xr, wr, y_f32, DType::F32);
+  ref_k().forward(ExecContext::host(), x, w, y_bf, DType::BF16);
+  ref_k().forward(ExecContext::host(), xr, wr, y_f32, DType::F32);
   EXPECT_TRUE(bit_equal(y_bf, y_f32));
   Tensor dx_bf = Tensor::empty({9, 33}, DType::F32), dx_f32 = Tensor::empty({9, 33}, DType::F32);
   Tensor dw_bf = Tensor::zeros({17, 33}, DType::F32), dw_f32 = Tensor::zeros({17, 33}, DType::F32);
-  ref_k().backward(x, w, dy, &dx_bf, &dw_bf, DType::BF16);
-  ref_k().backward(xr, wr, dyr, &dx_f32, &dw_f32, DType::F32);
+  ref_k().backward(ExecContext::host(), x, w, dy, &dx_bf, &dw_bf, DType::BF16);
+  ref_k().backward(ExecContext::host(), xr, wr, dyr, &dx_f32, &dw_f32, DType::F32);
   EXPECT_TRUE(bit_equal(dx_bf, dx_f32));
   EXPECT_TRUE(bit_equal(dw_bf, dw_f32));
   // The rounding is real: f32 compute on the original inputs differs.
   Tensor y_exact = Tensor::empty({9, 17}, DType::F32);
-  ref_k().forward(x, w, y_exact, DType::F32);
+  ref_k().forward(ExecContext::host(), x, w, y_exact, DType::F32);
   EXPECT_FALSE(bit_equal(y_exact, y_bf));
 
   Tensor w16 = to_bf16(w);
   EXPECT_EQ(w16.dtype(), DType::BF16);
   for (const LinearKernel* k : {&ref_k(), &cpu_k()}) {
     Tensor y1 = Tensor::empty({9, 17}, DType::F32), y2 = Tensor::empty({9, 17}, DType::F32);
-    k->forward(x, w, y1, DType::BF16);
-    k->forward(x, w16, y2, DType::BF16);
+    k->forward(ExecContext::host(), x, w, y1, DType::BF16);
+    k->forward(ExecContext::host(), x, w16, y2, DType::BF16);
     EXPECT_TRUE(bit_equal(y1, y2)) << k->variant;
     Tensor dx1 = Tensor::empty({9, 33}, DType::F32), dx2 = Tensor::empty({9, 33}, DType::F32);
     Tensor dw1 = Tensor::zeros({17, 33}, DType::F32), dw2 = Tensor::zeros({17, 33}, DType::F32);
-    k->backward(x, w, dy, &dx1, &dw1, DType::BF16);
-    k->backward(to_bf16(x), w16, to_bf16(dy), &dx2, &dw2, DType::BF16);
+    k->backward(ExecContext::host(), x, w, dy, &dx1, &dw1, DType::BF16);
+    k->backward(ExecContext::host(), to_bf16(x), w16, to_bf16(dy), &dx2, &dw2, DType::BF16);
     EXPECT_TRUE(bit_equal(dx1, dx2)) << k->variant;
     EXPECT_TRUE(bit_equal(dw1, dw2)) << k->variant;
   }
@@ -180,12 +180,12 @@ TEST(Linear, NullGradientsAreSkippedAndDwAccumulates) {
   for (const LinearKernel* k : {&ref_k(), &cpu_k()}) {
     Tensor dx = Tensor::empty({6, 4}, DType::F32), dx_only = Tensor::empty({6, 4}, DType::F32);
     Tensor dw1 = Tensor::zeros({3, 4}, DType::F32), dw2 = Tensor::zeros({3, 4}, DType::F32);
-    k->backward(x, w, dy, &dx, &dw1, DType::F32);
-    k->backward(x, w, dy, &dx_only, nullptr, DType::F32);
+    k->backward(ExecContext::host(), x, w, dy, &dx, &dw1, DType::F32);
+    k->backward(ExecContext::host(), x, w, dy, &dx_only, nullptr, DType::F32);
     EXPECT_TRUE(bit_equal(dx, dx_only)) << k->variant;
-    k->backward(x, w, dy, nullptr, &dw2, DType::F32);
+    k->backward(ExecContext::host(), x, w, dy, nullptr, &dw2, DType::F32);
     EXPECT_TRUE(bit_equal(dw1, dw2)) << k->variant;
-    k->backward(x, w, dy, nullptr, &dw2, DType::F32);  // second micro-batch: dW doubles
+    k->backward(ExecContext::host(), x, w, dy, nullptr, &dw2, DType::F32);  // second micro-batch: dW doubles
     for (int64_t i = 0; i < dw1.numel(); ++i)
       EXPECT_NEAR(dw2.data<float>()[i], 2 * dw1.data<float>()[i], 1e-6) << k->variant;
   }
@@ -195,13 +195,13 @@ TEST(Linear, BadInputsAreErrors) {
   Tensor x = rand_tensor({6, 4}, 1), w = rand_tensor({3, 4}, 2), y = Tensor::empty({6, 3}, DType::F32);
   for (const LinearKernel* k : {&ref_k(), &cpu_k()}) {
     Tensor wrong_k = rand_tensor({3, 5}, 2);
-    EXPECT_THROW(k->forward(x, wrong_k, y, DType::F32), Error);
+    EXPECT_THROW(k->forward(ExecContext::host(), x, wrong_k, y, DType::F32), Error);
     Tensor wrong_y = Tensor::empty({6, 2}, DType::F32);
-    EXPECT_THROW(k->forward(x, w, wrong_y, DType::F32), Error);
-    EXPECT_THROW(k->forward(x, to_bf16(w), y, DType::F32), Error);  // bf16 weight, f32 compute
-    EXPECT_THROW(k->forward(x, w, y, DType::F16), Error);
+    EXPECT_THROW(k->forward(ExecContext::host(), x, w, wrong_y, DType::F32), Error);
+    EXPECT_THROW(k->forward(ExecContext::host(), x, to_bf16(w), y, DType::F32), Error);  // bf16 weight, f32 compute
+    EXPECT_THROW(k->forward(ExecContext::host(), x, w, y, DType::F16), Error);
     Tensor dy = rand_tensor({5, 3}, 3), dw = Tensor::zeros({3, 4}, DType::F32);
-    EXPECT_THROW(k->backward(x, w, dy, nullptr, &dw, DType::F32), Error);  // row count mismatch
+    EXPECT_THROW(k->backward(ExecContext::host(), x, w, dy, nullptr, &dw, DType::F32), Error);  // row count mismatch
   }
 }
 
@@ -214,19 +214,19 @@ TEST(Linear, ResidualInputIsAddedInTheSamePass) {
       for (const auto& [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {7, 13, 5}, {70, 48, 96}}) {
         const Tensor x = rand_tensor({M, K}, 1), w = rand_tensor({N, K}, 2), r = rand_tensor({M, N}, 3, 4.f);
         Tensor y = Tensor::empty({M, N}, DType::F32), want = Tensor::empty({M, N}, DType::F32);
-        k.forward_residual(x, w, &r, y, c);
-        k.forward(x, w, want, c);
+        k.forward_residual(ExecContext::host(), x, w, &r, y, c);
+        k.forward(ExecContext::host(), x, w, want, c);
         for (int64_t i = 0; i < want.numel(); ++i) want.data<float>()[i] += r.data<float>()[i];
         EXPECT_LE(max_rel(y, want), 1e-6) << variant << " " << dtype_name(c) << " " << M << "x" << K << "x" << N;
       }
     Tensor x = rand_tensor({4, 3}, 4), w = rand_tensor({5, 3}, 5), y = Tensor::empty({4, 5}, DType::F32);
     Tensor short_r = rand_tensor({4, 4}, 6);
-    EXPECT_THROW(k.forward_residual(x, w, &short_r, y, DType::F32), Error);
-    EXPECT_THROW(k.forward_residual(x, w, &y, y, DType::F32), Error);
+    EXPECT_THROW(k.forward_residual(ExecContext::host(), x, w, &short_r, y, DType::F32), Error);
+    EXPECT_THROW(k.forward_residual(ExecContext::host(), x, w, &y, y, DType::F32), Error);
   }
   const Tensor x = rand_tensor({33, 64}, 7), w = rand_tensor({17, 64}, 8), r = rand_tensor({33, 17}, 9);
   Tensor y1 = Tensor::empty({33, 17}, DType::F32), y2 = y1.clone();
-  kernel<LinearKernel>("cpu").forward_residual(x, w, &r, y1, DType::F32);
-  kernel<LinearKernel>("reference").forward_residual(x, w, &r, y2, DType::F32);
+  kernel<LinearKernel>("cpu").forward_residual(ExecContext::host(), x, w, &r, y1, DType::F32);
+  kernel<LinearKernel>("reference").forward_residual(ExecContext::host(), x, w, &r, y2, DType::F32);
   EXPECT_LE(max_rel(y1, y2), 1e-6);
 }

@@ -48,7 +48,7 @@ inline MoEResult run_moe(const MoEKernel& k, const MoEProblem& p, DType compute 
   MoEResult r;
   const MoEArgs a = p.args(compute);
   r.y = Tensor::empty(p.x.shape(), DType::F32);
-  k.forward(a, r.y, r.saved);
+  k.forward(ExecContext::host(), a, r.y, r.saved);
   r.dx = Tensor::empty(p.x.shape(), DType::F32);
   r.drouter = Tensor::zeros(p.router.shape(), DType::F32);
   r.dgate_up = Tensor::zeros(p.gate_up.shape(), DType::F32);
@@ -56,7 +56,7 @@ inline MoEResult run_moe(const MoEKernel& k, const MoEProblem& p, DType compute 
   MoEGrads g;
   g.dx = &r.dx, g.drouter = &r.drouter, g.dgate_up = &r.dgate_up, g.ddown = &r.ddown;
   g.dlogits_extra = dlogits_extra;
-  k.backward(a, r.saved, p.dy, g);
+  k.backward(ExecContext::host(), a, r.saved, p.dy, g);
   return r;
 }
 

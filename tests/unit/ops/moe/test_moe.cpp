@@ -99,7 +99,7 @@ TEST(MoEGroupedGemm, BitwiseIndependentOfThreadCount) {
 double loss_of(const MoEProblem& p) {
   Tensor y = Tensor::empty(p.x.shape(), DType::F32);
   MoESaved s;
-  ref().forward(p.args(), y, s);
+  ref().forward(ExecContext::host(), p.args(), y, s);
   double l = 0;
   for (int64_t i = 0; i < y.numel(); ++i) l += double(y.data<float>()[i]) * p.dy.data<float>()[i];
   return l;
@@ -174,18 +174,18 @@ TEST(MoE, RejectsBadArguments) {
   for (const MoEKernel* k : {&ref(), &grouped()}) {
     MoEProblem q = p;
     q.K = 4;  // more than E
-    EXPECT_THROW(k->forward(q.args(), y, s), Error);
+    EXPECT_THROW(k->forward(ExecContext::host(), q.args(), y, s), Error);
     q = p;
     q.down = randn({3, 6, 4}, 2);  // I mismatch
-    EXPECT_THROW(k->forward(q.args(), y, s), Error);
+    EXPECT_THROW(k->forward(ExecContext::host(), q.args(), y, s), Error);
     Tensor bad_y = Tensor::empty({4, 5}, DType::F32);
-    EXPECT_THROW(k->forward(p.args(), bad_y, s), Error);
+    EXPECT_THROW(k->forward(ExecContext::host(), p.args(), bad_y, s), Error);
   }
   MoESaved none;
   Tensor dx = Tensor::empty({4, 6}, DType::F32);
   MoEGrads g;
   g.dx = &dx;
-  EXPECT_THROW(grouped().backward(p.args(), none, p.dy, g), Error);
+  EXPECT_THROW(grouped().backward(ExecContext::host(), p.args(), none, p.dy, g), Error);
 }
 
 }  // namespace
@@ -204,7 +204,7 @@ TEST(MoE, PreConvertedBf16WeightsGiveTheSameBits) {
       EXPECT_EQ(std::memcmp(x->raw(), y->raw(), x->nbytes()), 0) << k->variant;
     Tensor y = Tensor::empty(p.x.shape(), DType::F32);
     MoESaved s;
-    EXPECT_THROW(k->forward(q.args(DType::F32), y, s), Error);  // bf16 weights need bf16 compute
+    EXPECT_THROW(k->forward(ExecContext::host(), q.args(DType::F32), y, s), Error);  // bf16 weights need bf16 compute
   }
 }
 

@@ -49,10 +49,10 @@ void check_against_one_process(const Case& c) {
     Tensor drouter = Tensor::zeros(p.router.shape(), DType::F32);
     Tensor dgu = Tensor::zeros(gu.shape(), DType::F32), ddn = Tensor::zeros(dn.shape(), DType::F32);
     MoESaved s;
-    moe_ep_forward(a, ep, y, s);
+    moe_ep_forward(ExecContext::host(), a, ep, y, s);
     MoEGrads g;
     g.dx = &dx, g.drouter = &drouter, g.dgate_up = &dgu, g.ddown = &ddn;
-    moe_ep_backward(a, ep, s, dy, g);
+    moe_ep_backward(ExecContext::host(), a, ep, s, dy, g);
     std::lock_guard<std::mutex> lock(mu);
     if (c.skew && c.K == 1) {  // every row went to expert 3's owner (rank 1 of 4)
       int64_t received = 0;
@@ -96,7 +96,7 @@ TEST(MoEExpertParallel, RefusesExpertsThatDoNotDivide) {
     Tensor y = Tensor::empty(p.x.shape(), DType::F32);
     MoESaved s;
     try {
-      moe_ep_forward(a, ep, y, s);
+      moe_ep_forward(ExecContext::host(), a, ep, y, s);
       ADD_FAILURE() << "6 experts over 4 ranks accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("6 experts do not divide over 4"), std::string::npos) << e.what();
