@@ -18,24 +18,11 @@
 #include "core/threading.h"
 #include "model/decoder_layer.h"
 #include "model/positions.h"
+#include "ops/copy/copy_rows.h"
 
 namespace titan {
 
 using namespace layer_util;
-
-namespace {
-
-// dst (contiguous, [T, n] as any shape) = columns [c0, c0 + n) of src [T, W].
-void copy_columns(const Tensor& src, int64_t c0, Tensor& dst) {
-  const int64_t T = src.dim(0), W = src.dim(1), n = dst.numel() / T;
-  const float* s = src.data<float>();
-  float* d = dst.data<float>();
-  parallel_for(T, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) std::memcpy(d + t * n, s + t * W + c0, size_t(n) * sizeof(float));
-  });
-}
-
-}  // namespace
 
 // The attention mixer block: a.h [T, H] = x + o_proj(attention(rope(norm(q)), rope(norm(k)), v))
 // of rmsnorm(x), with the saved activations in `a`; with a cache (generation), attention over it.
@@ -70,8 +57,8 @@ void DecoderModel::attention_forward(size_t l, const Tensor& x, LayerActs& a, in
     k.rmsnorm->forward_rows(exec_, RowView::columns(a.qkv, 0, nh, D), L.w_qn, eps, q, a.rstd_q);
     k.rmsnorm->forward_rows(exec_, RowView::columns(a.qkv, Q, nkv, D), L.w_kn, eps, kk, a.rstd_k);
   } else {
-    copy_columns(a.qkv, 0, a.q);
-    copy_columns(a.qkv, Q, a.k);
+    take_columns(exec_, a.qkv, 0, a.q);
+    take_columns(exec_, a.qkv, Q, a.k);
   }
   a.attn = f32({B, S, nh, D});
   if (cache) {

@@ -8,6 +8,7 @@
 
 #include "core/threading.h"
 #include "model/decoder_layer.h"
+#include "ops/copy/copy_rows.h"
 
 namespace titan {
 
@@ -35,13 +36,7 @@ Tensor flat_rows(const Tensor& t, int64_t w, int64_t r0, int64_t n) { return t.v
 Tensor DecoderModel::cp_gather_sequence(const RowView& x, int64_t B, int64_t S, const Positions& pos) const {
   const int64_t n = cp_.size(), Sg = pos.global_seq, w = x.h * x.d;
   Tensor mine = f32({B * S, w});  // the view's rows, packed
-  {
-    const auto p = x.ptr<float>();
-    float* m = mine.data<float>();
-    parallel_for(B * S, 64, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) std::memcpy(m + r * w, p.row(r), size_t(w) * sizeof(float));
-    });
-  }
+  copy_rows(exec_, x, RowView::of(mine, x.h, x.d));
   Tensor all = f32({n, B * S, w});
   cp_.comm->all_gather(mine.data<float>(), all.data<float>(), mine.numel());
   Tensor global = f32({B, Sg, x.h, x.d});
@@ -68,11 +63,7 @@ void DecoderModel::cp_reduce_scatter_sequence(const Tensor& global, int64_t B, i
         std::memcpy(bl + ((r * B + b) * S + c.local) * w, g + (b * Sg + c.global) * w, size_t(c.len * w) * sizeof(float));
   Tensor mine = f32({B * S, w});
   cp_.comm->reduce_scatter(blocks.data<float>(), mine.data<float>(), mine.numel(), comm::ReduceOp::Sum);
-  const auto p = dst.ptr<float>();
-  const float* m = mine.data<float>();
-  parallel_for(B * S, 64, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) std::memcpy(p.row(r), m + r * w, size_t(w) * sizeof(float));
-  });
+  copy_rows(exec_, RowView::of(mine, dst.h, dst.d), dst);
 }
 
 void DecoderModel::cp_attention_forward(const AttentionKernel& k, const RowView& q, const RowView& kk,

@@ -17,33 +17,12 @@
 #include "core/threading.h"
 #include "model/decoder_layer.h"
 #include "model/inference_state.h"
+#include "ops/copy/copy_rows.h"
 #include "ops/gated_delta/gates.h"
 
 namespace titan {
 
 using namespace layer_util;
-
-namespace {
-
-// dst [T, n] = columns [c0, c0 + n) of src [T, W]; and back (dst columns <- src).
-void take_columns(const Tensor& src, int64_t c0, Tensor& dst) {
-  const int64_t T = src.dim(0), W = src.dim(1), n = dst.numel() / T;
-  const float* s = src.data<float>();
-  float* d = dst.data<float>();
-  parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) std::memcpy(d + t * n, s + t * W + c0, size_t(n) * sizeof(float));
-  });
-}
-void put_columns(const Tensor& src, Tensor& dst, int64_t c0) {
-  const int64_t T = dst.dim(0), W = dst.dim(1), n = src.numel() / T;
-  const float* s = src.data<float>();
-  float* d = dst.data<float>();
-  parallel_for(T, 16, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) std::memcpy(d + t * W + c0, s + t * n, size_t(n) * sizeof(float));
-  });
-}
-
-}  // namespace
 
 void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& a, int64_t B, int64_t S,
                                           Positions pos, InferenceState* cache) {
@@ -73,7 +52,7 @@ void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& 
     }
   }
   a.conv_x = f32({B, S, C});
-  take_columns(a.qkv, 0, a.conv_x);
+  take_columns(exec_, a.qkv, 0, a.conv_x);
   a.conv_y = f32({B, S, C});
   const Tensor wc = L.w_conv.view({C, Kc});
   if (st) {
@@ -95,11 +74,11 @@ void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& 
   a.lk = f32({B, S, Hk, dk});
   a.lv = f32({B, S, Hv, dv});
   const Tensor cy = a.conv_y.view({T, C});
-  take_columns(cy, 0, a.lq);
-  take_columns(cy, KD, a.lk);
-  take_columns(cy, 2 * KD, a.lv);
+  take_columns(exec_, cy, 0, a.lq);
+  take_columns(exec_, cy, KD, a.lk);
+  take_columns(exec_, cy, 2 * KD, a.lv);
   a.lz = f32({T * Hv, dv});
-  take_columns(a.qkv, C, a.lz);
+  take_columns(exec_, a.qkv, C, a.lz);
   a.lg = f32({B, S, Hv});
   a.lbeta = f32({B, S, Hv});
   delta_gates_forward(ctx, RowView::columns(a.qkv, C + VD, 1, Hv), RowView::columns(a.qkv, C + VD + Hv, 1, Hv),
@@ -161,9 +140,9 @@ void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs&
                           dv_, dg, dbeta, none);
   dlo = Tensor();
   Tensor dcy = f32({T, C});
-  put_columns(dq, dcy, 0);
-  put_columns(dkk, dcy, KD);
-  put_columns(dv_, dcy, 2 * KD);
+  put_columns(exec_, dq, dcy, 0);
+  put_columns(exec_, dkk, dcy, KD);
+  put_columns(exec_, dv_, dcy, 2 * KD);
   dq = dkk = dv_ = Tensor();
   Tensor dqkv = f32({T, R});
   {
@@ -173,9 +152,9 @@ void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs&
     Tensor dsin;
     k.conv1d->backward(ctx, a.conv_x, L.w_conv.view({C, Kc}), pos.doc_start, Tensor(), dcy.view({B, S, C}), dcx,
                        dwc, dsin);
-    put_columns(dcx.view({T, C}), dqkv, 0);
+    put_columns(exec_, dcx.view({T, C}), dqkv, 0);
   }
-  put_columns(dlz.view({T, VD}), dqkv, C);
+  put_columns(exec_, dlz.view({T, VD}), dqkv, C);
   delta_gates_backward(ctx, RowView::columns(a.qkv, C + VD + Hv, 1, Hv), L.w_alog, L.w_dt, a.lg, a.lbeta, dg, dbeta,
                        RowView::columns(dqkv, C + VD, 1, Hv), RowView::columns(dqkv, C + VD + Hv, 1, Hv), L.g_dt,
                        L.g_alog);
