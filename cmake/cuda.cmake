@@ -28,7 +28,7 @@ set(TITAN_CUDA AUTO CACHE STRING "Compile the CUDA kernels with nvcc: AUTO (wher
 set_property(CACHE TITAN_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(TITAN_CUDA_ARCHS 80 90 CACHE STRING "GPU architectures (sm_XX) the .cu files are compiled for")
 # Kernels that must not spill registers (regex over mangled names).
-set(TITAN_CUDA_HOT_KERNELS "rmsnorm|swiglu|adamw|attention|attn|gemm|epilogue|cross_entropy|ce_rows"
+set(TITAN_CUDA_HOT_KERNELS "rmsnorm|swiglu|adamw|attention|attn|gemm|epilogue|cross_entropy|ce_rows|gd_|conv1d"
     CACHE STRING "Regex of the kernels cuda_register_spills checks")
 if(NOT TITAN_CUDA MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "TITAN_CUDA must be AUTO, ON or OFF, got '${TITAN_CUDA}'")
@@ -45,8 +45,22 @@ endif()
 message(STATUS "TITAN_CUDA=${TITAN_CUDA}: nvcc ${TITAN_NVCC_FOUND} ${TITAN_NVCC}")
 if(TITAN_NVCC_FOUND)
   file(GLOB_RECURSE TITAN_CU_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.cu)
+  # The NCCL backend's Api over the real library (src/comm/nccl_runtime.cu) where the NCCL headers
+  # are found (the toolkit's include folder, or NCCL_HOME); without them it is left out, and the
+  # backend's host logic is still built and tested over the tests' fake (comm/nccl_api.h).
+  get_filename_component(TITAN_NVCC_DIR ${TITAN_NVCC} DIRECTORY)
+  find_path(TITAN_NCCL_INCLUDE nccl.h HINTS $ENV{NCCL_HOME}/include ${TITAN_NVCC_DIR}/../include /usr/local/cuda/include)
+  if(TITAN_NCCL_INCLUDE)
+    message(STATUS "NCCL headers: ${TITAN_NCCL_INCLUDE} (src/comm/nccl_runtime.cu compiled)")
+  else()
+    message(STATUS "NCCL headers not found: src/comm/nccl_runtime.cu left out")
+    list(FILTER TITAN_CU_SOURCES EXCLUDE REGEX "/src/comm/nccl_runtime\\.cu$")
+  endif()
   set(TITAN_NVCC_FLAGS -std=c++20 -O3 -Werror all-warnings -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter,-fPIC
       -Xptxas -v -I${CMAKE_SOURCE_DIR}/src)
+  if(TITAN_NCCL_INCLUDE)
+    list(APPEND TITAN_NVCC_FLAGS -I${TITAN_NCCL_INCLUDE})
+  endif()
   foreach(arch ${TITAN_CUDA_ARCHS})
     list(APPEND TITAN_NVCC_FLAGS -gencode arch=compute_${arch},code=sm_${arch})
   endforeach()
@@ -100,4 +114,11 @@ if(TITAN_CUDA_RUNTIME)
     ${CMAKE_SOURCE_DIR}/src/ops/cuda/kernels_emu.cpp ${CMAKE_SOURCE_DIR}/tests/unit/ops/cuda/test_cuda_kernels.cpp
     ${CMAKE_SOURCE_DIR}/tests/unit/ops/cuda/test_blas_gemm.cpp PROPERTIES COMPILE_DEFINITIONS TITAN_CUDA_RUNTIME=1)
   target_link_libraries(titan_ops PUBLIC CUDA::cudart CUDA::cublasLt)
+  if(TITAN_NCCL_INCLUDE)
+    find_library(TITAN_NCCL_LIBRARY nccl HINTS $ENV{NCCL_HOME}/lib ${TITAN_NCCL_INCLUDE}/../lib ${TITAN_NCCL_INCLUDE}/../lib64)
+    if(NOT TITAN_NCCL_LIBRARY)
+      message(FATAL_ERROR "TITAN_CUDA_RUNTIME=ON: nccl.h found in ${TITAN_NCCL_INCLUDE} but no libnccl (set NCCL_HOME)")
+    endif()
+    target_link_libraries(titan_ops PUBLIC ${TITAN_NCCL_LIBRARY})
+  endif()
 endif()

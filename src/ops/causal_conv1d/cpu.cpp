@@ -6,6 +6,7 @@
 
 #include "core/threading.h"
 #include "ops/causal_conv1d/causal_conv1d.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -28,8 +29,9 @@ void pre_row(const float* x, const float* w, const float* st, const Dims& d, int
   }
 }
 
-void forward(const ExecContext&, const Tensor& x, const Tensor& w, const int64_t* seg, const Tensor& sin, Tensor& y,
+void forward(const ExecContext& ctx, const Tensor& x, const Tensor& w, const int64_t* seg, const Tensor& sin, Tensor& y,
              Tensor& sout) {
+  opcheck::host_context(ctx, "causal_conv1d.cpu");
   const Dims d = conv1d::check(x, w, seg, sin, y, sout, "causal_conv1d.cpu forward");
   const float *xp = x.data<float>(), *wp = w.data<float>(), *sp = sin.defined() ? sin.data<float>() : nullptr;
   float* yp = y.data<float>();
@@ -50,8 +52,9 @@ void forward(const ExecContext&, const Tensor& x, const Tensor& w, const int64_t
     }
 }
 
-void backward(const ExecContext&, const Tensor& x, const Tensor& w, const int64_t* seg, const Tensor& sin,
+void backward(const ExecContext& ctx, const Tensor& x, const Tensor& w, const int64_t* seg, const Tensor& sin,
               const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& dsin) {
+  opcheck::host_context(ctx, "causal_conv1d.cpu");
   const Dims d = conv1d::check(x, w, seg, sin, dy, dsin, "causal_conv1d.cpu backward");
   conv1d::check(x, w, seg, sin, dx, Tensor(), "causal_conv1d.cpu backward");
   TITAN_CHECK(dw.defined() && dw.dtype() == DType::F32 && dw.shape() == w.shape(),

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/causal_conv1d/causal_conv1d.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -25,8 +26,9 @@ double pre(const float* x, const float* w, const float* st, const Dims& d, int64
   return a;
 }
 
-void forward(const ExecContext&, const Tensor& x, const Tensor& w, const int64_t* seg, const Tensor& sin,
-             Tensor& y, Tensor& sout) {
+void forward(const ExecContext& ctx, const Tensor& x, const Tensor& w, const int64_t* seg, const Tensor& sin, Tensor& y,
+             Tensor& sout) {
+  opcheck::host_context(ctx, "causal_conv1d.reference");
   const Dims d = conv1d::check(x, w, seg, sin, y, sout, "causal_conv1d.reference forward");
   const std::vector<int64_t> st = starts(seg, d);
   const float *xp = x.data<float>(), *wp = w.data<float>(), *sp = sin.defined() ? sin.data<float>() : nullptr;
@@ -46,8 +48,9 @@ void forward(const ExecContext&, const Tensor& x, const Tensor& w, const int64_t
   }
 }
 
-void backward(const ExecContext&, const Tensor& x, const Tensor& w, const int64_t* seg, const Tensor& sin,
+void backward(const ExecContext& ctx, const Tensor& x, const Tensor& w, const int64_t* seg, const Tensor& sin,
               const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& dsin) {
+  opcheck::host_context(ctx, "causal_conv1d.reference");
   const Dims d = conv1d::check(x, w, seg, sin, dy, dsin, "causal_conv1d.reference backward");
   conv1d::check(x, w, seg, sin, dx, Tensor(), "causal_conv1d.reference backward");
   TITAN_CHECK(dw.defined() && dw.dtype() == DType::F32 && dw.shape() == w.shape(),

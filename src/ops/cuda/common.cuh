@@ -22,6 +22,8 @@ __device__ __forceinline__ uint16_t to_bf16(float f) {
   return uint16_t(u >> 16);
 }
 
+__device__ __forceinline__ float sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

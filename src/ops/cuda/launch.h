@@ -76,6 +76,57 @@ void add(const float* a, const float* b, float* y, int64_t count, void* stream);
 void bias_forward(float* y, const float* b, int64_t m, int64_t n, void* stream);
 void bias_backward(const float* dy, float* db, int64_t m, int64_t n, void* stream);
 
+// Gated RMSNorm (ops/gated_rmsnorm/gated_rmsnorm.h) over n contiguous rows of d: y = w (x r) silu(z).
+// Backward: dx, dz overwritten; dw += when non-null (fixed-order partial sums); scratch of
+// gated_rmsnorm_scratch_floats(n, d) floats.
+void gated_rmsnorm_forward(const float* x, const float* z, const float* w, float eps, float* y, int64_t n, int64_t d,
+                           void* stream);
+void gated_rmsnorm_backward(const float* x, const float* z, const float* w, float eps, const float* dy, float* dx,
+                            float* dz, float* dw, float* scratch, int64_t n, int64_t d, void* stream);
+int64_t gated_rmsnorm_scratch_floats(int64_t n, int64_t d);
+
+// Depthwise causal conv1d + SiLU (ops/causal_conv1d/causal_conv1d.h): x [B, S, C], w [C, K],
+// seg (document starts) and state_in [B, C, K - 1] optional (null).
+struct Conv1dArgs {
+  const float* x = nullptr;
+  const float* w = nullptr;
+  const int64_t* seg = nullptr;
+  const float* state_in = nullptr;
+  int64_t B = 0, S = 0, C = 0, K = 1;
+};
+// y [B, S, C]; state_out [B, C, K - 1] when non-null.
+void causal_conv1d_forward(const Conv1dArgs& a, float* y, float* state_out, void* stream);
+// dx overwritten; dw += when non-null; d_state_in overwritten when non-null; scratch of
+// causal_conv1d_scratch_floats(a) floats.
+void causal_conv1d_backward(const Conv1dArgs& a, const float* dy, float* dx, float* dw, float* d_state_in,
+                            float* scratch, void* stream);
+int64_t causal_conv1d_scratch_floats(const Conv1dArgs& a);
+
+// The gated delta rule (ops/gated_delta/gated_delta.h): q, k [B, S, Hk, dk], v [B, S, Hv, dv],
+// g, beta [B, S, Hv], seg and init [B, Hv, dk, dv] optional (null); scale already resolved.
+struct GatedDeltaArgs {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* g = nullptr;
+  const float* beta = nullptr;
+  const int64_t* seg = nullptr;
+  const float* init = nullptr;
+  int64_t B = 0, S = 0, Hk = 1, Hv = 1, dk = 0, dv = 0;
+  float scale = 1;
+  bool l2norm = true;
+};
+const char* gated_delta_check(const GatedDeltaArgs& a);  // "" or why the kernels refuse the shape
+// out [B, S, Hv, dv]; fin [B, Hv, dk, dv] when non-null (may equal a.init: the decode step in
+// place). scratch: gated_delta_forward_scratch_floats(a) floats.
+void gated_delta_forward(const GatedDeltaArgs& a, float* out, float* fin, float* scratch, void* stream);
+int64_t gated_delta_forward_scratch_floats(const GatedDeltaArgs& a);
+// dq, dk, dv, dg, dbeta overwritten; dinit overwritten when non-null; dfin (the gradient into the
+// final state) optional. scratch: gated_delta_backward_scratch_floats(a) floats.
+void gated_delta_backward(const GatedDeltaArgs& a, const float* dout, const float* dfin, float* dq, float* dk,
+                          float* dv, float* dg, float* dbeta, float* dinit, float* scratch, void* stream);
+int64_t gated_delta_backward_scratch_floats(const GatedDeltaArgs& a);
+
 // d[i * ldd + j] += r[i * ldr + j] over a row-major rows x cols block.
 void add_rows(float* d, int64_t ldd, const float* r, int64_t ldr, int64_t rows, int64_t cols, void* stream);
 

@@ -18,6 +18,7 @@
 #include "ops/attention/shape.h"
 #include "ops/bias/checks.h"
 #include "ops/cuda/launch.h"
+#include "ops/cuda/staging.h"
 #include "ops/embedding/checks.h"
 #include "ops/embedding/embedding.h"
 #include "ops/op_checks.h"
@@ -33,47 +34,7 @@ namespace titan {
 namespace {
 
 namespace ck = cuda_kernels;
-
-// Device memory holding a copy of a host tensor (copied in unless `in` is false), copied back by
-// to_host(); freed at scope end.
-class Staged {
- public:
-  Staged() = default;
-  Staged(const Tensor& t, bool in) : host_(t), bytes_(t.defined() ? t.nbytes() : 0) {
-    if (!t.defined()) return;
-    dev_ = gpu::alloc(bytes_);
-    if (in) gpu::copy_to_device(dev_, t.raw(), bytes_);
-  }
-  explicit Staged(size_t bytes) : bytes_(bytes) { dev_ = gpu::alloc(bytes); }
-  // A copy of raw host memory (not copied back).
-  Staged(const void* host, size_t bytes) : Staged(bytes) {
-    if (host && bytes) gpu::copy_to_device(dev_, host, bytes);
-  }
-  ~Staged() {
-    if (dev_) gpu::free(dev_);
-  }
-  Staged(const Staged&) = delete;
-  Staged& operator=(const Staged&) = delete;
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(dev_);
-  }
-  void to_host() const {
-    if (dev_) gpu::copy_to_host(host_.raw(), dev_, bytes_);
-  }
-  // Only the elements of view v of this tensor (its rows, not the gaps between them, which may be
-  // another output's columns in the same buffer).
-  void to_host_rows(const RowView& v) const {
-    if (dev_ && v.n > 0)
-      gpu::copy_to_host_2d(host_.raw(), dev_, size_t(v.ld) * dtype_size(host_.dtype()),
-                           size_t(v.h * v.d) * dtype_size(host_.dtype()), size_t(v.n));
-  }
-
- private:
-  Tensor host_;
-  void* dev_ = nullptr;
-  size_t bytes_ = 0;
-};
+using cuda_staging::Staged;
 
 ck::Rows rows_of(const RowView& v) { return {v.h, v.d, v.ld}; }
 bool same_memory(const RowView& a, const RowView& b) { return a.t.raw() == b.t.raw(); }

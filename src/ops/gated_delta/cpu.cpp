@@ -20,6 +20,7 @@
 
 #include "core/threading.h"
 #include "ops/gated_delta/gated_delta.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -167,8 +168,10 @@ Head head_of(const std::vector<float>& qn, const std::vector<float>& kn, const T
   return h;
 }
 
-void forward(const ExecContext&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-             const int64_t* seg, const Tensor& init, const GatedDeltaOptions& o, Tensor& out, Tensor& fin) {
+void forward(const ExecContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+             const Tensor& beta, const int64_t* seg, const Tensor& init, const GatedDeltaOptions& o, Tensor& out,
+             Tensor& fin) {
+  opcheck::host_context(ctx, "gated_delta.cpu");
   const Dims d = gated_delta::check_forward(q, k, v, g, beta, seg, init, out, fin, "gated_delta.cpu forward");
   TITAN_CHECK(o.chunk >= 1, "gated_delta.cpu forward: chunk must be >= 1, got ", o.chunk);
   std::vector<float> qn, kn, rq, rk;
@@ -351,10 +354,11 @@ void head_backward(const Head& h, const int64_t* seg, const Dims& d, int64_t b, 
   }
 }
 
-void backward(const ExecContext&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+void backward(const ExecContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
               const Tensor& beta, const int64_t* seg, const Tensor& init, const Tensor& dout, const Tensor& dfin,
               const GatedDeltaOptions& o, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dg, Tensor& dbeta,
               Tensor& dinit) {
+  opcheck::host_context(ctx, "gated_delta.cpu");
   const Dims d = gated_delta::check_backward(q, k, v, g, beta, seg, init, dout, dfin, dq, dk, dv, dg, dbeta, dinit,
                                              "gated_delta.cpu backward");
   TITAN_CHECK(o.chunk >= 1, "gated_delta.cpu backward: chunk must be >= 1, got ", o.chunk);
@@ -406,8 +410,9 @@ void backward(const ExecContext&, const Tensor& q, const Tensor& k, const Tensor
   });
 }
 
-void step(const ExecContext&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-          const GatedDeltaOptions& o, Tensor& state, Tensor& out) {
+void step(const ExecContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+          const Tensor& beta, const GatedDeltaOptions& o, Tensor& state, Tensor& out) {
+  opcheck::host_context(ctx, "gated_delta.cpu");
   const Dims d = gated_delta::check_step(q, k, v, g, beta, state, out, "gated_delta.cpu step");
   std::vector<float> qn, kn, rq, rk;
   normalise(q, d.B * d.Hk, d.dk, gated_delta::scale_of(o, d.dk), o.l2norm, qn, rq);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/gated_delta/gated_delta.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -68,8 +69,10 @@ bool starts_document(const int64_t* seg, const Dims& d, int64_t b, int64_t t) {
   return t == 0 || (seg && seg[b * d.S + t] == t);
 }
 
-void forward(const ExecContext&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-             const int64_t* seg, const Tensor& init, const GatedDeltaOptions& o, Tensor& out, Tensor& fin) {
+void forward(const ExecContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+             const Tensor& beta, const int64_t* seg, const Tensor& init, const GatedDeltaOptions& o, Tensor& out,
+             Tensor& fin) {
+  opcheck::host_context(ctx, "gated_delta.reference");
   const Dims d = gated_delta::check_forward(q, k, v, g, beta, seg, init, out, fin, "gated_delta.reference forward");
   const double scale = gated_delta::scale_of(o, d.dk);
   const Normed qn = normalise(q, d, scale, o.l2norm), kn = normalise(k, d, 1.0, o.l2norm);
@@ -100,10 +103,11 @@ void forward(const ExecContext&, const Tensor& q, const Tensor& k, const Tensor&
     }
 }
 
-void backward(const ExecContext&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+void backward(const ExecContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
               const Tensor& beta, const int64_t* seg, const Tensor& init, const Tensor& dout, const Tensor& dfin,
               const GatedDeltaOptions& o, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dg, Tensor& dbeta,
               Tensor& dinit) {
+  opcheck::host_context(ctx, "gated_delta.reference");
   const Dims d = gated_delta::check_backward(q, k, v, g, beta, seg, init, dout, dfin, dq, dk, dv, dg, dbeta, dinit,
                                              "gated_delta.reference backward");
   const double scale = gated_delta::scale_of(o, d.dk);
@@ -190,6 +194,7 @@ void backward(const ExecContext&, const Tensor& q, const Tensor& k, const Tensor
 
 void step(const ExecContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
           const Tensor& beta, const GatedDeltaOptions& o, Tensor& state, Tensor& out) {
+  opcheck::host_context(ctx, "gated_delta.reference");
   const Dims d = gated_delta::check_step(q, k, v, g, beta, state, out, "gated_delta.reference step");
   // One token of the sequence form, from `state` into itself.
   auto as_seq = [](const Tensor& t) {

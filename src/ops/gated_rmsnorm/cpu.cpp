@@ -5,6 +5,7 @@
 
 #include "core/threading.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -17,7 +18,8 @@ inline float rstd_of(const float* x, int64_t D, float eps) {
   return 1.0f / std::sqrt(ss / float(D) + eps);
 }
 
-void forward(const ExecContext&, const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& y) {
+void forward(const ExecContext& ctx, const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& y) {
+  opcheck::host_context(ctx, "gated_rmsnorm.cpu");
   const int64_t N = gated_rmsnorm::check(x, z, w, {&y}, "gated_rmsnorm.cpu forward"), D = w.numel();
   const float *xp = x.data<float>(), *zp = z.data<float>(), *wp = w.data<float>();
   float* yp = y.data<float>();
@@ -31,8 +33,9 @@ void forward(const ExecContext&, const Tensor& x, const Tensor& z, const Tensor&
   });
 }
 
-void backward(const ExecContext&, const Tensor& x, const Tensor& z, const Tensor& w, float eps, const Tensor& dy,
+void backward(const ExecContext& ctx, const Tensor& x, const Tensor& z, const Tensor& w, float eps, const Tensor& dy,
               Tensor& dx, Tensor& dz, Tensor& dw) {
+  opcheck::host_context(ctx, "gated_rmsnorm.cpu");
   const int64_t N = gated_rmsnorm::check(x, z, w, {&dy, &dx, &dz}, "gated_rmsnorm.cpu backward"), D = w.numel();
   if (dw.defined()) TITAN_CHECK(dw.dtype() == DType::F32 && dw.numel() == D, "gated_rmsnorm.cpu backward: 'dw' must be f32 [D], got ", dw.str());
   const float *xp = x.data<float>(), *zp = z.data<float>(), *wp = w.data<float>(), *gp = dy.data<float>();

@@ -3,13 +3,15 @@
 #include <vector>
 
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
 
 double sig(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 
-void forward(const ExecContext&, const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& y) {
+void forward(const ExecContext& ctx, const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& y) {
+  opcheck::host_context(ctx, "gated_rmsnorm.reference");
   const int64_t N = gated_rmsnorm::check(x, z, w, {&y}, "gated_rmsnorm.reference forward"), D = w.numel();
   const float *xp = x.data<float>(), *zp = z.data<float>(), *wp = w.data<float>();
   for (int64_t n = 0; n < N; ++n) {
@@ -23,8 +25,9 @@ void forward(const ExecContext&, const Tensor& x, const Tensor& z, const Tensor&
   }
 }
 
-void backward(const ExecContext&, const Tensor& x, const Tensor& z, const Tensor& w, float eps, const Tensor& dy,
+void backward(const ExecContext& ctx, const Tensor& x, const Tensor& z, const Tensor& w, float eps, const Tensor& dy,
               Tensor& dx, Tensor& dz, Tensor& dw) {
+  opcheck::host_context(ctx, "gated_rmsnorm.reference");
   const int64_t N = gated_rmsnorm::check(x, z, w, {&dy, &dx, &dz}, "gated_rmsnorm.reference backward"), D = w.numel();
   if (dw.defined()) TITAN_CHECK(dw.dtype() == DType::F32 && dw.numel() == D, "gated_rmsnorm.reference backward: 'dw' must be f32 [D], got ", dw.str());
   const float *xp = x.data<float>(), *zp = z.data<float>(), *wp = w.data<float>(), *gp = dy.data<float>();

@@ -11,8 +11,11 @@
 #include "ops/adamw/adamw.h"
 #include "ops/attention/attention.h"
 #include "ops/bias/bias.h"
+#include "ops/causal_conv1d/causal_conv1d.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/embedding/embedding.h"
+#include "ops/gated_delta/gated_delta.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/matmul/matmul.h"
 #include "ops/moe/moe.h"
 #include "ops/residual/residual.h"
@@ -88,8 +91,21 @@ TEST(ExecContext, EveryCpuKernelRefusesAnotherDevicesContext) {
   MoESaved saved;
   n += expect_refusals<MoEKernel>([&](const auto& k, const auto& c) { k.forward(c, MoEArgs{}, y, saved); });
   n += expect_refusals<MoEKernel>([&](const auto& k, const auto& c) { k.backward(c, MoEArgs{}, saved, t, MoEGrads{}); });
+  // Qwen3.5's Gated DeltaNet ops
+  const GatedDeltaOptions o{};
+  n += expect_refusals<GatedDeltaKernel>(
+      [&](const auto& k, const auto& c) { k.forward(c, t, t, t, t, t, nullptr, u, o, y, w); });
+  n += expect_refusals<GatedDeltaKernel>(
+      [&](const auto& k, const auto& c) { k.backward(c, t, t, t, t, t, nullptr, u, t, u, o, y, y, y, y, y, y); });
+  n += expect_refusals<GatedDeltaKernel>([&](const auto& k, const auto& c) { k.step(c, t, t, t, t, t, o, w, y); });
+  n += expect_refusals<CausalConv1dKernel>([&](const auto& k, const auto& c) { k.forward(c, t, w, nullptr, u, y, y); });
+  n += expect_refusals<CausalConv1dKernel>(
+      [&](const auto& k, const auto& c) { k.backward(c, t, w, nullptr, u, t, y, y, y); });
+  n += expect_refusals<GatedRMSNormKernel>([&](const auto& k, const auto& c) { k.forward(c, t, u, w, 1e-6f, y); });
+  n += expect_refusals<GatedRMSNormKernel>(
+      [&](const auto& k, const auto& c) { k.backward(c, t, u, w, 1e-6f, t, y, y, y); });
   // reference, cpu and cuda of most ops, plus gemv, transposed and grouped_gemm: none missed silently.
-  EXPECT_GE(n, 60);
+  EXPECT_GE(n, 75);
 }
 
 TEST(ExecContext, HostContextIsTheCpu) {

@@ -5,16 +5,19 @@
 #include <cmath>
 #include <vector>
 
+#include "../op_test_util.h"
 #include "core/cuda_emu/runtime.h"
 #include "ops/adamw/adamw.h"
 #include "ops/attention/attention.h"
 #include "ops/catalog.h"
+#include "ops/causal_conv1d/causal_conv1d.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/embedding/embedding.h"
+#include "ops/gated_delta/gated_delta.h"
+#include "ops/gated_rmsnorm/gated_rmsnorm.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/swiglu/swiglu.h"
 #include "ops/verify/verify.h"
-#include "../op_test_util.h"
 
 using namespace titan;
 using namespace titan::optest;
@@ -28,7 +31,9 @@ struct SeedGuard {
 };
 
 TEST(CudaKernels, RegisteredForTheOpsTheyImplement) {
-  for (const char* op : {"rmsnorm", "swiglu", "embedding", "adamw", "rope", "gemm", "linear", "cross_entropy", "attention", "bias", "residual"}) EXPECT_TRUE(op_has_variant(op, "cuda")) << op;
+  for (const char* op : {"rmsnorm", "swiglu", "embedding", "adamw", "rope", "gemm", "linear", "cross_entropy",
+                         "attention", "bias", "residual", "gated_delta", "causal_conv1d", "gated_rmsnorm"})
+    EXPECT_TRUE(op_has_variant(op, "cuda")) << op;
 }
 
 TEST(CudaKernels, AliasedOutputsMatchOutOfPlaceCalls) {
@@ -135,6 +140,92 @@ TEST(CudaKernels, AttentionWideHeadsAgainstTheReference) {
   }
 }
 
+// The Gated DeltaNet kernels: per-tile partial sums (gated_delta), chunked dw sums (conv1d over
+// 150 tokens, gated_rmsnorm over 140 rows: several chunks each), the same bits for every block and
+// thread order.
+TEST(CudaKernels, GatedDeltaNetKernelsSameBitsForEveryOrder) {
+  SeedGuard guard;
+  const ExecContext& ctx = ExecContext::host();
+  const auto& gd = kernel<GatedDeltaKernel>("cuda");
+  const auto& cv = kernel<CausalConv1dKernel>("cuda");
+  const auto& gn = kernel<GatedRMSNormKernel>("cuda");
+  const int64_t B = 1, S = 12, Hk = 1, Hv = 2, dk = 16, dv = 40;
+  Tensor q = randn({B, S, Hk, dk}, 41), k = randn({B, S, Hk, dk}, 42), v = randn({B, S, Hv, dv}, 43);
+  Tensor g = randn({B, S, Hv}, 44, 0.3, -0.5), beta = randn({B, S, Hv}, 45, 0.1, 0.5), dout = randn({B, S, Hv, dv}, 46);
+  Tensor x = randn({2, 75, 6}, 47), w = randn({6, 4}, 48), dyc = randn({2, 75, 6}, 49);
+  Tensor xn = randn({140, 33}, 50), zn = randn({140, 33}, 51), wn = randn({33}, 52), dyn = randn({140, 33}, 53);
+  const GatedDeltaOptions o;
+  std::vector<Tensor> first;
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    cuda_emu::set_seed(seed);
+    Tensor out = Tensor::empty(v.shape(), DType::F32), none, none2;
+    gd.forward(ctx, q, k, v, g, beta, nullptr, none, o, out, none2);
+    Tensor dq = Tensor::empty(q.shape(), DType::F32), dk_ = dq.clone(), dv_ = Tensor::empty(v.shape(), DType::F32);
+    Tensor dg = Tensor::empty(g.shape(), DType::F32), db = dg.clone(), di;
+    gd.backward(ctx, q, k, v, g, beta, nullptr, none, dout, none, o, dq, dk_, dv_, dg, db, di);
+    Tensor dx = Tensor::empty(x.shape(), DType::F32), dw = Tensor::zeros(w.shape(), DType::F32), ds;
+    cv.backward(ctx, x, w, nullptr, none, dyc, dx, dw, ds);
+    Tensor gx = Tensor::empty(xn.shape(), DType::F32), gz = gx.clone(), gw = Tensor::zeros({33}, DType::F32);
+    gn.backward(ctx, xn, zn, wn, 1e-6f, dyn, gx, gz, gw);
+    const std::vector<Tensor> outs = {out, dq, dk_, dv_, dg, db, dx, dw, gx, gz, gw};
+    if (first.empty()) {
+      first = outs;
+      continue;
+    }
+    for (size_t i = 0; i < outs.size(); ++i)
+      EXPECT_TRUE(bitwise_equal(outs[i], first[i])) << "seed " << seed << " output " << i;
+  }
+}
+
+// Qwen3.5's head sizes (dk = dv = 128: four column tiles per head, 33 KiB of shared memory in the
+// backward), GQA 2:1, two documents and an initial state, against the reference; then the decode
+// step in place. Tolerances as the kernel case table's f32 rows (1e-4 of the largest magnitude).
+TEST(CudaKernels, GatedDeltaQwen35HeadsAgainstTheReference) {
+  const ExecContext& ctx = ExecContext::host();
+  const auto& ref = kernel<GatedDeltaKernel>("reference");
+  const auto& cu = kernel<GatedDeltaKernel>("cuda");
+  const int64_t B = 1, S = 10, Hk = 1, Hv = 2, dk = 128, dv = 128;
+  Tensor q = randn({B, S, Hk, dk}, 61), k = randn({B, S, Hk, dk}, 62), v = randn({B, S, Hv, dv}, 63);
+  Tensor g = randn({B, S, Hv}, 64, 0.3, -0.3), beta = randn({B, S, Hv}, 65, 0.1, 0.6);
+  Tensor init = randn({B, Hv, dk, dv}, 66, 0.1), dout = randn({B, S, Hv, dv}, 67), dfin = randn({B, Hv, dk, dv}, 68);
+  const std::vector<int64_t> seg = {0, 0, 0, 0, 4, 4, 4, 4, 4, 4};
+  const GatedDeltaOptions o;
+  auto rel = [](const Tensor& a, const Tensor& r) {
+    double m = 1e-3, d = 0;
+    for (int64_t i = 0; i < r.numel(); ++i) {
+      m = std::max(m, double(std::fabs(r.data<float>()[i])));
+      d = std::max(d, double(std::fabs(a.data<float>()[i] - r.data<float>()[i])));
+    }
+    return d / m;
+  };
+  Tensor out_r = Tensor::empty(v.shape(), DType::F32), out_c = out_r.clone();
+  Tensor fin_r = Tensor::empty(init.shape(), DType::F32), fin_c = fin_r.clone();
+  ref.forward(ctx, q, k, v, g, beta, seg.data(), init, o, out_r, fin_r);
+  cu.forward(ctx, q, k, v, g, beta, seg.data(), init, o, out_c, fin_c);
+  EXPECT_LT(rel(out_c, out_r), 1e-4);
+  EXPECT_LT(rel(fin_c, fin_r), 1e-4);
+  std::vector<Tensor> gr, gc;
+  for (auto* gs : {&gr, &gc}) {
+    for (const Tensor* t : {&q, &k, &v, &g, &beta, &init}) gs->push_back(Tensor::empty(t->shape(), DType::F32));
+    (gs == &gr ? ref : cu)
+        .backward(ctx, q, k, v, g, beta, seg.data(), init, dout, dfin, o, (*gs)[0], (*gs)[1], (*gs)[2], (*gs)[3],
+                  (*gs)[4], (*gs)[5]);
+  }
+  for (size_t i = 0; i < gr.size(); ++i) EXPECT_LT(rel(gc[i], gr[i]), 1e-4) << "gradient " << i;
+  // The decode step: the first token from the initial state, the state updated in place.
+  auto tok = [](const Tensor& t) {
+    Shape sh = t.shape();
+    sh.erase(sh.begin() + 1);
+    return t.view({t.numel()}).slice0(0, t.numel() / t.dim(1)).clone().view(sh);
+  };
+  Tensor st_r = init.clone(), st_c = init.clone(), so_r = Tensor::empty({B, Hv, dv}, DType::F32), so_c = so_r.clone();
+  ref.step(ctx, tok(q), tok(k), tok(v), tok(g), tok(beta), o, st_r, so_r);
+  cu.step(ctx, tok(q), tok(k), tok(v), tok(g), tok(beta), o, st_c, so_c);
+  EXPECT_LT(rel(so_c, so_r), 1e-4);
+  EXPECT_LT(rel(st_c, st_r), 1e-4);
+  EXPECT_GT(rel(st_c, init), 1e-3);  // the state did change
+}
+
 TEST(CudaKernels, NoDeviceMemoryLeftBehind) {
 #ifdef TITAN_CUDA_RUNTIME
   GTEST_SKIP() << "the emulator's device memory count; this build runs on the GPU";
@@ -146,6 +237,24 @@ TEST(CudaKernels, NoDeviceMemoryLeftBehind) {
   Tensor rstd = Tensor::empty({4}, DType::F32);
   kernel<RMSNormKernel>("cuda").forward(ExecContext::host(), x, w, 1e-6f, y, rstd);
   EXPECT_EQ(cuda_emu::device_live_bytes(), live);
+  {  // the Gated DeltaNet variants, with document starts and states staged as well
+    const ExecContext& ctx = ExecContext::host();
+    Tensor q = randn({1, 4, 1, 8}, 6), v = randn({1, 4, 2, 8}, 7), gg = randn({1, 4, 2}, 8, 0.1, -0.5);
+    Tensor st = randn({1, 2, 8, 8}, 9), out = Tensor::empty(v.shape(), DType::F32), fin = st.clone();
+    const int64_t seg[4] = {0, 0, 2, 2};
+    kernel<GatedDeltaKernel>("cuda").forward(ctx, q, q, v, gg, gg, seg, st, GatedDeltaOptions{}, out, fin);
+    Tensor dq = q.clone(), dk = q.clone(), dv = v.clone(), dg = gg.clone(), db = gg.clone(), di = st.clone();
+    kernel<GatedDeltaKernel>("cuda").backward(ctx, q, q, v, gg, gg, seg, st, v, st, GatedDeltaOptions{}, dq, dk, dv, dg,
+                                              db, di);
+    Tensor cx = randn({1, 4, 3}, 10), cw = randn({3, 2}, 11), cs = randn({1, 3, 1}, 12), cy = cx.clone(),
+           co = cs.clone();
+    kernel<CausalConv1dKernel>("cuda").forward(ctx, cx, cw, seg, cs, cy, co);
+    Tensor cdx = cx.clone(), cdw = cw.clone(), cds = cs.clone();
+    kernel<CausalConv1dKernel>("cuda").backward(ctx, cx, cw, seg, cs, cy, cdx, cdw, cds);
+    Tensor gx = x.clone(), gz = x.clone(), gw = w.clone();
+    kernel<GatedRMSNormKernel>("cuda").backward(ctx, x, x, w, 1e-6f, x, gx, gz, gw);
+    EXPECT_EQ(cuda_emu::device_live_bytes(), live);
+  }
   // A bad argument is refused before any device memory is taken.
   Tensor bad_w = randn({7}, 5);
   EXPECT_THROW(kernel<RMSNormKernel>("cuda").forward(ExecContext::host(), x, bad_w, 1e-6f, y, rstd), Error);

@@ -4,6 +4,7 @@
 // sanitizers there (a shared or device array overrun is a heap-buffer-overflow).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -125,6 +126,203 @@ TEST(CudaKernelsRaw, SwigluRopeAdamwEmbedding) {
     EXPECT_FLOAT_EQ(gw[size_t(2 * 4 + c)], 2 * w[size_t(2 * 4 + c)]);
     EXPECT_EQ(gw[size_t(1 * 4 + c)], 0.0f);
   }
+}
+
+// ---- the Gated DeltaNet kernels ----
+
+using DVec = std::vector<double>;
+DVec to_d(const Vec& v) { return DVec(v.begin(), v.end()); }
+
+// The gated delta rule token by token in double (ops/gated_delta/gated_delta.h) on flat arrays;
+// returns L = <out, r_out> + <fin, r_fin> and, when asked, out and fin.
+struct GdShape {
+  int64_t B, S, Hk, Hv, dk, dv;
+  double scale;
+  std::vector<int64_t> seg;  // document starts [B * S]
+};
+double gd_host(const GdShape& s, const DVec& q, const DVec& k, const DVec& v, const DVec& g, const DVec& beta,
+               const DVec& init, const Vec& r_out, const Vec& r_fin, Vec* out, Vec* fin) {
+  double loss = 0;
+  const int64_t ratio = s.Hv / s.Hk;
+  auto normed = [&](const DVec& x, int64_t b, int64_t t, int64_t hk, double sc) {
+    DVec y(size_t(s.dk));
+    double ss = 0;
+    for (int64_t i = 0; i < s.dk; ++i)
+      ss += x[size_t(((b * s.S + t) * s.Hk + hk) * s.dk + i)] * x[size_t(((b * s.S + t) * s.Hk + hk) * s.dk + i)];
+    for (int64_t i = 0; i < s.dk; ++i)
+      y[size_t(i)] = sc * x[size_t(((b * s.S + t) * s.Hk + hk) * s.dk + i)] / std::sqrt(ss + 1e-6);
+    return y;
+  };
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.Hv; ++h) {
+      DVec st(size_t(s.dk * s.dv));
+      for (int64_t e = 0; e < s.dk * s.dv; ++e) st[size_t(e)] = init[size_t((b * s.Hv + h) * s.dk * s.dv + e)];
+      for (int64_t t = 0; t < s.S; ++t) {
+        if (t > 0 && s.seg[size_t(b * s.S + t)] == t) std::fill(st.begin(), st.end(), 0.0);
+        const DVec qt = normed(q, b, t, h / ratio, s.scale), kt = normed(k, b, t, h / ratio, 1.0);
+        const int64_t tv = (b * s.S + t) * s.Hv + h;
+        const double a = std::exp(g[size_t(tv)]);
+        for (int64_t j = 0; j < s.dv; ++j) {
+          double kv = 0;
+          for (int64_t i = 0; i < s.dk; ++i) kv += a * st[size_t(i * s.dv + j)] * kt[size_t(i)];
+          const double delta = beta[size_t(tv)] * (v[size_t(tv * s.dv + j)] - kv);
+          double o = 0;
+          for (int64_t i = 0; i < s.dk; ++i) {
+            double& x = st[size_t(i * s.dv + j)];
+            x = a * x + kt[size_t(i)] * delta;
+            o += x * qt[size_t(i)];
+          }
+          loss += o * r_out[size_t(tv * s.dv + j)];
+          if (out) (*out)[size_t(tv * s.dv + j)] = float(o);
+        }
+      }
+      for (int64_t e = 0; e < s.dk * s.dv; ++e) {
+        const size_t f = size_t((b * s.Hv + h) * s.dk * s.dv + e);
+        loss += st[size_t(e)] * r_fin[f];
+        if (fin) (*fin)[f] = float(st[size_t(e)]);
+      }
+    }
+  return loss;
+}
+
+// Forward against the double recurrence; backward against a central difference of it along one
+// random direction of all inputs. Two column tiles (dv = 40), a GQA group of 2, three documents in
+// the row, an initial state; dk = 200 puts the backward's shared memory above 48 KiB (the launch
+// opts in).
+TEST(CudaKernelsRaw, GatedDeltaForwardAndBackward) {
+  for (int64_t dk : {8, 200}) {
+    GdShape s{1, 11, 1, 2, dk, 40, 0.4, {0, 0, 0, 3, 3, 3, 3, 3, 8, 8, 8}};
+    const size_t nq = size_t(s.B * s.S * s.Hk * s.dk), nv = size_t(s.B * s.S * s.Hv * s.dv),
+                 ng = size_t(s.B * s.S * s.Hv), ns = size_t(s.B * s.Hv * s.dk * s.dv);
+    const Vec q = random_vec(nq, 11), k = random_vec(nq, 12), v = random_vec(nv, 13), gn = random_vec(ng, 14),
+              bn = random_vec(ng, 15), init = random_vec(ns, 16), r_out = random_vec(nv, 17),
+              r_fin = random_vec(ns, 18);
+    Vec g(ng), beta(ng);
+    for (size_t i = 0; i < ng; ++i)
+      g[i] = -float(std::log1p(std::exp(double(gn[i])))), beta[i] = float(1 / (1 + std::exp(-double(bn[i]))));
+    auto* seg_d = static_cast<int64_t*>(titan::gpu::alloc(s.seg.size() * sizeof(int64_t)));
+    titan::gpu::copy_to_device(seg_d, s.seg.data(), s.seg.size() * sizeof(int64_t));
+    Dev q_(q), k_(k), v_(v), g_(g), b_(beta), i_(init), out_(Vec(nv, 0.0f)), fin_(Vec(ns, 0.0f));
+    ck::GatedDeltaArgs a;
+    a.q = q_.p, a.k = k_.p, a.v = v_.p, a.g = g_.p, a.beta = b_.p, a.seg = seg_d, a.init = i_.p;
+    a.B = s.B, a.S = s.S, a.Hk = s.Hk, a.Hv = s.Hv, a.dk = s.dk, a.dv = s.dv, a.scale = float(s.scale), a.l2norm = true;
+    ASSERT_STREQ(ck::gated_delta_check(a), "");
+    {
+      Dev scratch(Vec(size_t(ck::gated_delta_forward_scratch_floats(a)), 0.0f));
+      ck::gated_delta_forward(a, out_.p, fin_.p, scratch.p, nullptr);
+    }
+    Vec want_out(nv), want_fin(ns);
+    gd_host(s, to_d(q), to_d(k), to_d(v), to_d(g), to_d(beta), to_d(init), r_out, r_fin, &want_out, &want_fin);
+    const Vec out = out_.get(), fin = fin_.get();
+    double big = 0;
+    for (float x : want_out) big = std::max(big, double(std::fabs(x)));
+    for (size_t i = 0; i < nv; ++i) EXPECT_NEAR(out[i], want_out[i], 1e-5 * big) << dk << " out " << i;
+    for (size_t i = 0; i < ns; ++i)
+      EXPECT_NEAR(fin[i], want_fin[i], 1e-4 * (1 + std::fabs(want_fin[i]))) << dk << " fin " << i;
+
+    Dev ro_(r_out), rf_(r_fin), dq_(Vec(nq, 0.0f)), dk_(Vec(nq, 0.0f)), dv_(Vec(nv, 0.0f)), dg_(Vec(ng, 0.0f)),
+        db_(Vec(ng, 0.0f)), di_(Vec(ns, 0.0f));
+    {
+      Dev scratch(Vec(size_t(ck::gated_delta_backward_scratch_floats(a)), 0.0f));
+      ck::gated_delta_backward(a, ro_.p, rf_.p, dq_.p, dk_.p, dv_.p, dg_.p, db_.p, di_.p, scratch.p, nullptr);
+    }
+    titan::gpu::free(seg_d);
+    // <grad, u> against (L(x + eps u) - L(x - eps u)) / (2 eps) in double, u normal per input.
+    const std::vector<Vec> xs = {q, k, v, g, beta, init};
+    const std::vector<Vec> grads = {dq_.get(), dk_.get(), dv_.get(), dg_.get(), db_.get(), di_.get()};
+    std::vector<DVec> up(6), dn(6);
+    double analytic = 0, norm2 = 0;
+    for (size_t t = 0; t < 6; ++t) {
+      const Vec u = random_vec(xs[t].size(), unsigned(30 + t));
+      up[t] = to_d(xs[t]), dn[t] = to_d(xs[t]);
+      for (size_t i = 0; i < u.size(); ++i) {
+        up[t][i] += 1e-4 * u[i], dn[t][i] -= 1e-4 * u[i];
+        analytic += double(grads[t][i]) * u[i];
+        norm2 += double(grads[t][i]) * grads[t][i];
+        ASSERT_TRUE(std::isfinite(grads[t][i])) << dk << " input " << t << " element " << i;
+      }
+    }
+    const double lp = gd_host(s, up[0], up[1], up[2], up[3], up[4], up[5], r_out, r_fin, nullptr, nullptr);
+    const double lm = gd_host(s, dn[0], dn[1], dn[2], dn[3], dn[4], dn[5], r_out, r_fin, nullptr, nullptr);
+    EXPECT_NEAR(analytic, (lp - lm) / 2e-4, 1e-4 * std::sqrt(norm2)) << dk;
+  }
+}
+
+// Gated RMSNorm and causal conv1d (with a state, two documents) against plain loops in double.
+TEST(CudaKernelsRaw, GatedRmsnormAndCausalConv1d) {
+  const int64_t n = 3, d = 150;  // d > 128 threads: two elements for some threads
+  const Vec x = random_vec(size_t(n * d), 21), z = random_vec(size_t(n * d), 22), w = random_vec(size_t(d), 23);
+  Dev x_(x), z_(z), w_(w), y_(Vec(size_t(n * d), 0.0f));
+  ck::gated_rmsnorm_forward(x_.p, z_.p, w_.p, 1e-6f, y_.p, n, d, nullptr);
+  const Vec y = y_.get();
+  for (int64_t r = 0; r < n; ++r) {
+    double ss = 0;
+    for (int64_t j = 0; j < d; ++j) ss += double(x[size_t(r * d + j)]) * x[size_t(r * d + j)];
+    const double rs = 1 / std::sqrt(ss / double(d) + 1e-6);
+    for (int64_t j = 0; j < d; ++j) {
+      const double zz = z[size_t(r * d + j)];
+      EXPECT_NEAR(y[size_t(r * d + j)], w[size_t(j)] * x[size_t(r * d + j)] * rs * zz / (1 + std::exp(-zz)), 1e-5);
+    }
+  }
+  // dw (+=) of the backward: sum over rows of dy silu(z) x^, starting from 1.
+  const Vec dy = random_vec(size_t(n * d), 24);
+  Dev dy_(dy), dx_(Vec(size_t(n * d), 0.0f)), dz_(Vec(size_t(n * d), 0.0f)), dw_(Vec(size_t(d), 1.0f));
+  Dev scratch(Vec(size_t(ck::gated_rmsnorm_scratch_floats(n, d)), 0.0f));
+  ck::gated_rmsnorm_backward(x_.p, z_.p, w_.p, 1e-6f, dy_.p, dx_.p, dz_.p, dw_.p, scratch.p, n, d, nullptr);
+  const Vec dw = dw_.get();
+  for (int64_t j = 0; j < d; ++j) {
+    double s = 1;
+    for (int64_t r = 0; r < n; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < d; ++i) ss += double(x[size_t(r * d + i)]) * x[size_t(r * d + i)];
+      const double zz = z[size_t(r * d + j)];
+      s += dy[size_t(r * d + j)] * zz / (1 + std::exp(-zz)) * x[size_t(r * d + j)] / std::sqrt(ss / double(d) + 1e-6);
+    }
+    EXPECT_NEAR(dw[size_t(j)], s, 1e-4);
+  }
+
+  // conv1d: B = 1, S = 6, C = 3, K = 4; documents [0, 2) and [2, 6); forward and state_out.
+  const int64_t S = 6, C = 3, K = 4;
+  const std::vector<int64_t> seg = {0, 0, 2, 2, 2, 2};
+  const Vec cx = random_vec(size_t(S * C), 25), cw = random_vec(size_t(C * K), 26),
+            st = random_vec(size_t(C * (K - 1)), 27);
+  auto* seg_d = static_cast<int64_t*>(titan::gpu::alloc(seg.size() * sizeof(int64_t)));
+  titan::gpu::copy_to_device(seg_d, seg.data(), seg.size() * sizeof(int64_t));
+  Dev cx_(cx), cw_(cw), st_(st), cy_(Vec(size_t(S * C), 0.0f)), so_(Vec(size_t(C * (K - 1)), 0.0f));
+  ck::Conv1dArgs a;
+  a.x = cx_.p, a.w = cw_.p, a.seg = seg_d, a.state_in = st_.p, a.B = 1, a.S = S, a.C = C, a.K = K;
+  ck::causal_conv1d_forward(a, cy_.p, so_.p, nullptr);
+  auto input = [&](int64_t t, int64_t c, int64_t a0) -> double {
+    if (t >= a0) return cx[size_t(t * C + c)];
+    return a0 == 0 && t < 0 ? st[size_t(c * (K - 1) + (K - 1 + t))] : 0.0;
+  };
+  const Vec cy = cy_.get(), so = so_.get();
+  for (int64_t t = 0; t < S; ++t)
+    for (int64_t c = 0; c < C; ++c) {
+      double s = 0;
+      for (int64_t j = 0; j < K; ++j) s += cw[size_t(c * K + j)] * input(t - K + 1 + j, c, seg[size_t(t)]);
+      EXPECT_NEAR(cy[size_t(t * C + c)], s / (1 + std::exp(-s)), 1e-5) << t << " " << c;
+    }
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < K - 1; ++j) EXPECT_EQ(so[size_t(c * (K - 1) + j)], cx[size_t((S - (K - 1) + j) * C + c)]);
+  // Backward with dy = 1 at one output (t = 3, c = 1): dx is w's taps inside the document only,
+  // and the state gets nothing (the second document does not see it).
+  Vec dyc(size_t(S * C), 0.0f);
+  dyc[size_t(3 * C + 1)] = 1.0f;
+  Dev dyc_(dyc), dxc_(Vec(size_t(S * C), 0.0f)), dwc_(Vec(size_t(C * K), 0.0f)), dsc_(Vec(size_t(C * (K - 1)), 5.0f));
+  Dev cscratch(Vec(size_t(ck::causal_conv1d_scratch_floats(a)), 0.0f));
+  ck::causal_conv1d_backward(a, dyc_.p, dxc_.p, dwc_.p, dsc_.p, cscratch.p, nullptr);
+  titan::gpu::free(seg_d);
+  double pre = 0;
+  for (int64_t j = 0; j < K; ++j) pre += cw[size_t(1 * K + j)] * input(3 - K + 1 + j, 1, 2);
+  const double sg = 1 / (1 + std::exp(-pre)), da = sg + pre * sg * (1 - sg);
+  const Vec dxc = dxc_.get(), dsc = dsc_.get();
+  for (int64_t u = 0; u < S; ++u)
+    for (int64_t c = 0; c < C; ++c) {
+      const bool tap = c == 1 && u >= 2 && u <= 3;
+      EXPECT_NEAR(dxc[size_t(u * C + c)], tap ? cw[size_t(1 * K + (u - 3 + K - 1))] * da : 0.0, 1e-5) << u << " " << c;
+    }
+  for (float v : dsc) EXPECT_EQ(v, 0.0f);
 }
 
 }  // namespace
