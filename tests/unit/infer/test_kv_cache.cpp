@@ -119,7 +119,8 @@ TEST(InferenceState, GreedyBatchIsTokenIdenticalToTransformersWithLogitsWithin1e
 // transformers' own f32 generate is up to 5.2e-5 from the float64 model's logits (its uncached
 // f32 forward 8.1e-5), so the bounds are 2e-4 against both transformers' f32 logits and the
 // float64 ones for the cpu kernels (measured 1.4e-4 at most), 1e-4 against float64 for the
-// reference kernels (their delta rule in double: 7.4e-5); greedy ids identical.
+// reference kernels (their delta rule in double: 7.4e-5); cached vs recomputed (two f32 routes) 1.9e-4,
+// bound 4e-4; greedy ids identical.
 TEST(InferenceState, Qwen3_5LeftPaddedBatchMatchesTransformers) {
   for (const std::string name : {"qwen3_5_dense", "qwen3_5_moe"}) {
     SCOPED_TRACE(name);
@@ -139,7 +140,8 @@ TEST(InferenceState, Qwen3_5LeftPaddedBatchMatchesTransformers) {
       for (size_t r = 0; r < ids.size(); ++r) EXPECT_EQ(ids[r], g.ids[r]) << "row " << r;
       EXPECT_LT(f64_err, std::string(kernels) == "cpu" ? 2e-4 : 1e-4) << "largest |logit - transformers' float64 logit|";
       EXPECT_LT(err, 2e-4) << "largest |logit - transformers' f32 logit|";
-      EXPECT_LT(ref_err, 2e-4) << "largest |cached logit - recomputed logit|";
+      // two f32 routes (chunked prompt + recurrent steps, chunked whole rows), each within 2e-4 of float64
+      EXPECT_LT(ref_err, 4e-4) << "largest |cached logit - recomputed logit|";
       std::printf("[ %s %s ] max |logit - HF f64| %.3g, max |logit - HF f32| %.3g, max |cached - recomputed| %.3g\n",
                   name.c_str(), kernels, f64_err, err, ref_err);
     }
