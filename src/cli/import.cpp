@@ -27,6 +27,9 @@ static int cmd_import(const std::vector<std::string>& argv) {
               (long long)c.num_key_value_heads, (long long)c.head_dim, (long long)c.intermediate_size,
               (long long)c.vocab_size, c.tie_word_embeddings ? "tied" : "untied", double(r.params) / 1e6,
               dtype_name(dt), (long long)r.merges, r.pre_tokenizer.c_str());
+  if (r.skipped > 0)
+    std::printf("skipped %lld tensors of the multi-token-prediction layers (not part of the model)\n",
+                (long long)r.skipped);
   return 0;
 }
 

@@ -249,6 +249,11 @@ class DecoderModel {
   // With a KV cache (model/decoder_cache.cpp): RoPE of a.q / a.k at each row's positions, the new
   // keys and values into the cache, a.attn = attention of the new queries over the cache.
   void attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, InferenceState& cache);
+  // The prefill's attention (cache.len == 0) over a left-padded batch: q [B, S, heads, D] and
+  // k [B, S, kv heads, D] after RoPE, v at column v_col of `qkv` [B * S, .]; rows without padding
+  // in one call, each padded row alone on its real columns; padding columns' outputs are zero.
+  void prefill_attention(size_t l, const Tensor& q, const Tensor& k, const Tensor& qkv, int64_t v_col, Tensor& attn,
+                         int64_t B, int64_t S, const InferenceState& cache);
   void layer_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S, Positions pos,
                       const Tensor* dlogits_extra);
   // The layer kinds' blocks (model/layers/): the mixer block maps x to a.h = x + mixer(norm(x))

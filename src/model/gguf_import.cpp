@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <unordered_map>
@@ -29,6 +30,8 @@ const char* model_type_of(const std::string& arch) {
   if (arch == "qwen2") return "qwen2";
   if (arch == "qwen3") return "qwen3";
   if (arch == "qwen3moe") return "qwen3_moe";
+  if (arch == "qwen35") return "qwen3_5";
+  if (arch == "qwen35moe") return "qwen3_5_moe";
   return nullptr;
 }
 
@@ -44,12 +47,24 @@ double shortest_f32(double v) {
   return double(f);
 }
 
+// What undoes llama.cpp's converter on one tensor (besides the name).
+enum class Undo {
+  None,
+  PermuteQK,   // llama q/k rows (unpermute_qk_rows)
+  NormShift,   // qwen35: zero-centred RMSNorm weights stored as 1 + w
+  LogNegA,     // qwen35: ssm_a = -exp(A_log)  (and value heads tiled)
+  VRows,       // qwen35: rows after `skip` are value heads of `hd` rows, tiled (untile_v_heads)
+  VCols,       // qwen35: ssm_out's columns are value heads of `hd`, tiled
+};
+
 // One GGUF tensor's place in the HF checkpoint.
 struct Mapped {
   const GgufTensorInfo* t;
   std::string hf;       // HF name (per expert for stacked experts)
   int64_t expert = -1;  // >= 0: slice `expert` of a stacked [E, ...] tensor
-  int64_t permute_heads = 0;  // > 0: llama q/k rows to un-permute with this many heads
+  Undo undo = Undo::None;
+  int64_t heads = 0;    // PermuteQK: heads
+  int64_t skip = 0, hd = 0;  // VRows / VCols / LogNegA: rows before the value heads, rows per head
 };
 
 }  // namespace
@@ -84,6 +99,21 @@ std::string gguf_to_hf_name(const std::string& g) {
       {"ffn_gate_exps.weight", "mlp.experts.{}.gate_proj.weight"},
       {"ffn_up_exps.weight", "mlp.experts.{}.up_proj.weight"},
       {"ffn_down_exps.weight", "mlp.experts.{}.down_proj.weight"},
+      // qwen35 / qwen35moe (llama.cpp's names for Qwen3.5's layers)
+      {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+      {"attn_qkv.weight", "linear_attn.in_proj_qkv.weight"},
+      {"attn_gate.weight", "linear_attn.in_proj_z.weight"},
+      {"ssm_beta.weight", "linear_attn.in_proj_b.weight"},
+      {"ssm_alpha.weight", "linear_attn.in_proj_a.weight"},
+      {"ssm_conv1d.weight", "linear_attn.conv1d.weight"},
+      {"ssm_dt.bias", "linear_attn.dt_bias"},
+      {"ssm_a", "linear_attn.A_log"},
+      {"ssm_norm.weight", "linear_attn.norm.weight"},
+      {"ssm_out.weight", "linear_attn.out_proj.weight"},
+      {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"},
+      {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+      {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
+      {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
   };
   auto it = per_layer.find(rest);
   if (it == per_layer.end()) return "";
@@ -103,11 +133,23 @@ void unpermute_qk_rows(const float* src, float* dst, int64_t n_heads, int64_t he
       }
 }
 
+void untile_v_heads(const float* src, float* dst, int64_t k_heads, int64_t v_per_k, int64_t head_rows, int64_t cols) {
+  // llama.cpp: reshape(k_heads, v_per_k, head_rows, ...) with the first two axes swapped: GGUF
+  // head j * k_heads + g holds HF head g * v_per_k + j.
+  const int64_t n = head_rows * cols;
+  for (int64_t g = 0; g < k_heads; ++g)
+    for (int64_t j = 0; j < v_per_k; ++j) {
+      const float* s = src + (j * k_heads + g) * n;
+      std::copy(s, s + n, dst + (g * v_per_k + j) * n);
+    }
+}
+
 ModelConfig gguf_model_config(const GgufFile& f) {
   const std::string& o = f.origin();
   const std::string arch = f.required_string("general.architecture");
   const char* mt = model_type_of(arch);
-  TITAN_CHECK(mt, o, ": general.architecture ", quote(arch), " is not supported (llama, qwen2, qwen3, qwen3moe)");
+  TITAN_CHECK(mt, o, ": general.architecture ", quote(arch),
+              " is not supported (llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe)");
   const std::string p = arch + ".";
   auto positive = [&](const std::string& key, std::optional<int64_t> v) {
     TITAN_CHECK(v.has_value(), o, ": missing metadata ", quote(key));
@@ -132,13 +174,19 @@ ModelConfig gguf_model_config(const GgufFile& f) {
     c.intermediate_size = opt_positive(p + "feed_forward_length", c.moe_intermediate_size);
     // Qwen3-MoE normalizes the top-k weights (norm_topk_prob true in every published config).
     c.norm_topk_prob = f.boolean(p + "expert_weights_norm").value_or(true);
+    if (c.model_type == "qwen3_5_moe") {
+      TITAN_CHECK(c.norm_topk_prob, o, ": ", p, "expert_weights_norm false is not supported (Qwen3.5's router always renormalises)");
+      c.shared_expert_intermediate_size = opt_positive(p + "expert_shared_feed_forward_length", 0);
+    }
   } else {
     c.intermediate_size = positive(p + "feed_forward_length", f.integer(p + "feed_forward_length"));
   }
   const bool qwen3 = arch == "qwen3" || arch == "qwen3moe";
+  const bool qwen35 = c.is_qwen3_5();
   if (auto kl = f.integer(p + "attention.key_length")) {
     c.head_dim = positive(p + "attention.key_length", kl);
   } else {
+    TITAN_CHECK(!qwen35, o, ": missing metadata ", quote(p + "attention.key_length"));
     TITAN_CHECK(qwen3 || c.hidden_size % c.num_attention_heads == 0, o, ": embedding_length ", c.hidden_size,
                 " is not a multiple of head_count ", c.num_attention_heads, " and attention.key_length is absent");
     c.head_dim = qwen3 ? 128 : c.hidden_size / c.num_attention_heads;
@@ -146,9 +194,38 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   if (auto vl = f.integer(p + "attention.value_length"))
     TITAN_CHECK(*vl == c.head_dim, o, ": attention.value_length ", *vl, " differs from key_length ", c.head_dim,
                 " (not supported)");
-  if (auto rd = f.integer(p + "rope.dimension_count"))
+  if (qwen35) {
+    // Qwen3.5: RoPE on the first rope.dimension_count of each head (its interleaved MRoPE,
+    // rope.dimension_sections, is plain RoPE for text: the three position ids are equal); the
+    // linear-attention shapes from ssm.*; every full_attention_interval-th layer full attention.
+    // block_count includes the MTP layers (nextn_predict_layers), which import skips.
+    const int64_t rd = positive(p + "rope.dimension_count", f.integer(p + "rope.dimension_count"));
+    TITAN_CHECK(rd % 2 == 0 && rd <= c.head_dim, o, ": rope.dimension_count ", rd,
+                " must be even and at most the head size ", c.head_dim);
+    c.partial_rotary_factor = double(rd) / double(c.head_dim);
+    c.linear_conv_kernel_dim = positive(p + "ssm.conv_kernel", f.integer(p + "ssm.conv_kernel"));
+    c.linear_key_head_dim = positive(p + "ssm.state_size", f.integer(p + "ssm.state_size"));
+    c.linear_num_key_heads = positive(p + "ssm.group_count", f.integer(p + "ssm.group_count"));
+    c.linear_num_value_heads = positive(p + "ssm.time_step_rank", f.integer(p + "ssm.time_step_rank"));
+    const int64_t inner = positive(p + "ssm.inner_size", f.integer(p + "ssm.inner_size"));
+    TITAN_CHECK(inner % c.linear_num_value_heads == 0, o, ": ssm.inner_size ", inner,
+                " is not a multiple of ssm.time_step_rank ", c.linear_num_value_heads);
+    c.linear_value_head_dim = inner / c.linear_num_value_heads;
+    TITAN_CHECK(c.linear_num_value_heads % c.linear_num_key_heads == 0, o, ": ssm.time_step_rank ",
+                c.linear_num_value_heads, " is not a multiple of ssm.group_count ", c.linear_num_key_heads);
+    if (auto n = f.integer(p + "nextn_predict_layers")) {
+      TITAN_CHECK(*n >= 0 && *n < c.num_hidden_layers, o, ": nextn_predict_layers ", *n, " is out of range for ",
+                  c.num_hidden_layers, " blocks");
+      c.num_hidden_layers -= *n;
+    }
+    const int64_t every = opt_positive(p + "full_attention_interval", 4);
+    c.layer_mixers.clear();
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      c.layer_mixers.push_back((i + 1) % every ? MixerKind::GatedDeltaNet : MixerKind::GatedAttention);
+  } else if (auto rd = f.integer(p + "rope.dimension_count")) {
     TITAN_CHECK(*rd == c.head_dim, o, ": rope.dimension_count ", *rd, " differs from the head size ", c.head_dim,
                 " (partial rotary embeddings are not supported)");
+  }
   if (auto st = f.string(p + "rope.scaling.type"))
     TITAN_CHECK(*st == "none", o, ": ", p, "rope.scaling.type ", quote(*st), " is not supported");
   TITAN_CHECK(!f.find_tensor("rope_freqs.weight"), o,
@@ -192,10 +269,14 @@ ojson pre_tokenizer_for(const std::string& pre, const std::string& origin) {
                  {"pretokenizers",
                   {{{"type", "Split"}, {"pattern", {{"Regex", "\\p{N}"}}}, {"behavior", "Isolated"}, {"invert", false}},
                    byte_level_regex}}};
+  // Qwen3.5's tokenizer.json: Qwen2's expression with combining marks (\p{M}) kept in words.
+  static const char* kQwen35 =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   if (pre == "qwen2" || pre == "deepseek-r1-qwen") return split_then_bytes(kQwen2);
+  if (pre == "qwen35") return split_then_bytes(kQwen35);
   if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "smaug-bpe") return split_then_bytes(kLlama3);
   fail(origin, ": tokenizer.ggml.pre ", quote(pre),
-       " is not supported (default, gpt2, smollm, starcoder, refact, qwen2, deepseek-r1-qwen, llama3, llama-bpe)");
+       " is not supported (default, gpt2, smollm, starcoder, refact, qwen2, deepseek-r1-qwen, qwen35, llama3, llama-bpe)");
 }
 
 }  // namespace
@@ -314,12 +395,24 @@ GgufImportReport import_gguf(const std::string& gguf_path, const std::string& ou
   rep.architecture = f.required_string("general.architecture");
   rep.pre_tokenizer = f.string("tokenizer.ggml.pre").value_or("default");
   const bool llama = rep.architecture == "llama";
+  const bool qwen35 = c.is_qwen3_5();
 
   // Map every GGUF tensor onto the HF parameters; each parameter exactly once, with its shape.
   std::map<std::string, Shape> want;
   for (const auto& s : model_param_specs(c)) want[s.name] = s.shape;
   std::vector<Mapped> plan;
   for (const auto& t : f.tensors()) {
+    if (qwen35 && t.name.rfind("blk.", 0) == 0) {
+      // Blocks from num_hidden_layers on are the multi-token-prediction layers (nextn_predict_layers):
+      // not part of the model (transformers skips the HF checkpoint's mtp.* the same way).
+      const size_t dot = t.name.find('.', 4);
+      const std::string b = t.name.substr(4, dot == std::string::npos ? std::string::npos : dot - 4);
+      if (!b.empty() && b.size() <= 6 && b.find_first_not_of("0123456789") == std::string::npos &&
+          std::stoll(b) >= c.num_hidden_layers) {
+        ++rep.skipped;
+        continue;
+      }
+    }
     std::string hf = gguf_to_hf_name(t.name);
     TITAN_CHECK(!hf.empty(), o, ": tensor ", quote(t.name), " is not one import knows (", rep.architecture, ")");
     const GgmlTypeInfo* ti = ggml_type_info(t.type);
@@ -330,12 +423,31 @@ GgufImportReport import_gguf(const std::string& gguf_path, const std::string& ou
       TITAN_CHECK(t.ne.size() == 3 && t.ne[2] == c.num_experts, o, ": tensor ", quote(t.name), " must be [",
                   c.num_experts, ", ., .] (stacked experts)");
       for (int64_t e = 0; e < c.num_experts; ++e)
-        plan.push_back({&t, hf.substr(0, brace) + std::to_string(e) + hf.substr(brace + 2), e, 0});
+        plan.push_back({&t, hf.substr(0, brace) + std::to_string(e) + hf.substr(brace + 2), e});
     } else {
-      int64_t heads = 0;
-      if (llama && hf.find("self_attn.q_proj.weight") != std::string::npos) heads = c.num_attention_heads;
-      if (llama && hf.find("self_attn.k_proj.weight") != std::string::npos) heads = c.num_key_value_heads;
-      plan.push_back({&t, hf, -1, heads});
+      Mapped m{&t, hf};
+      auto ends = [&](const char* suffix) {
+        const size_t n = std::strlen(suffix);
+        return hf.size() >= n && hf.compare(hf.size() - n, n, suffix) == 0;
+      };
+      if (llama && ends("self_attn.q_proj.weight")) m.undo = Undo::PermuteQK, m.heads = c.num_attention_heads;
+      if (llama && ends("self_attn.k_proj.weight")) m.undo = Undo::PermuteQK, m.heads = c.num_key_value_heads;
+      if (qwen35) {
+        // llama.cpp's converter (Qwen3_5TextModel / Qwen3_5MoeTextModel): norm weights but the
+        // gated one stored as 1 + w; A_log as -exp(A_log); the linear layers' value heads
+        // reordered from grouped by key head to tiled (_LinearAttentionVReorderBase).
+        const int64_t KD = c.linear_key_dim();
+        if (ends("layernorm.weight") || ends("q_norm.weight") || ends("k_norm.weight") || hf == "model.norm.weight")
+          m.undo = Undo::NormShift;
+        else if (ends("linear_attn.A_log")) m.undo = Undo::LogNegA, m.hd = 1;
+        else if (ends("linear_attn.dt_bias") || ends("in_proj_b.weight") || ends("in_proj_a.weight"))
+          m.undo = Undo::VRows, m.hd = 1;
+        else if (ends("in_proj_z.weight")) m.undo = Undo::VRows, m.hd = c.linear_value_head_dim;
+        else if (ends("in_proj_qkv.weight") || ends("conv1d.weight"))
+          m.undo = Undo::VRows, m.skip = 2 * KD, m.hd = c.linear_value_head_dim;
+        else if (ends("linear_attn.out_proj.weight")) m.undo = Undo::VCols, m.hd = c.linear_value_head_dim;
+      }
+      plan.push_back(m);
     }
   }
   std::map<std::string, const Mapped*> by_name;
@@ -345,6 +457,12 @@ GgufImportReport import_gguf(const std::string& gguf_path, const std::string& ou
                 " model of this configuration");
     Shape shape = m.t->torch_shape();
     if (m.expert >= 0) shape.erase(shape.begin());
+    // llama.cpp stores conv1d [C, 1, K] squeezed to [C, K], and may store the [1, H] shared-expert
+    // gate as a vector.
+    if (qwen35 && shape_numel(shape) == shape_numel(it->second) &&
+        (m.hf.find("conv1d.weight") != std::string::npos || m.hf.find("shared_expert_gate") != std::string::npos) &&
+        shape.size() < it->second.size())
+      shape = it->second;
     TITAN_CHECK(shape == it->second, o, ": tensor ", quote(m.t->name), " has shape ", shape_str(shape), ", expected ",
                 shape_str(it->second), " for ", m.hf);
     TITAN_CHECK(by_name.emplace(m.hf, &m).second, o, ": two tensors map to ", m.hf);
@@ -371,15 +489,47 @@ GgufImportReport import_gguf(const std::string& gguf_path, const std::string& ou
       cached = m.t;
     }
     const Shape& shape = want.at(m.hf);
+    const int64_t n = shape_numel(shape);
+    const int64_t Hk = c.linear_num_key_heads, r = Hk > 0 ? c.linear_num_value_heads / Hk : 1;
+    const float* src = full.data<float>();
     Tensor out;
     if (m.expert >= 0) {
-      const int64_t n = shape_numel(shape);
       out = full.slice0(m.expert * n, (m.expert + 1) * n).view(shape);
-    } else if (m.permute_heads > 0) {
-      out = Tensor::empty(shape, DType::F32);
-      unpermute_qk_rows(full.data<float>(), out.data<float>(), m.permute_heads, c.head_dim, shape[1]);
-    } else {
+    } else if (m.undo == Undo::None) {
       out = full.view(shape);
+    } else {
+      out = Tensor::empty(shape, DType::F32);
+      float* dst = out.data<float>();
+      const int64_t cols = n / shape[0];
+      switch (m.undo) {
+        case Undo::PermuteQK:
+          unpermute_qk_rows(src, dst, m.heads, c.head_dim, shape[1]);
+          break;
+        case Undo::NormShift:
+          for (int64_t i = 0; i < n; ++i) dst[i] = src[i] - 1.0f;
+          break;
+        case Undo::LogNegA: {
+          std::vector<float> a(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) {
+            TITAN_CHECK(src[i] < 0.0f && std::isfinite(src[i]), o, ": tensor ", quote(m.t->name), " element ", i,
+                        " is ", src[i], " (ssm_a must be -exp(A_log) < 0)");
+            a[size_t(i)] = std::log(-src[i]);
+          }
+          untile_v_heads(a.data(), dst, Hk, r, 1, 1);
+          break;
+        }
+        case Undo::VRows:
+          std::copy(src, src + m.skip * cols, dst);
+          untile_v_heads(src + m.skip * cols, dst + m.skip * cols, Hk, r, m.hd, cols);
+          break;
+        case Undo::VCols: {
+          const int64_t rows = shape[0];
+          for (int64_t i = 0; i < rows; ++i) untile_v_heads(src + i * cols, dst + i * cols, Hk, r, m.hd, 1);
+          break;
+        }
+        case Undo::None:
+          break;
+      }
     }
     w.write(m.hf, out);
     rep.params += shape_numel(shape);

@@ -16,8 +16,24 @@ llama.cpp's tensor names, with the llama q/k rows permuted as llama.cpp's conver
 (reshape(n_head, 2, D/2, cols).swapaxes(1, 2)) and a small byte-level tokenizer in the metadata:
   tiny_llama.gguf, tiny_qwen2.gguf
 
+And two Qwen3.5 files, the f32 weights of the Qwen3.5 goldens tests/fixtures/qwen3_5/
+dense_lin_lin_full (linear heads 2 key / 4 value: the value-head reorder is not the identity) and
+moe_lin_full, written as llama.cpp's converter writes Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM
+(conversion/qwen.py: Qwen3_5TextModel, Qwen3_5MoeTextModel and the classes they build on), with
+the tensor names from gguf-py's own map (gguf.get_tensor_name_map(MODEL_ARCH.QWEN35[MOE])):
+  - the value heads of the linear layers reordered from grouped by key head to tiled
+    (_LinearAttentionVReorderBase: in_proj_qkv's v rows, in_proj_z, in_proj_b/a, A_log, dt_bias,
+    conv1d's v channels, out_proj's columns);
+  - A_log stored as -exp(A_log) (ssm_a), dt_bias as ssm_dt.bias, conv1d squeezed to [C, K];
+  - every weight named *norm.weight but linear_attn.norm.weight stored as 1 + w;
+  - stacked experts, the metadata of Qwen3NextModel.set_gguf_parameters (ssm.*, full_attention_interval,
+    rope.dimension_count = head_dim * partial_rotary_factor) and rope.dimension_sections;
+  - the dense file also has one multi-token-prediction block (nextn_predict_layers 1,
+    block_count 4: blk.3.*), which import must skip.
+  tiny_qwen35.gguf, tiny_qwen35moe.gguf
+
 Run: python tools/oracle/gguf_fixtures.py [--out tests/fixtures/gguf]
-Needs: pip install gguf numpy safetensors (never needed to build or test titan).
+Needs: pip install gguf numpy safetensors (gguf >= 0.19 for the Qwen3.5 names) (never needed to build or test titan).
 """
 import argparse
 import os
@@ -110,6 +126,111 @@ def tiny_model(src_dir, arch, path):
     w.close()
 
 
+def v_tiled(t, dim, hk, r, hd):  # _LinearAttentionVReorderBase._reorder_v_heads, in numpy
+    shape = list(t.shape)
+    t = t.reshape(shape[:dim] + [hk, r, hd] + shape[dim + 1:])
+    return np.ascontiguousarray(np.swapaxes(t, dim, dim + 1)).reshape(shape)
+
+
+def tiny_qwen35(src_dir, arch, path, mtp):
+    import gguf
+    cfg = json.load(open(os.path.join(src_dir, "config.json")))
+    weights = load_file(os.path.join(src_dir, "model.safetensors"))
+    L, types = cfg["num_hidden_layers"], cfg["layer_types"]
+    every = types.index("full_attention") + 1  # the file stores only full_attention_interval
+    assert types == ["linear_attention" if (i + 1) % every else "full_attention" for i in range(L)], types
+    hk, hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    dk, dv, r = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], hv // hk
+    moe = arch == "qwen35moe"
+    blocks = L + (1 if mtp else 0)
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN35MOE if moe else gguf.MODEL_ARCH.QWEN35, blocks)
+    w = GGUFWriter(path, arch)
+    w.add_block_count(blocks)
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    if not moe:
+        w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_key_length(cfg["head_dim"])
+    w.add_value_length(cfg["head_dim"])
+    w.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_vocab_size(cfg["vocab_size"])
+    if moe:
+        w.add_expert_count(cfg["num_experts"])
+        w.add_expert_used_count(cfg["num_experts_per_tok"])
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
+    w.add_ssm_conv_kernel(cfg["linear_conv_kernel_dim"])
+    w.add_ssm_state_size(dk)
+    w.add_ssm_group_count(hk)
+    w.add_ssm_time_step_rank(hv)
+    w.add_ssm_inner_size(dv * hv)
+    w.add_full_attention_interval(every)
+    w.add_rope_dimension_count(int(cfg["head_dim"] * cfg["rope_parameters"]["partial_rotary_factor"]))
+    w.add_rope_dimension_sections([11, 11, 10, 0])
+    if mtp:
+        w.add_nextn_predict_layers(1)
+    V = cfg["vocab_size"]
+    printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    tokens = [chr(b) for b in printable[:V - 3]] + ["ab", "<|im_start|>", "<|im_end|>"]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen35")
+    w.add_token_list(tokens)
+    w.add_token_types([1] * (V - 2) + [3, 3])
+    w.add_token_merges(["a b"])
+    w.add_eos_token_id(V - 1)
+    out = {}
+    experts = {}
+    for name in sorted(weights):
+        t = weights[name].astype(np.float32)
+        if ".mlp.experts." in name:  # per expert -> stacked [E, ...] (Qwen2MoeModel.modify_tensors)
+            layer, rest = name[len("model.layers."):].split(".", 1)
+            e, proj = rest[len("mlp.experts."):].split(".", 1)
+            experts.setdefault((int(layer), proj), {})[int(e)] = t
+            continue
+        if ".linear_attn." in name and hk != hv:  # grouped -> tiled value heads
+            if name.endswith("in_proj_qkv.weight"):
+                t = np.concatenate([t[:2 * hk * dk], v_tiled(t[2 * hk * dk:], 0, hk, r, dv)])
+            elif name.endswith("in_proj_z.weight"):
+                t = v_tiled(t, 0, hk, r, dv)
+            elif name.endswith(("in_proj_b.weight", "in_proj_a.weight", "A_log", "dt_bias")):
+                t = v_tiled(t, 0, hk, r, 1)
+            elif name.endswith("conv1d.weight"):
+                t = np.concatenate([t[:2 * hk * dk], v_tiled(t[2 * hk * dk:], 0, hk, r, dv)])
+            elif name.endswith("out_proj.weight"):
+                t = v_tiled(t, 1, hk, r, dv)
+        if name.endswith(".A_log"):
+            t = -np.exp(t)
+        elif name.endswith(".dt_bias"):
+            name = name[:-len(".dt_bias")] + ".dt_proj.bias"
+        elif "conv1d" in name:
+            t = t.squeeze()
+        elif name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight"):
+            t = t + np.float32(1)
+        g = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        assert g is not None, name
+        out[g] = np.ascontiguousarray(t, dtype=np.float32)
+    for (layer, proj), per in sorted(experts.items()):
+        g = names.get_name(f"model.layers.{layer}.mlp.experts.{proj}", try_suffixes=(".weight",))
+        assert g is not None, proj
+        out[g] = np.ascontiguousarray(np.stack([per[e] for e in sorted(per)]))
+    if mtp:  # a stand-in MTP block: a few of its tensors under block L, values that must not be read
+        rng = np.random.default_rng(7)
+        H = cfg["hidden_size"]
+        for g, shape in [(f"blk.{L}.attn_norm.weight", (H,)), (f"blk.{L}.nextn.eh_proj.weight", (H, 2 * H)),
+                         (f"blk.{L}.nextn.enorm.weight", (H,)), (f"blk.{L}.attn_q.weight", (2 * H, H))]:
+            out[g] = rng.standard_normal(shape).astype(np.float32)
+    for g in sorted(out):
+        w.add_tensor(g, out[g])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(path, len(out), "tensors")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "gguf"))
@@ -148,6 +269,10 @@ def main():
     fixtures = os.path.join(args.out, "..")
     tiny_model(os.path.join(fixtures, "llama", "tied_gqa2"), "llama", os.path.join(args.out, "tiny_llama.gguf"))
     tiny_model(os.path.join(fixtures, "qwen2", "tied_gqa2"), "qwen2", os.path.join(args.out, "tiny_qwen2.gguf"))
+    tiny_qwen35(os.path.join(fixtures, "qwen3_5", "dense_lin_lin_full"), "qwen35",
+                os.path.join(args.out, "tiny_qwen35.gguf"), mtp=True)
+    tiny_qwen35(os.path.join(fixtures, "qwen3_5", "moe_lin_full"), "qwen35moe",
+                os.path.join(args.out, "tiny_qwen35moe.gguf"), mtp=False)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,21 @@ tests/fixtures/kv_cache/<name>.safetensors:
   logits       f32 [64, 3, vocab]   the raw next-token logits of every step (output_logits)
   min_gap      f32 [1]              the smallest top-1 / top-2 logit gap met on the way (a tie would
                                     make greedy ids fragile; the script fails below 1e-3)
+  logits_f64   f32 [64, 3, vocab]   (Qwen3.5 cases) the same logits from the model in float64, one
+                                    uncached forward over prompts + generated ids (f64_logits)
 and checks on the way that each row's ids equal its unpadded run alone.
 
-Run: /work/venv-oracle/bin/python tools/oracle/kv_cache_goldens.py
+The Qwen3.5 cases (qwen3_5_dense, qwen3_5_moe: the fixture models tests/fixtures/qwen3_5/
+dense_lin_lin_full and moe_lin_full) use prompts of 5, 37 and 20 tokens, so the padded prefill
+crosses titan's 16-token delta-rule chunks with up to 32 padding columns in front. transformers
+masks a linear-attention layer's padding columns there: its input hidden states are multiplied by
+the attention mask before the projections (apply_mask_to_padding_states, on a multi-token forward
+whose mask is not all ones), so the conv and the recurrent state see zeros through the padding.
+
+Run: /work/venv-oracle/bin/python tools/oracle/kv_cache_goldens.py [--cases qwen3_5_dense,qwen3_5_moe]
+(default: every case)
 """
+import argparse
 import os
 
 import torch
@@ -23,8 +34,10 @@ from transformers import AutoModelForCausalLM
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 OUT = os.path.join(ROOT, "tests", "fixtures", "kv_cache")
-CASES = [("dense", "tests/fixtures/qwen3/untied_gqa2_long"), ("moe", "tests/fixtures/qwen3_moe/aux_norm")]
-LENS = [5, 17, 11]
+CASES = [("dense", "tests/fixtures/qwen3/untied_gqa2_long", [5, 17, 11]),
+         ("moe", "tests/fixtures/qwen3_moe/aux_norm", [5, 17, 11]),
+         ("qwen3_5_dense", "tests/fixtures/qwen3_5/dense_lin_lin_full", [5, 37, 20]),
+         ("qwen3_5_moe", "tests/fixtures/qwen3_5/moe_lin_full", [5, 37, 20])]
 NEW = 64
 PAD = 0
 
@@ -40,10 +53,37 @@ def run(model, prompts):
     return out.sequences[:, width:], torch.stack(out.logits)  # [rows, NEW], [NEW, rows, V]
 
 
+def f64_logits(folder, prompts, ids):
+    """The same model in float64, one forward over the padded prompts and the generated ids (mask
+    and positions as generate makes them): the logits that predicted each generated token. The
+    Qwen3.5 fixtures are conditioned so that f32 rounding alone moves their logits by ~1e-4 over
+    the 64 steps (transformers' own f32 run included); this is the exact value to measure both by."""
+    model = AutoModelForCausalLM.from_pretrained(os.path.join(ROOT, folder), dtype=torch.float64,
+                                                 attn_implementation="eager").eval()
+    if hasattr(model.config, "_experts_implementation"):
+        model.config._experts_implementation = "eager"
+    model.config.output_router_logits = False
+    width = max(len(p) for p in prompts)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    mask = torch.cat([mask, torch.ones_like(ids)], 1)
+    full = torch.cat([torch.tensor([[PAD] * (width - len(p)) + p for p in prompts]), ids], 1)
+    pos = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    with torch.inference_mode():
+        out = model(full, attention_mask=mask, position_ids=pos).logits
+    return out[:, width - 1:width - 1 + ids.shape[1]].transpose(0, 1).double()  # [NEW, rows, V]
+
+
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", default=",".join(c[0] for c in CASES))
+    args = ap.parse_args()
+    wanted = args.cases.split(",")
+    assert all(w in [c[0] for c in CASES] for w in wanted), wanted
     os.makedirs(OUT, exist_ok=True)
     torch.set_num_threads(2)
-    for name, folder in CASES:
+    for name, folder, lens in CASES:
+        if name not in wanted:
+            continue
         model = AutoModelForCausalLM.from_pretrained(os.path.join(ROOT, folder), dtype=torch.float32,
                                                      attn_implementation="eager").eval()
         if hasattr(model.config, "_experts_implementation"):
@@ -55,7 +95,7 @@ def main():
         # The first prompt seed whose greedy run has no near tie.
         for seed in range(100):
             g = torch.Generator().manual_seed(seed)
-            prompts = [torch.randint(1, V, (n,), generator=g).tolist() for n in LENS]
+            prompts = [torch.randint(1, V, (n,), generator=g).tolist() for n in lens]
             ids, logits = run(model, prompts)
             top2 = torch.topk(logits, 2, dim=-1).values
             gap = float((top2[..., 0] - top2[..., 1]).min())
@@ -68,6 +108,10 @@ def main():
         t = {f"prompt_{r}": torch.tensor(p, dtype=torch.int64) for r, p in enumerate(prompts)}
         t.update(ids=ids.to(torch.int64).contiguous(), logits=logits.float().contiguous(),
                  min_gap=torch.tensor([gap], dtype=torch.float32))
+        if name.startswith("qwen3_5"):
+            t["logits_f64"] = f64_logits(folder, prompts, ids).float().contiguous()
+            print(name, "f32 noise: max |generate's f32 logits - f64|",
+                  float((logits.double() - f64_logits(folder, prompts, ids)).abs().max()))
         save_file(t, os.path.join(OUT, name + ".safetensors"), metadata={"model": folder})
         print(name, "min gap", gap, "ids row 0", ids[0, :12].tolist())
 

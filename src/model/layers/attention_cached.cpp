@@ -55,12 +55,22 @@ void DecoderModel::attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, I
     attention_cached(RowView::of(a.q, nh, D), st.k, st.v, c.first.data(), c.len + S, S, scale, a.attn);
     return;
   }
-  // Prefill: rows [b0, b1) without padding in one call, each padded row alone on its real columns.
-  const Tensor attn2 = a.attn.view({B * S, Q});
+  prefill_attention(l, a.q, a.k, a.qkv, Q + K, a.attn, B, S, c);
+}
+
+void DecoderModel::prefill_attention(size_t l, const Tensor& q, const Tensor& kt, const Tensor& qkv, int64_t v_col,
+                                     Tensor& attn, int64_t B, int64_t S, const InferenceState& c) {
+  const KernelSet& k = kernels_[l];
+  const int64_t Q = cfg_.q_dim(), D = cfg_.head_dim;
+  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  TITAN_ASSERT(c.len == 0 && c.rows == B, "prefill_attention: not a prefill");
+  // Rows [b0, b1) without padding in one call, each padded row alone on its real columns.
+  const Tensor attn2 = attn.view({B * S, Q});
   auto run = [&](int64_t r0, int64_t r1, int64_t seq) {
     Tensor out = attn2.slice0(r0, r1), lse = Tensor::empty({(r1 - r0) / seq, nh, seq}, DType::F32);
-    k.attention->forward_rows(exec_, rows_of(a.q, r0, r1, nh, D), rows_of(a.k, r0, r1, nkv, D),
-                              RowView::columns(a.qkv.slice0(r0, r1), Q + K, nkv, D), seq, scale, out, lse);
+    k.attention->forward_rows(exec_, rows_of(q, r0, r1, nh, D), rows_of(kt, r0, r1, nkv, D),
+                              RowView::columns(qkv.slice0(r0, r1), v_col, nkv, D), seq, scale, out, lse);
   };
   for (int64_t b = 0; b < B;) {
     if (c.first[size_t(b)] == 0) {

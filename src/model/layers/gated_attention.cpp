@@ -83,7 +83,8 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
     InferenceState& c = *cache;
     const int64_t cap = c.capacity();
     TITAN_ASSERT(c.rows == B && c.len + S <= cap, "inference state cannot take ", B, " x ", S, " more");
-    auto pos_of = [&](int64_t row) { return c.len + row % S - c.first[size_t(row / S)]; };
+    // (padding columns at 0: never attended to, their outputs never read)
+    auto pos_of = [&](int64_t row) { return std::max<int64_t>(0, c.len + row % S - c.first[size_t(row / S)]); };
     const std::vector<int64_t> rp = row_positions(T, pos_of);
     rope_partial(exec_, q, rd, rope_, rp.data(), false);
     rope_partial(exec_, kk, rd, rope_, rp.data(), false);
@@ -96,7 +97,10 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
         std::memcpy(kc + dst, a.k.data<float>() + (b * S + s) * K, size_t(K) * sizeof(float));
         std::memcpy(vc + dst, a.qkv.data<float>() + (b * S + s) * W + 2 * Q + K, size_t(K) * sizeof(float));
       }
-    attention_cached(q, st.k, st.v, c.first.data(), c.len + S, S, scale, a.attn);
+    if (c.len > 0)
+      attention_cached(q, st.k, st.v, c.first.data(), c.len + S, S, scale, a.attn);
+    else  // the prompt: attention_cached takes no query inside a row's padding
+      prefill_attention(l, a.q, a.k, a.qkv, 2 * Q + K, a.attn, B, S, c);
   } else {
     auto pos_of = [&](int64_t row) {
       const int64_t s = row % S;
