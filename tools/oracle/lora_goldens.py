@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Golden fixtures for LoRA, from Hugging Face transformers + peft (the oracle).
 
-For each case this writes tests/fixtures/lora/<name>/ over a base model of tests/fixtures/qwen3
-(not copied: golden.json names it):
+For each case this writes tests/fixtures/lora/<name>/ over a base model of tests/fixtures/qwen3,
+qwen3_moe or qwen3_5 (not copied: golden.json names it):
   adapter/                         a PEFT adapter folder (PeftModel.save_pretrained:
                                    adapter_config.json, adapter_model.safetensors) with random,
                                    non-zero A and B so every gradient is exercised
@@ -22,6 +22,8 @@ A case with target_parameters (PEFT's ParamWrapper on the MoE router weight and 
 parameters of a qwen3_moe base) gets no bf16-base golden; its adapter tensors are named for titan
 by the parameter they adapt (model.layers.0.mlp.experts.gate_up_proj.lora_A.weight,
 model.layers.0.mlp.gate.weight.lora_A.weight), not by PEFT's wrapper nesting.
+The qwen3_5 cases run transformers' torch fallbacks of the Gated DeltaNet (torch chunk rule, torch
+causal conv), as tools/oracle/qwen3_5_goldens.py made their bases with.
 
 Run: python tools/oracle/lora_goldens.py [--out tests/fixtures/lora] [--bf16-base-only] [--case NAME]
 (--bf16-base-only: only the golden_bf16_base files, from the adapter folders already there;
@@ -50,6 +52,17 @@ CASES = [
     ("moe_experts_router", "qwen3_moe/aux_norm", 2, 3.0, ["q_proj"], False,
      ["model.layers.0.mlp.experts.gate_up_proj", "model.layers.0.mlp.experts.down_proj", "mlp.gate.weight",
       "model.layers.1.mlp.experts.gate_up_proj"]),
+    # Qwen3.5: every linear projection, by PEFT's own names: the gated attention layer's (q_proj's
+    # rows hold each head's query then its gate), the Gated DeltaNet's five, the MLP's three.
+    ("qwen3_5_all_linear", "qwen3_5/dense_lin_lin_full", 3, 6.0,
+     ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj",
+      "gate_proj", "up_proj", "down_proj"], False, None),
+    # qwen3_5_moe: the same mixer targets, the shared expert's linears (matched by their last part),
+    # its sigmoid gate shared_expert_gate, and the router and fused experts as target_parameters.
+    ("qwen3_5_moe_shared", "qwen3_5/moe_lin_full", 2, 4.0,
+     ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj",
+      "gate_proj", "up_proj", "down_proj", "shared_expert_gate"], False,
+     ["mlp.gate.weight", "mlp.experts.gate_up_proj", "mlp.experts.down_proj"]),
 ]
 ADAMW = {"lr": 2e-2, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "steps": 5}
 
