@@ -11,7 +11,10 @@ qwen3_moe or qwen3_5 (not copied: golden.json names it):
                                    "base_model.model." and with no adapter name)
   trained.safetensors              the adapters after `steps` torch.optim.AdamW steps on the same
                                    batch (base frozen), same names
-  golden.json                      {"base", "loss", "step_losses", "adamw": {...}, versions}
+  golden.json                      {"base", "loss", "step_losses", "adamw": {...}, versions,
+                                   "oracle_f32_vs_f64": this f32 run's distance to the same run in
+                                   f64 (loss, logits, grad_rel, step_loss, trained_rel; cases made
+                                   before it was added lack it)}
   golden_bf16_base.safetensors     the same adapters on the base loaded in bf16 (titan's
   golden_bf16_base.json            [lora] base_dtype = "bf16"): PEFT keeps the adapters in f32
                                    (autocast_adapter_dtype, its default) and casts their input to
@@ -125,6 +128,8 @@ def main():
         with open(os.path.join(adir, "adapter_config.json")) as f:
             ac = json.load(f)
         ac["base_model_name_or_path"] = base  # not this machine's absolute path
+        if isinstance(ac.get("target_modules"), list):  # a set in PEFT: its order varies run to run
+            ac["target_modules"] = sorted(ac["target_modules"])
         with open(os.path.join(adir, "adapter_config.json"), "w") as f:
             json.dump(ac, f, indent=2, sort_keys=True)
         ids = read_ids(os.path.join(base_dir, "tokens.txt"))
@@ -148,13 +153,54 @@ def main():
             losses.append(float(loss.item()))
         save_file({titan_name(n): p.detach().float().contiguous() for n, p in lora},
                   os.path.join(out, "trained.safetensors"), metadata={"format": "pt"})
+        meta = {"base": base, "loss": float(res.loss.item()), "step_losses": losses, "adamw": ADAMW,
+                "transformers": __import__("transformers").__version__,
+                "peft": __import__("peft").__version__, "torch": torch.__version__}
+        meta["oracle_f32_vs_f64"] = f64_deviation(out, base, tensors, losses, meta["loss"],
+                                                  {titan_name(n): p.detach().float() for n, p in lora})
         with open(os.path.join(out, "golden.json"), "w") as f:
-            json.dump({"base": base, "loss": float(res.loss.item()), "step_losses": losses, "adamw": ADAMW,
-                       "transformers": __import__("transformers").__version__,
-                       "peft": __import__("peft").__version__, "torch": torch.__version__}, f, indent=1)
+            json.dump(meta, f, indent=1)
         print(name, "loss", res.loss.item(), "after", losses)
         if not params:
             bf16_base_golden(out, base)
+
+
+def f64_deviation(out, base, golden, step_losses, loss, trained):
+    """How far this f32 oracle is from the same PEFT run in f64 (same adapter folder, same AdamW
+    steps): the f32 rounding of the oracle itself, which bounds how close another f32
+    implementation can be held to it. Recurrent mixers (Qwen3.5's Gated DeltaNet) with large random
+    adapters amplify it through the AdamW steps (Adam's first steps move each element by about lr
+    whatever its gradient's size, so a tiny gradient's rounding changes the step)."""
+    base_dir = os.path.join(FIXTURES, base)
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float64, attn_implementation="eager",
+                                                 experts_implementation="eager")  # grouped_mm has no f64
+    model = PeftModel.from_pretrained(model, os.path.join(out, "adapter"), is_trainable=True,
+                                      autocast_adapter_dtype=False).double()
+    titan_name = titan_names(model).__getitem__
+    lora = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    ids = read_ids(os.path.join(base_dir, "tokens.txt"))
+    res = model(input_ids=ids, labels=ids)
+    res.loss.backward()
+
+    def rel(a, b):
+        return float((a.double() - b.double()).abs().max() / b.double().abs().max())
+
+    dev = {"loss": abs(float(res.loss.item()) - loss),
+           "logits": float((res.logits.detach() - golden["logits"].double()).abs().max()),
+           "grad_rel": max(rel(p.grad, golden[titan_name(n)]) for n, p in lora)}
+    opt = torch.optim.AdamW([p for _, p in lora], lr=ADAMW["lr"], betas=(ADAMW["beta1"], ADAMW["beta2"]),
+                            eps=ADAMW["eps"], weight_decay=ADAMW["weight_decay"])
+    worst = 0.0
+    for s in range(ADAMW["steps"]):
+        opt.zero_grad()
+        l = model(input_ids=ids, labels=ids).loss
+        l.backward()
+        opt.step()
+        worst = max(worst, abs(float(l.item()) - step_losses[s]))
+    dev["step_loss"] = worst
+    dev["trained_rel"] = max(rel(p.detach(), trained[titan_name(n)]) for n, p in lora)
+    print(os.path.basename(out), "f32 oracle vs f64:", dev)
+    return dev
 
 
 def bf16_base_golden(out, base):

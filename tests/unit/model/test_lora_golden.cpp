@@ -3,6 +3,11 @@
 // the base frozen (losses per step and the trained adapters), for each kernel set.
 // moe_experts_router: a qwen3_moe base (aux loss on) with PEFT target_parameters adapters on the
 // router weight and the fused expert parameters (ParamWrapper, nested in layer 0) plus q_proj.
+// qwen3_5_all_linear: a dense qwen3_5 base (two Gated DeltaNet layers, one gated attention layer)
+// with every linear projection adapted by PEFT's own target names (q/k/v/o_proj, in_proj_qkv,
+// in_proj_z, in_proj_b, in_proj_a, out_proj, gate/up/down_proj). qwen3_5_moe_shared: a qwen3_5_moe
+// base with the same mixer targets, the shared expert's gate/up/down_proj, shared_expert_gate, and
+// the router and fused experts as target_parameters (nested in every layer).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,7 +71,15 @@ TEST_P(LoraGolden, LossGradientsAndTrainingMatchPeft) {
   }
   EXPECT_EQ(n + 1, golden.size());  // every adapter gradient of the oracle, plus its logits
 
-  // Training: torch.optim.AdamW over the adapters only, the same batch each step.
+  // Training: torch.optim.AdamW over the adapters only, the same batch each step. The bars are
+  // 1e-4, or 4x the oracle's own f32 error where it records one and that is larger (its distance
+  // to the same PEFT run in f64): on the qwen3_5 cases Adam's steps amplify f32 rounding to 1.7e-4
+  // of the step losses and 4.0e-4 of the trained adapters' peak in PEFT itself.
+  double step_tol = 1e-4, trained_tol = 1e-4;
+  if (meta.contains("oracle_f32_vs_f64")) {
+    step_tol = std::max(step_tol, 4 * meta["oracle_f32_vs_f64"]["step_loss"].get<double>());
+    trained_tol = std::max(trained_tol, 4 * meta["oracle_f32_vs_f64"]["trained_rel"].get<double>());
+  }
   const auto& hp = meta["adamw"];
   AdamWParams h;
   h.lr = hp["lr"].get<float>(), h.beta1 = hp["beta1"].get<float>(), h.beta2 = hp["beta2"].get<float>();
@@ -80,7 +93,7 @@ TEST_P(LoraGolden, LossGradientsAndTrainingMatchPeft) {
   for (size_t s = 0; s < want_losses.size(); ++s) {
     model->lora_params().zero_grad();
     const double l = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
-    EXPECT_NEAR(l, want_losses[s], 1e-4) << "step " << s + 1;
+    EXPECT_NEAR(l, want_losses[s], step_tol) << "step " << s + 1;
     worst_step_loss = std::max(worst_step_loss, std::fabs(l - want_losses[s]));
     h.step = int64_t(s) + 1;
     for (size_t i = 0; i < ps.size(); ++i) adamw.step(ExecContext::host(), ps[i].value, ps[i].grad, m[i], v[i], h);
@@ -90,7 +103,7 @@ TEST_P(LoraGolden, LossGradientsAndTrainingMatchPeft) {
   for (auto& p : ps) {
     SCOPED_TRACE(p.name);
     const double rel = titan::testing::max_diff_rel_to_peak(trained.get(p.name, DType::F32), p.value);
-    EXPECT_LE(rel, 1e-4);
+    EXPECT_LE(rel, trained_tol);
     worst_w = std::max(worst_w, rel);
   }
   std::printf("%s/%s: |loss - peft| %.2e, logits %.2e, worst adapter grad rel %.2e; after %zu steps: |loss| %.2e, "
@@ -101,7 +114,8 @@ TEST_P(LoraGolden, LossGradientsAndTrainingMatchPeft) {
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  for (const char* n : {"all_linear_r4", "qv_down_rslora", "moe_experts_router"})
+  for (const char* n :
+       {"all_linear_r4", "qv_down_rslora", "moe_experts_router", "qwen3_5_all_linear", "qwen3_5_moe_shared"})
     for (const char* k : {"reference", "cpu"}) v.push_back({n, k});
   return v;
 }
