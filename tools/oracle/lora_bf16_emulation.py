@@ -10,8 +10,10 @@ This patches torch.nn.functional.linear to titan's rounding over the f32 base wi
 weights rounded, runs the case's PEFT adapter folder, and prints each adapter gradient's distance
 to the f32 oracle (golden.safetensors) relative to its peak, as LoraBf16BaseGolden does.
 --keep x|w|dy leaves that GEMM input unrounded (w: the adapters' A and B, the base's are bf16).
+--save FILE writes the emulated adapter gradients (titan's names) and `loss` [1]: the fixture
+tests/fixtures/lora/qwen3_5_all_linear/golden_bf16_emulated.safetensors (LoraBf16BaseEmulation).
 
-Run: python tools/oracle/lora_bf16_emulation.py --case qwen3_5_all_linear [--keep w]
+Run: python tools/oracle/lora_bf16_emulation.py --case qwen3_5_all_linear [--keep w] [--save FILE]
 """
 import argparse
 import os
@@ -29,6 +31,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", required=True)
     ap.add_argument("--keep", choices=["x", "w", "dy"])
+    ap.add_argument("--save", help="write the emulated adapter gradients (titan's names) to this file")
     args = ap.parse_args()
     torch.set_num_threads(2)
     rnd = lambda t: t.bfloat16().float()  # noqa: E731 (round to nearest even, as titan)
@@ -71,6 +74,11 @@ def main():
             worst = max(worst, rel)
             print("%-60s %.3f" % (name[n], rel))
     print("loss %.6f (f32 oracle %.6f), worst %.3f" % (res.loss.item(), meta["loss"], worst))
+    if args.save:
+        from safetensors.torch import save_file
+        t = {name[n]: p.grad.detach().float().contiguous() for n, p in model.named_parameters() if p.requires_grad}
+        t["loss"] = res.loss.detach().float().reshape(1)
+        save_file(t, args.save, metadata={"format": "pt"})
 
 
 if __name__ == "__main__":

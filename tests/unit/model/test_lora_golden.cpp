@@ -196,3 +196,47 @@ TEST(LoraBf16BaseGolden, LossAndGradientsNearPeftOnABf16Base) {
       EXPECT_LE(ours_f32, 1.05 * peft_f32);
     }
 }
+
+// A bf16 qwen3_5 base. Against PEFT's bf16 run the Qwen3 bars above do not hold: layer 0's
+// in_proj_qkv adapter gradient is 0.72 of its peak from the f32 oracle in PEFT-bf16 and 1.4 in
+// titan, because titan rounds the adapters' A and B to bf16 in their GEMMs (every bf16 GEMM input
+// is rounded) while PEFT keeps the adapter path f32, and this case is sensitive to it
+// (docs/qwen3_5.md "Against PEFT"). So titan is held to its own arithmetic emulated in PyTorch
+// (tools/oracle/lora_bf16_emulation.py: 2-D base weights bf16, every GEMM's inputs rounded, all
+// else f32): loss within 1e-4 (measured 3.7e-5 / 5.0e-5), every adapter gradient within 0.03 of
+// its peak (measured 6.2e-3 / 1.4e-2); and to PEFT-bf16 loosely (loss within 2e-2, measured
+// 1.15e-2; gradients within 0.7 of peak, measured 0.63), both kernel sets.
+TEST(LoraBf16BaseGolden, Qwen3_5MatchesItsEmulatedArithmetic) {
+  const std::string dir = fixtures() + "/lora/qwen3_5_all_linear";
+  const std::string base = fixtures() + "/qwen3_5/dense_lin_lin_full";
+  auto emu = SafetensorsFile::open(dir + "/golden_bf16_emulated.safetensors");
+  auto peft = SafetensorsFile::open(dir + "/golden_bf16_base.safetensors");
+  const double want_peft = nlohmann::json::parse(read_file(dir + "/golden_bf16_base.json"))["loss"].get<double>();
+  for (const char* kernels : {"reference", "cpu"}) {
+    SCOPED_TRACE(kernels);
+    auto model = load_hf_model(base, kernels, /*frozen=*/true, DType::BF16);
+    load_peft_adapter(*model, dir + "/adapter");
+    model->freeze_base();
+    Tensor ids = read_token_lines(base + "/tokens.txt");
+    Tensor labels = next_token_labels(ids);
+    const int64_t count = count_labels(labels);
+    const double loss = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
+    const double want = emu.get("loss", DType::F32).data<float>()[0];
+    double worst = 0, worst_peft = 0;
+    for (auto& p : model->lora_params().all()) {
+      SCOPED_TRACE(p.name);
+      ASSERT_TRUE(emu.contains(p.name));
+      const double rel = titan::testing::max_diff_rel_to_peak(emu.get(p.name, DType::F32), p.grad);
+      EXPECT_LE(rel, 0.03);
+      worst = std::max(worst, rel);
+      worst_peft = std::max(worst_peft, titan::testing::max_diff_rel_to_peak(peft.get(p.name, DType::F32), p.grad));
+    }
+    EXPECT_EQ(model->lora_params().all().size() + 1, emu.size());  // every adapter, and the loss
+    std::printf("qwen3_5_all_linear/%s bf16 base: to the emulation |loss| %.2e, worst grad rel %.2e; to PEFT-bf16 "
+                "|loss| %.2e, worst grad rel %.2e\n",
+                kernels, std::fabs(loss - want), worst, std::fabs(loss - want_peft), worst_peft);
+    EXPECT_NEAR(loss, want, 1e-4);
+    EXPECT_NEAR(loss, want_peft, 2e-2);
+    EXPECT_LE(worst_peft, 0.7);
+  }
+}
