@@ -3,6 +3,11 @@
 // the base frozen (losses per step and the trained adapters), for each kernel set.
 // moe_experts_router: a qwen3_moe base (aux loss on) with PEFT target_parameters adapters on the
 // router weight and the fused expert parameters (ParamWrapper, nested in layer 0) plus q_proj.
+// qwen3_5_all_linear: a dense qwen3_5 base (two Gated DeltaNet layers, one gated attention layer)
+// with every linear projection adapted by PEFT's own target names (q/k/v/o_proj, in_proj_qkv,
+// in_proj_z, in_proj_b, in_proj_a, out_proj, gate/up/down_proj). qwen3_5_moe_shared: a qwen3_5_moe
+// base with the same mixer targets, the shared expert's gate/up/down_proj, shared_expert_gate, and
+// the router and fused experts as target_parameters (nested in every layer).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,7 +71,15 @@ TEST_P(LoraGolden, LossGradientsAndTrainingMatchPeft) {
   }
   EXPECT_EQ(n + 1, golden.size());  // every adapter gradient of the oracle, plus its logits
 
-  // Training: torch.optim.AdamW over the adapters only, the same batch each step.
+  // Training: torch.optim.AdamW over the adapters only, the same batch each step. The bars are
+  // 1e-4, or 4x the oracle's own f32 error where it records one and that is larger (its distance
+  // to the same PEFT run in f64): on the qwen3_5 cases Adam's steps amplify f32 rounding to 1.7e-4
+  // of the step losses and 4.0e-4 of the trained adapters' peak in PEFT itself.
+  double step_tol = 1e-4, trained_tol = 1e-4;
+  if (meta.contains("oracle_f32_vs_f64")) {
+    step_tol = std::max(step_tol, 4 * meta["oracle_f32_vs_f64"]["step_loss"].get<double>());
+    trained_tol = std::max(trained_tol, 4 * meta["oracle_f32_vs_f64"]["trained_rel"].get<double>());
+  }
   const auto& hp = meta["adamw"];
   AdamWParams h;
   h.lr = hp["lr"].get<float>(), h.beta1 = hp["beta1"].get<float>(), h.beta2 = hp["beta2"].get<float>();
@@ -80,7 +93,7 @@ TEST_P(LoraGolden, LossGradientsAndTrainingMatchPeft) {
   for (size_t s = 0; s < want_losses.size(); ++s) {
     model->lora_params().zero_grad();
     const double l = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
-    EXPECT_NEAR(l, want_losses[s], 1e-4) << "step " << s + 1;
+    EXPECT_NEAR(l, want_losses[s], step_tol) << "step " << s + 1;
     worst_step_loss = std::max(worst_step_loss, std::fabs(l - want_losses[s]));
     h.step = int64_t(s) + 1;
     for (size_t i = 0; i < ps.size(); ++i) adamw.step(ExecContext::host(), ps[i].value, ps[i].grad, m[i], v[i], h);
@@ -90,7 +103,7 @@ TEST_P(LoraGolden, LossGradientsAndTrainingMatchPeft) {
   for (auto& p : ps) {
     SCOPED_TRACE(p.name);
     const double rel = titan::testing::max_diff_rel_to_peak(trained.get(p.name, DType::F32), p.value);
-    EXPECT_LE(rel, 1e-4);
+    EXPECT_LE(rel, trained_tol);
     worst_w = std::max(worst_w, rel);
   }
   std::printf("%s/%s: |loss - peft| %.2e, logits %.2e, worst adapter grad rel %.2e; after %zu steps: |loss| %.2e, "
@@ -101,7 +114,8 @@ TEST_P(LoraGolden, LossGradientsAndTrainingMatchPeft) {
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  for (const char* n : {"all_linear_r4", "qv_down_rslora", "moe_experts_router"})
+  for (const char* n :
+       {"all_linear_r4", "qv_down_rslora", "moe_experts_router", "qwen3_5_all_linear", "qwen3_5_moe_shared"})
     for (const char* k : {"reference", "cpu"}) v.push_back({n, k});
   return v;
 }
@@ -181,4 +195,48 @@ TEST(LoraBf16BaseGolden, LossAndGradientsNearPeftOnABf16Base) {
       EXPECT_LE(worst, 0.3);
       EXPECT_LE(ours_f32, 1.05 * peft_f32);
     }
+}
+
+// A bf16 qwen3_5 base. Against PEFT's bf16 run the Qwen3 bars above do not hold: layer 0's
+// in_proj_qkv adapter gradient is 0.72 of its peak from the f32 oracle in PEFT-bf16 and 1.4 in
+// titan, because titan rounds the adapters' A and B to bf16 in their GEMMs (every bf16 GEMM input
+// is rounded) while PEFT keeps the adapter path f32, and this case is sensitive to it
+// (docs/qwen3_5.md "Against PEFT"). So titan is held to its own arithmetic emulated in PyTorch
+// (tools/oracle/lora_bf16_emulation.py: 2-D base weights bf16, every GEMM's inputs rounded, all
+// else f32): loss within 1e-4 (measured 3.7e-5 / 5.0e-5), every adapter gradient within 0.03 of
+// its peak (measured 6.2e-3 / 1.4e-2); and to PEFT-bf16 loosely (loss within 2e-2, measured
+// 1.15e-2; gradients within 0.7 of peak, measured 0.63), both kernel sets.
+TEST(LoraBf16BaseGolden, Qwen3_5MatchesItsEmulatedArithmetic) {
+  const std::string dir = fixtures() + "/lora/qwen3_5_all_linear";
+  const std::string base = fixtures() + "/qwen3_5/dense_lin_lin_full";
+  auto emu = SafetensorsFile::open(dir + "/golden_bf16_emulated.safetensors");
+  auto peft = SafetensorsFile::open(dir + "/golden_bf16_base.safetensors");
+  const double want_peft = nlohmann::json::parse(read_file(dir + "/golden_bf16_base.json"))["loss"].get<double>();
+  for (const char* kernels : {"reference", "cpu"}) {
+    SCOPED_TRACE(kernels);
+    auto model = load_hf_model(base, kernels, /*frozen=*/true, DType::BF16);
+    load_peft_adapter(*model, dir + "/adapter");
+    model->freeze_base();
+    Tensor ids = read_token_lines(base + "/tokens.txt");
+    Tensor labels = next_token_labels(ids);
+    const int64_t count = count_labels(labels);
+    const double loss = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
+    const double want = emu.get("loss", DType::F32).data<float>()[0];
+    double worst = 0, worst_peft = 0;
+    for (auto& p : model->lora_params().all()) {
+      SCOPED_TRACE(p.name);
+      ASSERT_TRUE(emu.contains(p.name));
+      const double rel = titan::testing::max_diff_rel_to_peak(emu.get(p.name, DType::F32), p.grad);
+      EXPECT_LE(rel, 0.03);
+      worst = std::max(worst, rel);
+      worst_peft = std::max(worst_peft, titan::testing::max_diff_rel_to_peak(peft.get(p.name, DType::F32), p.grad));
+    }
+    EXPECT_EQ(model->lora_params().all().size() + 1, emu.size());  // every adapter, and the loss
+    std::printf("qwen3_5_all_linear/%s bf16 base: to the emulation |loss| %.2e, worst grad rel %.2e; to PEFT-bf16 "
+                "|loss| %.2e, worst grad rel %.2e\n",
+                kernels, std::fabs(loss - want), worst, std::fabs(loss - want_peft), worst_peft);
+    EXPECT_NEAR(loss, want, 1e-4);
+    EXPECT_NEAR(loss, want_peft, 2e-2);
+    EXPECT_LE(worst_peft, 0.7);
+  }
 }
