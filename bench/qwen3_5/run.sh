@@ -13,8 +13,8 @@
 # titan and transformers alternate (titan, torch, titan, torch, ...) for ROUNDS rounds so that load
 # drifting on a shared machine hits both; the table gives the median of the rounds and each round.
 #   usage: bench/qwen3_5/run.sh [TITAN_BIN=build/titan] [BENCH_GATED_DELTA=build/bench/gated_delta/bench_gated_delta]
-#   env: ROUNDS (2), STEPS (5 titan steps = 2 warm-up + 3 timed; transformers the same), SEQ (512),
-#        PLEN (128), NEW (32), THREADS (2), MODEL_DIR (reuse a folder make_model.py wrote).
+#   env: ROUNDS (2), STEPS (4 steps = 2 warm-up + 2 timed, each side), SEQ (512),
+#        PLEN (512), NEW (32), THREADS (2), MODEL_DIR (reuse a folder make_model.py wrote).
 # transformers gets bench/train_step's settings: OPENBLAS_CORETYPE unset, jemalloc preloaded when
 # present. Python: $TITAN_ORACLE_PYTHON, else .venv-oracle/bin/python, else /work/venv-oracle.
 set -euo pipefail
@@ -24,7 +24,7 @@ titan=${1:-$src/build/titan}
 gdb=${2:-$src/build/bench/gated_delta/bench_gated_delta}
 py=${TITAN_ORACLE_PYTHON:-$src/.venv-oracle/bin/python}
 [ -x "$py" ] || py=/work/venv-oracle/bin/python
-rounds=${ROUNDS:-2} steps=${STEPS:-5} seq=${SEQ:-512} plen=${PLEN:-128} new=${NEW:-32} threads=${THREADS:-2}
+rounds=${ROUNDS:-2} steps=${STEPS:-4} seq=${SEQ:-512} plen=${PLEN:-512} new=${NEW:-32} threads=${THREADS:-2}
 warm=2
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
