@@ -14,7 +14,9 @@
 # drifting on a shared machine hits both; the table gives the median of the rounds and each round.
 #   usage: bench/qwen3_5/run.sh [TITAN_BIN=build/titan] [BENCH_GATED_DELTA=build/bench/gated_delta/bench_gated_delta]
 #   env: ROUNDS (2), STEPS (4 steps = 2 warm-up + 2 timed, each side), SEQ (512),
-#        PLEN (512), NEW (32), THREADS (2), MODEL_DIR (reuse a folder make_model.py wrote).
+#        PLEN (512), NEW (32), THREADS (2), MODEL_DIR (reuse a folder make_model.py wrote),
+#        PREC=bf16 (titan: --training.mixed_precision_param bfloat16 and generate --dtype bf16;
+#        transformers: torch_train.py --bf16 (autocast) and hf_generate.py --dtype bf16); default f32.
 # transformers gets bench/train_step's settings: OPENBLAS_CORETYPE unset, jemalloc preloaded when
 # present. Python: $TITAN_ORACLE_PYTHON, else .venv-oracle/bin/python, else /work/venv-oracle.
 set -euo pipefail
@@ -26,6 +28,8 @@ py=${TITAN_ORACLE_PYTHON:-$src/.venv-oracle/bin/python}
 [ -x "$py" ] || py=/work/venv-oracle/bin/python
 rounds=${ROUNDS:-2} steps=${STEPS:-4} seq=${SEQ:-512} plen=${PLEN:-512} new=${NEW:-32} threads=${THREADS:-2}
 warm=2
+prec=${PREC:-f32}
+case $prec in f32) tprec=float32 pflag= ;; bf16) tprec=bfloat16 pflag=--bf16 ;; *) echo "PREC: f32 or bf16" >&2; exit 2 ;; esac
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 model=${MODEL_DIR:-$out/model}
@@ -34,7 +38,7 @@ jemalloc=$(ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 2>/dev/null || true)
 torchenv() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ${jemalloc:+LD_PRELOAD=$jemalloc} OMP_NUM_THREADS=$threads "$@"; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores online; threads $threads"
+echo "precision: $prec"; echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores online; threads $threads"
 echo "load before: $(load)"
 [ -f "$model/model.safetensors" ] || torchenv "$py" "$here/make_model.py" "$model" "$here/model/config.json" 2> "$out/make.err" ||
   { cat "$out/make.err"; exit 1; }
@@ -43,22 +47,22 @@ prompt=$("$py" -c "import torch; print(' '.join(map(str, torch.randint(0, $vocab
 
 train_titan() {  # $1 label -> tokens/s
   "$titan" train --config "$here/bench.toml" --job.dump_folder "$out/$1" --training.steps "$steps" \
-    --training.seq_len "$seq" --metrics.perf_warmup_steps $warm --compute.threads "$threads" > "$out/$1.log" 2>&1 ||
+    --training.seq_len "$seq" --metrics.perf_warmup_steps $warm --compute.threads "$threads" --training.mixed_precision_param $tprec > "$out/$1.log" 2>&1 ||
     { cat "$out/$1.log" >&2; exit 1; }
   "$py" -c "import json; print(json.load(open('$out/$1/summary.json'))['median_tps'])"
 }
 train_torch() {  # $1 label -> tokens/s
   torchenv "$py" "$here/torch_train.py" "$here/model/config.json" --batch 1 --seq "$seq" --steps $((steps - warm)) \
-    --warmup $warm --threads "$threads" > "$out/$1.json" 2> "$out/$1.err" || { cat "$out/$1.err" >&2; exit 1; }
+    --warmup $warm --threads "$threads" $pflag > "$out/$1.json" 2> "$out/$1.err" || { cat "$out/$1.err" >&2; exit 1; }
   "$py" -c "import json; print(json.loads(open('$out/$1.json').read().splitlines()[-1])['tokens_per_s'])"
 }
 decode_titan() {  # $1 label -> "prefill decode" tokens/s
   TITAN_NUM_THREADS=$threads "$titan" generate --model "$model" --prompt-ids "$prompt" --max-new-tokens "$new" \
-    --temperature 0 --dtype f32 --json > "$out/$1.json" 2> "$out/$1.err" || { cat "$out/$1.err" >&2; exit 1; }
+    --temperature 0 --dtype "$prec" --json > "$out/$1.json" 2> "$out/$1.err" || { cat "$out/$1.err" >&2; exit 1; }
   sed -n 's/.*prefill \([0-9.]*\) tokens\/s, decode \([0-9.]*\) tokens\/s.*/\1 \2/p' "$out/$1.err"
 }
 decode_torch() {  # $1 label -> "prefill decode" tokens/s
-  torchenv "$py" "$src/bench/generate/hf_generate.py" "$model" --dtype f32 --prompt-len "$plen" --new "$new" \
+  torchenv "$py" "$src/bench/generate/hf_generate.py" "$model" --dtype "$prec" --prompt-len "$plen" --new "$new" \
     --threads "$threads" 2> "$out/$1.err" | tail -1 > "$out/$1.json" || { cat "$out/$1.err" >&2; exit 1; }
   "$py" -c "import json; s=json.load(open('$out/$1.json')); print(s['prefill_tps'], s['decode_tps'])"
 }
@@ -86,7 +90,7 @@ else
   echo "($gdb not built: configure with -DTITAN_BENCH=ON and build bench_gated_delta for the delta-rule share)"
 fi
 echo "load after: $(load)"
-echo "greedy f32 ids identical (first 16): $same"
+echo "greedy $prec ids identical (first 16): $same"
 "$py" - "$out/rows" "$seq" "$plen" "$new" "${gd_t:--}" "${gd_p:--}" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
