@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/threading.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -12,7 +13,7 @@ float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 
 // Checks the device and that every tensor is f32 [T, Q] like attn; returns T.
 int64_t check(const ExecContext& ctx, const char* who, const Tensor& attn, std::initializer_list<const Tensor*> ts) {
-  TITAN_CHECK(ctx.device.type == DeviceType::CPU, who, ": runs on the CPU, not on ", ctx.device.str());
+  opcheck::host_context(ctx, who);
   TITAN_CHECK(attn.defined() && attn.dtype() == DType::F32 && attn.ndim() == 2, who, ": attn must be f32 [T, Q], got ",
               attn.defined() ? attn.str() : std::string("an undefined tensor"));
   for (const Tensor* t : ts)

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/threading.h"
+#include "ops/op_checks.h"
 #include "ops/foreach/foreach.h"
 
 namespace titan {
@@ -45,7 +46,7 @@ std::vector<FloatRange> chunks(const std::vector<FloatRange>& ranges) {
 }
 
 void check_cpu(const ExecContext& ctx, const char* who) {
-  TITAN_CHECK(ctx.device.type == DeviceType::CPU, who, ": runs on the CPU, not on ", ctx.device.str());
+  opcheck::host_context(ctx, who);
 }
 
 }  // namespace

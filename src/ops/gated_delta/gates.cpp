@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/op_checks.h"
+
 namespace titan {
 namespace {
 
@@ -14,7 +16,7 @@ inline double softplus_grad(double x) { return x > 20 ? 1.0 : 1.0 / (1.0 + std::
 // Checks the operands; returns T (the rows of the views).
 int64_t check(const ExecContext& ctx, const char* who, std::initializer_list<const RowView*> views, const Tensor& a_log,
               const Tensor& dt_bias, std::initializer_list<const Tensor*> per_token) {
-  TITAN_CHECK(ctx.device.type == DeviceType::CPU, who, ": runs on the CPU, not on ", ctx.device.str());
+  opcheck::host_context(ctx, who);
   const int64_t Hv = a_log.numel();
   TITAN_CHECK(a_log.dtype() == DType::F32 && dt_bias.dtype() == DType::F32 && dt_bias.numel() == Hv, who,
               ": A_log and dt_bias must be f32 [Hv], got ", a_log.str(), " and ", dt_bias.str());

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/threading.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 // Checks the device and that every tensor is f32 with `rows` * `cols` elements.
 void check(const ExecContext& ctx, const char* who, int64_t rows, int64_t cols,
            std::initializer_list<const Tensor*> ts) {
-  TITAN_CHECK(ctx.device.type == DeviceType::CPU, who, ": runs on the CPU, not on ", ctx.device.str());
+  opcheck::host_context(ctx, who);
   for (const Tensor* t : ts)
     TITAN_CHECK(t->defined() && t->dtype() == DType::F32 && t->numel() == rows * cols, who, ": ",
                 t->defined() ? t->str() : std::string("an undefined tensor"), " is not f32 of ", rows, " x ", cols,

@@ -2,12 +2,13 @@
 #include "ops/rope/partial.h"
 
 #include "core/threading.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 
 void rope_partial(const ExecContext& ctx, const RowView& x, int64_t rd, const RopeCache& cache, const int64_t* pos,
                   bool backward) {
-  TITAN_CHECK(ctx.device.type == DeviceType::CPU, "rope_partial: runs on the CPU, not on ", ctx.device.str());
+  opcheck::host_context(ctx, "rope_partial");
   check_view(x, DType::F32, "rope_partial", "x");
   TITAN_CHECK(rd > 0 && rd % 2 == 0 && rd <= x.d && cache.head_dim() == rd, "rope_partial: rotary dim ", rd,
               " must be even, at most the head dim ", x.d, " and the cache's ", cache.head_dim());
