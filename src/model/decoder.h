@@ -163,6 +163,8 @@ class DecoderModel {
   void enable_lora(const LoraConfig& c, uint64_t seed);
   bool lora_enabled() const { return !lora_.empty(); }
   const LoraConfig& lora_config() const { return lora_cfg_; }
+  // [lora] round_adapters on adapters already enabled (a PEFT folder's load sets the rest).
+  void set_lora_round_adapters(bool on) { lora_cfg_.round_adapters = on; }
   const std::vector<LoraAdapter>& lora_adapters() const { return lora_; }
   ParamStore& lora_params() { return lora_params_; }
   const ParamStore& lora_params() const { return lora_params_; }
@@ -288,6 +290,8 @@ class DecoderModel {
   // saved x A^T, for a recomputation); backward takes d(output) and adds into dx.
   void lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Tensor* y, LayerActs& a);
   bool lora_targets(size_t l, LoraGroup g) const;  // whether layer l has an adapter in group g
+  // The adapters' GEMM precision: the step's, A and B unrounded with [lora] round_adapters = false.
+  LoraPrecision lora_compute() const { return LoraPrecision(compute_, lora_cfg_.round_adapters); }
   void lora_backward_group(size_t l, LoraGroup g, const Tensor& x, LayerActs& a, const Tensor& dy, Tensor& dx);
   // LoRA on a sparse layer's MoE parameters (model/decoder_lora.cpp): lora_merge_moe copies each
   // targeted weight of layer l with its delta merged into w (router, gate_up, down) and points m

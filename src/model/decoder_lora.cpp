@@ -159,17 +159,17 @@ void DecoderModel::lora_forward_group(size_t l, LoraGroup g, const Tensor& x, Te
     LoraDropout drop = lora_dropout(ids[j]);
     if (!split_in) {
       float* yp = y ? y->data<float>() + row0 : nullptr;
-      lora_forward(exec_, gk, A, B, scale, x, a.lora_t[j], yp, y ? y->dim(1) : 0, compute_, &drop);
+      lora_forward(exec_, gk, A, B, scale, x, a.lora_t[j], yp, y ? y->dim(1) : 0, lora_compute(), &drop);
       continue;
     }
     drop.col0 = tp_.rank() * A.dim(1), drop.cols = ad.in;
     Tensor& t = a.lora_t[j];
-    lora_forward(exec_, gk, A, B, scale, x, t, nullptr, 0, compute_, &drop);
+    lora_forward(exec_, gk, A, B, scale, x, t, nullptr, 0, lora_compute(), &drop);
     tp_.comm->all_reduce(t.data<float>(), t.numel(), comm::ReduceOp::Sum);
     if (!y) continue;
     const int64_t rows = y->dim(0), r0 = tp_.sp() ? tp_.rank() * rows : 0;
     TITAN_ASSERT(r0 + rows <= t.dim(0), "lora: output rows outside the adapter's tokens");
-    lora_forward_b(exec_, gk, B, scale, t.slice0(r0, r0 + rows), y->data<float>() + row0, y->dim(1), compute_);
+    lora_forward_b(exec_, gk, B, scale, t.slice0(r0, r0 + rows), y->data<float>() + row0, y->dim(1), lora_compute());
   }
 }
 
@@ -203,7 +203,7 @@ void DecoderModel::lora_backward_group(size_t l, LoraGroup g, const Tensor& x, L
     Tensor gA = ps[ad.param].grad;
     if (col) gA = part.slice0(at, at + A.numel()).view(A.shape()), at += A.numel();
     lora_backward(exec_, gk, A, ps[ad.param + 1].value, scale, x, a.lora_t.at(j), dyp, dy.dim(1), dy.dtype(), dx, gA,
-                  ps[ad.param + 1].grad, compute_, &drop);
+                  ps[ad.param + 1].grad, lora_compute(), &drop);
   }
   if (!col) return;
   tp_.comm->all_reduce(part.data<float>(), part.numel(), comm::ReduceOp::Sum);  // dA summed over tp

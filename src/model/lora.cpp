@@ -180,11 +180,19 @@ struct Mat {
 Mat mat(const Tensor& t) { return Mat{t.raw(), t.dim(t.ndim() - 1), t.dtype()}; }
 
 // The operand in the product's input dtype: as is when it already matches; f32 -> bf16 packs a
-// rounded copy (rows x cols) into `keep`.
+// rounded copy (rows x cols) into `keep`, bf16 -> f32 (f32 adapter GEMMs on a bf16 input) a widened one.
 Mat as(const Mat& m, int64_t rows, int64_t cols, DType want, Tensor& keep) {
   if (m.dt == want) return m;
-  TITAN_ASSERT(m.dt == DType::F32 && want == DType::BF16, "lora: unexpected operand dtype");
-  keep = Tensor::empty({rows, cols}, DType::BF16);
+  TITAN_ASSERT((m.dt == DType::F32 && want == DType::BF16) || (m.dt == DType::BF16 && want == DType::F32),
+               "lora: unexpected operand dtype");
+  keep = Tensor::empty({rows, cols}, want);
+  if (want == DType::F32) {
+    const size_t es = 2;
+    for (int64_t i = 0; i < rows; ++i)
+      convert_floats(static_cast<const char*>(m.p) + size_t(i * m.ld) * es, DType::BF16, keep.data<float>() + i * cols,
+                     DType::F32, size_t(cols));
+    return Mat{keep.raw(), cols, DType::F32};
+  }
   const float* src = static_cast<const float*>(m.p);
   uint16_t* dst = static_cast<uint16_t*>(keep.raw());
   if (m.ld == cols) {
@@ -209,6 +217,18 @@ void prod(const ExecContext& ctx, const GemmKernel& gk, bool ta, bool tb, int64_
 }
 
 DType input_dtype(DType compute) { return compute == DType::BF16 ? DType::BF16 : DType::F32; }
+
+// The input dtype of an adapter's GEMMs: bf16 under bf16 compute, unless A and B stay unrounded
+// (then f32 over bf16-valued activations).
+DType gemm_dtype(const LoraPrecision& p) { return p.round_weights ? input_dtype(p.compute) : DType::F32; }
+
+// An activation operand (x, t, dy or dt) in its GEMM's input dtype: rounded to bf16 under bf16
+// compute, and with unrounded weights then widened to f32 (bf16 values, as PEFT's bf16 activations).
+Mat act(const LoraPrecision& p, const Mat& m, int64_t rows, int64_t cols, Tensor (&keep)[2]) {
+  const DType dt = input_dtype(p.compute);
+  if (dt == DType::F32 || p.round_weights) return as(m, rows, cols, dt, keep[0]);
+  return as(as(m, rows, cols, DType::BF16, keep[0]), rows, cols, DType::F32, keep[1]);
+}
 
 // B_e [out, r] (contiguous) = columns j*E + e of B [out, r*E].
 void expert_columns(const Tensor& B, int64_t r, int64_t E, int64_t e, std::vector<float>& be) {
@@ -259,22 +279,25 @@ void lora_parameter_backward(const ExecContext& ctx, const GemmKernel& gk, const
 }
 
 void lora_forward(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale,
-                  const Tensor& x, Tensor& t, float* y, int64_t ldy, DType compute, const LoraDropout* drop) {
-  const int64_t r = A.dim(0), in = A.dim(1), out = B.dim(0), T = x.numel() / in;
-  const DType dt = input_dtype(compute);
+                  const Tensor& x, Tensor& t, float* y, int64_t ldy, LoraPrecision prec, const LoraDropout* drop) {
+  const int64_t r = A.dim(0), in = A.dim(1), T = x.numel() / in;
+  const DType dt = gemm_dtype(prec);
   t = Tensor::empty({T, r}, DType::F32);
   Tensor xd;  // dropout(x), for this call only (the backward draws the same mask again)
   if (drop && drop->p > 0) lora_dropout_forward(*drop, x, xd);
-  prod(ctx, gk, false, true, T, r, in, 1.f, mat(xd.defined() ? xd : x), mat(A), 0.f, t.data<float>(), r,
-       dt);                                                                              // t = d(x) A^T
-  if (y) prod(ctx, gk, false, true, T, out, r, scale, mat(t), mat(B), 1.f, y, ldy, dt);  // y += s t B^T
+  Tensor xk[2];
+  const Mat xm = act(prec, mat(xd.defined() ? xd : x), T, in, xk);
+  prod(ctx, gk, false, true, T, r, in, 1.f, xm, mat(A), 0.f, t.data<float>(), r, dt);  // t = d(x) A^T
+  if (y) lora_forward_b(ctx, gk, B, scale, t, y, ldy, prec);                           // y += s t B^T
 }
 
 void lora_forward_b(const ExecContext& ctx, const GemmKernel& gk, const Tensor& B, float scale, const Tensor& t,
-                    float* y, int64_t ldy, DType compute) {
+                    float* y, int64_t ldy, LoraPrecision prec) {
   const int64_t r = B.dim(1), out = B.dim(0), T = t.dim(0);
   TITAN_ASSERT(t.dim(1) == r, "lora: t [T, r] and B [out, r]");
-  prod(ctx, gk, false, true, T, out, r, scale, mat(t), mat(B), 1.f, y, ldy, input_dtype(compute));  // y += s t B^T
+  Tensor tk[2];
+  prod(ctx, gk, false, true, T, out, r, scale, act(prec, mat(t), T, r, tk), mat(B), 1.f, y, ldy,
+       gemm_dtype(prec));  // y += s t B^T
 }
 
 std::vector<ParamSpec> lora_param_specs(const std::vector<LoraAdapter>& adapters, int64_t rank) {
@@ -295,20 +318,22 @@ std::vector<ParamSpec> lora_param_specs(const std::vector<LoraAdapter>& adapters
 
 void lora_backward(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale,
                    const Tensor& x, const Tensor& t, const void* dy, int64_t lddy, DType dy_dtype, Tensor& dx,
-                   Tensor& gA, Tensor& gB, DType compute, const LoraDropout* drop) {
+                   Tensor& gA, Tensor& gB, LoraPrecision prec, const LoraDropout* drop) {
   const int64_t r = A.dim(0), in = A.dim(1), out = B.dim(0), T = x.numel() / in;
-  const DType dt = input_dtype(compute);
-  Tensor dyk;
-  const Mat dym = as(Mat{dy, lddy, dy_dtype}, T, out, dt, dyk);  // rounded once, read twice
-  prod(ctx, gk, true, false, out, r, T, scale, dym, mat(t), 1.f, gB.data<float>(), r, dt);  // gB += s dy^T t
+  const DType dt = gemm_dtype(prec);
+  Tensor dyk[2], tk[2];
+  const Mat dym = act(prec, Mat{dy, lddy, dy_dtype}, T, out, dyk);  // rounded once, read twice
+  prod(ctx, gk, true, false, out, r, T, scale, dym, act(prec, mat(t), T, r, tk), 1.f, gB.data<float>(), r,
+       dt);  // gB += s dy^T t
   Tensor dts = Tensor::empty({T, r}, DType::F32);
   prod(ctx, gk, false, false, T, r, out, scale, dym, mat(B), 0.f, dts.data<float>(), r, dt);  // dt = s dy B
-  Tensor dtk;
-  const Mat dtm = as(mat(dts), T, r, dt, dtk);
+  Tensor dtk[2], xk[2];
+  const Mat dtm = act(prec, mat(dts), T, r, dtk);
   if (drop && drop->p > 0) {
     Tensor xd;
     lora_dropout_forward(*drop, x, xd);
-    prod(ctx, gk, true, false, r, in, T, 1.f, dtm, mat(xd), 1.f, gA.data<float>(), in, dt);  // gA += dt^T d(x)
+    prod(ctx, gk, true, false, r, in, T, 1.f, dtm, act(prec, mat(xd), T, in, xk), 1.f, gA.data<float>(), in,
+         dt);  // gA += dt^T d(x)
     Tensor dxd = Tensor::empty({T, in}, DType::F32);
     prod(ctx, gk, false, false, T, in, r, 1.f, dtm, mat(A), 0.f, dxd.data<float>(), in, dt);  // d(d(x)) = dt A
     lora_dropout_backward(*drop, dxd);
@@ -318,7 +343,8 @@ void lora_backward(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A
     for (int64_t i = 0; i < T * in; ++i) o[i] += g[i];  // dx += mask / (1 - p) * (dt A)
     return;
   }
-  prod(ctx, gk, true, false, r, in, T, 1.f, dtm, mat(x), 1.f, gA.data<float>(), in, dt);   // gA += dt^T x
+  prod(ctx, gk, true, false, r, in, T, 1.f, dtm, act(prec, mat(x), T, in, xk), 1.f, gA.data<float>(), in,
+       dt);                                                                                // gA += dt^T x
   prod(ctx, gk, false, false, T, in, r, 1.f, dtm, mat(A), 1.f, dx.data<float>(), in, dt);  // dx += dt A
 }
 

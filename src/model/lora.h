@@ -68,6 +68,14 @@ namespace titan {
 
 struct GemmKernel;
 
+// The precision of an adapter's GEMMs: the step's compute dtype; under BF16, round_weights false
+// keeps A and B unrounded (the products in f32 over the bf16-rounded activations and gradients).
+struct LoraPrecision {
+  DType compute = DType::F32;
+  bool round_weights = true;
+  LoraPrecision(DType c, bool rw = true) : compute(c), round_weights(rw) {}  // NOLINT: a DType is the common case
+};
+
 struct LoraConfig {
   int64_t rank = 8;
   double alpha = 16;
@@ -77,6 +85,11 @@ struct LoraConfig {
   // model.layers.N.mlp.gate.weight, model.layers.N.mlp.experts.gate_up_proj, ...experts.down_proj.
   std::vector<std::string> target_parameters;
   bool use_rslora = false;
+  // Under bf16 compute, whether the adapters' A and B are rounded to bf16 in their GEMMs like every
+  // bf16 GEMM input (so a bf16 base trains bit-identically to an f32 base with bf16 mixed
+  // precision). false: A and B enter unrounded, as PEFT keeps the adapters f32 on a bf16 base
+  // (autocast_adapter_dtype); the activations and their gradients are still rounded to bf16.
+  bool round_adapters = true;
   double scale() const;
   void validate(const std::string& where) const;
 };
@@ -158,18 +171,20 @@ void lora_dropout_backward(const LoraDropout& d, Tensor& y);
 
 // The adapter's forward on one projection: t [T, r] = x A^T (kept for backward); when y is not
 // null, y[:, 0:out] (rows at ldy, f32) += scale * t B^T. x is [T, in] f32 or bf16. With compute
-// BF16 the products round their inputs to bf16 (f32 accumulation), as the base GEMMs do.
+// BF16 the products round their inputs to bf16 (f32 accumulation), as the base GEMMs do; A and B
+// too unless prec.round_weights is false.
 // drop: null (or p = 0) for no dropout; else x A^T reads dropout(x).
 void lora_forward(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale,
-                  const Tensor& x, Tensor& t, float* y, int64_t ldy, DType compute, const LoraDropout* drop = nullptr);
+                  const Tensor& x, Tensor& t, float* y, int64_t ldy, LoraPrecision prec,
+                  const LoraDropout* drop = nullptr);
 // Its second product alone: y[:, 0:out] (rows at ldy) += scale * t B^T for t [rows, r] (the rows
 // of y; a row-parallel adapter's t once reduced over tp).
 void lora_forward_b(const ExecContext& ctx, const GemmKernel& gk, const Tensor& B, float scale, const Tensor& t,
-                    float* y, int64_t ldy, DType compute);
+                    float* y, int64_t ldy, LoraPrecision prec);
 // Its backward: dy is [T, out] at lddy, f32 or bf16 (dy_dtype); dx [T, in] f32 += the adapter's
 // input gradient; gA, gB accumulate.
 void lora_backward(const ExecContext& ctx, const GemmKernel& gk, const Tensor& A, const Tensor& B, float scale,
                    const Tensor& x, const Tensor& t, const void* dy, int64_t lddy, DType dy_dtype, Tensor& dx,
-                   Tensor& gA, Tensor& gB, DType compute, const LoraDropout* drop = nullptr);
+                   Tensor& gA, Tensor& gB, LoraPrecision prec, const LoraDropout* drop = nullptr);
 
 }  // namespace titan

@@ -621,7 +621,7 @@ std::map<std::string, std::string> trajectory_config(const JobConfig& cfg, int64
       "training.mixed_precision_param", "kernels.replace", "model.attn_mask_type", "training.dataset_format",
       "training.train_on_prompt", "training.skip_bad_rows", "training.dataset_column", "training.dataset_mix", "lora.enable", "lora.rank", "lora.alpha", "lora.dropout", "lora.target_modules",
       "lora.target_parameters",
-      "lora.use_rslora", "lora.init", "lora.base_dtype"};
+      "lora.use_rslora", "lora.init", "lora.base_dtype", "lora.round_adapters"};
   JobConfig copy = cfg;  // fields_of binds mutable pointers; nothing is written through them
   std::map<std::string, std::string> out;
   for (auto& f : fields_of(copy)) {

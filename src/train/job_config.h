@@ -253,6 +253,7 @@ struct LoraSection {
   bool use_rslora = false;
   std::string init = "peft";          // PEFT's default: A Kaiming-uniform, B zeros
   DType base_dtype = DType::F32;      // of the frozen base's matmul weights (bf16: bf16 base GEMMs)
+  bool round_adapters = true;         // A and B rounded in bf16 GEMMs (false: unrounded, as PEFT on a bf16 base)
   bool allow_other_base = false;      // resume although the base's fingerprint changed
 };
 

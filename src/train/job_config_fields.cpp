@@ -260,6 +260,8 @@ std::vector<Field> fields_of(JobConfig& c) {
             "resume although the base's fingerprint is not the one the checkpoint recorded"),
       field("lora", "base_dtype", &c.lora.base_dtype, "dtype the frozen base's matmul weights are kept in (bf16: bf16 base GEMMs, adapters f32)",
             {DType::F32, DType::BF16}),
+      field("lora", "round_adapters", &c.lora.round_adapters,
+            "round A and B to bf16 in bf16 GEMMs (false: unrounded, as PEFT keeps adapters f32 on a bf16 base)"),
 
       field("compute", "threads", &c.compute.threads,
             "threads of each process (0: leave as is, TITAN_NUM_THREADS or every core)",

@@ -88,6 +88,7 @@ LoraConfig job_lora_config(const JobConfig& cfg) {
   c.rank = cfg.lora.rank, c.alpha = cfg.lora.alpha, c.dropout = cfg.lora.dropout;
   c.target_modules = cfg.lora.target_modules, c.use_rslora = cfg.lora.use_rslora;
   c.target_parameters = cfg.lora.target_parameters;
+  c.round_adapters = cfg.lora.round_adapters;
   return c;
 }
 
@@ -107,6 +108,8 @@ std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, comm::DeviceM
   // degree of 1, replicas holding everything, gradients summed over the loss group.
   TITAN_CHECK(cfg.lora.enable || cfg.lora.base_dtype == DType::F32,
               "[lora] base_dtype = \"bfloat16\" needs [lora] enable = true (only a frozen LoRA base is kept in bf16)");
+  TITAN_CHECK(cfg.lora.enable || cfg.lora.round_adapters,
+              "[lora] round_adapters = false needs [lora] enable = true (it sets the adapters' GEMM precision)");
   // Tensor parallelism always takes the sharded path (an fsdp group of one rank when dp_shard is 1):
   // its pieces place each rank's shards in the whole tensors (sharded_state.cpp).
   if (mesh.dims().fsdp() > 1 || mesh.dims().tp > 1 || mesh.dims().pp > 1) return make_sharded_state(cfg, mesh);

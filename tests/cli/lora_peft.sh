@@ -44,6 +44,24 @@ if "$titan" train "${common[@]}" --job.dump_folder "$work/nolora" --training.ste
   echo "base_dtype bf16 without [lora] enable must be refused"; exit 1
 fi
 grep -q "base_dtype" "$work/err.txt" || { cat "$work/err.txt"; exit 1; }
+# [lora] round_adapters = false (A and B unrounded in their bf16 GEMMs, as PEFT on a bf16 base):
+# a different trajectory from the rounded one, so a resume across the change is refused.
+run --job.dump_folder "$work/bf16u" "${lora[@]}" --training.steps 2 --checkpoint.interval 1000 --lora.base_dtype bfloat16 \
+  --lora.round_adapters false
+if cmp -s "$work/bf16/checkpoint/step-2-hf/adapter_model.safetensors" \
+  "$work/bf16u/checkpoint/step-2-hf/adapter_model.safetensors"; then
+  echo "round_adapters false trained the same adapters as the rounded ones"; exit 1
+fi
+if "$titan" train "${common[@]}" --job.dump_folder "$work/bf16" "${lora[@]}" --training.steps 3 --checkpoint.interval 1000 \
+  --lora.base_dtype bfloat16 --lora.round_adapters false 2> "$work/err.txt" > /dev/null; then
+  echo "resuming a rounded-adapter run with round_adapters false must be refused"; exit 1
+fi
+grep -q "lora.round_adapters true -> false" "$work/err.txt" || { cat "$work/err.txt"; exit 1; }
+if "$titan" train "${common[@]}" --job.dump_folder "$work/nolora2" --training.steps 1 --lora.round_adapters false \
+  2> "$work/err.txt" > /dev/null; then
+  echo "round_adapters without [lora] enable must be refused"; exit 1
+fi
+grep -q "round_adapters" "$work/err.txt" || { cat "$work/err.txt"; exit 1; }
 
 "$titan" export --from "$work/a/checkpoint/step-4" --output "$work/exported" --adapter
 cmp "$adapter/adapter_model.safetensors" "$work/exported/adapter_model.safetensors"

@@ -9,9 +9,11 @@ instead runs the whole base in bf16 and the adapters' GEMMs in f32 (autocast_ada
 This patches torch.nn.functional.linear to titan's rounding over the f32 base with its 2-D
 weights rounded, runs the case's PEFT adapter folder, and prints each adapter gradient's distance
 to the f32 oracle (golden.safetensors) relative to its peak, as LoraBf16BaseGolden does.
---keep x|w|dy leaves that GEMM input unrounded (w: the adapters' A and B, the base's are bf16).
+--keep x|w|dy leaves that GEMM input unrounded (w: the adapters' A and B, the base's are bf16;
+--keep w is titan's [lora] round_adapters = false).
 --save FILE writes the emulated adapter gradients (titan's names) and `loss` [1]: the fixture
-tests/fixtures/lora/qwen3_5_all_linear/golden_bf16_emulated.safetensors (LoraBf16BaseEmulation).
+tests/fixtures/lora/qwen3_5_all_linear/golden_bf16_emulated.safetensors, and with --keep w
+golden_bf16_emulated_unrounded_adapters.safetensors (LoraBf16BaseGolden.Qwen3_5MatchesItsEmulatedArithmetic).
 
 Run: python tools/oracle/lora_bf16_emulation.py --case qwen3_5_all_linear [--keep w] [--save FILE]
 """
@@ -35,7 +37,10 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(2)
     rnd = lambda t: t.bfloat16().float()  # noqa: E731 (round to nearest even, as titan)
-    bx, bw, bd = [(lambda t: t) if args.keep == k else rnd for k in ("x", "w", "dy")]
+    bx, bd = [(lambda t: t) if args.keep == k else rnd for k in ("x", "dy")]
+    # --keep w: only the adapters' A and B (the weights that train); every base weight stays
+    # rounded, the tied lm_head (the f32 embedding, which the base's 2-D rounding skips) included.
+    bw = lambda w: w if args.keep == "w" and w.requires_grad else rnd(w)  # noqa: E731
 
     class Linear(torch.autograd.Function):
         @staticmethod

@@ -206,37 +206,79 @@ TEST(LoraBf16BaseGolden, LossAndGradientsNearPeftOnABf16Base) {
 // else f32): loss within 1e-4 (measured 3.7e-5 / 5.0e-5), every adapter gradient within 0.03 of
 // its peak (measured 6.2e-3 / 1.4e-2); and to PEFT-bf16 loosely (loss within 2e-2, measured
 // 1.15e-2; gradients within 0.7 of peak, measured 0.63), both kernel sets.
+// With [lora] round_adapters = false (A and B unrounded in their GEMMs, as PEFT keeps them) the
+// emulation run with --keep w is the bar (same tolerances), and titan must then be as close to the
+// f32 oracle as PEFT-bf16 or closer, which the rounded adapters are not (1.4 vs 0.72 of peak).
 TEST(LoraBf16BaseGolden, Qwen3_5MatchesItsEmulatedArithmetic) {
   const std::string dir = fixtures() + "/lora/qwen3_5_all_linear";
   const std::string base = fixtures() + "/qwen3_5/dense_lin_lin_full";
-  auto emu = SafetensorsFile::open(dir + "/golden_bf16_emulated.safetensors");
   auto peft = SafetensorsFile::open(dir + "/golden_bf16_base.safetensors");
+  auto f32 = SafetensorsFile::open(dir + "/golden.safetensors");
   const double want_peft = nlohmann::json::parse(read_file(dir + "/golden_bf16_base.json"))["loss"].get<double>();
-  for (const char* kernels : {"reference", "cpu"}) {
-    SCOPED_TRACE(kernels);
-    auto model = load_hf_model(base, kernels, /*frozen=*/true, DType::BF16);
-    load_peft_adapter(*model, dir + "/adapter");
-    model->freeze_base();
-    Tensor ids = read_token_lines(base + "/tokens.txt");
-    Tensor labels = next_token_labels(ids);
-    const int64_t count = count_labels(labels);
-    const double loss = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
-    const double want = emu.get("loss", DType::F32).data<float>()[0];
-    double worst = 0, worst_peft = 0;
-    for (auto& p : model->lora_params().all()) {
-      SCOPED_TRACE(p.name);
-      ASSERT_TRUE(emu.contains(p.name));
-      const double rel = titan::testing::max_diff_rel_to_peak(emu.get(p.name, DType::F32), p.grad);
-      EXPECT_LE(rel, 0.03);
-      worst = std::max(worst, rel);
-      worst_peft = std::max(worst_peft, titan::testing::max_diff_rel_to_peak(peft.get(p.name, DType::F32), p.grad));
+  for (bool unrounded : {false, true}) {
+    auto emu = SafetensorsFile::open(dir + (unrounded ? "/golden_bf16_emulated_unrounded_adapters.safetensors"
+                                                      : "/golden_bf16_emulated.safetensors"));
+    for (const char* kernels : {"reference", "cpu"}) {
+      SCOPED_TRACE(std::string(kernels) + (unrounded ? " unrounded adapters" : ""));
+      auto model = load_hf_model(base, kernels, /*frozen=*/true, DType::BF16);
+      load_peft_adapter(*model, dir + "/adapter");
+      model->freeze_base();
+      model->set_lora_round_adapters(!unrounded);
+      Tensor ids = read_token_lines(base + "/tokens.txt");
+      Tensor labels = next_token_labels(ids);
+      const int64_t count = count_labels(labels);
+      const double loss = model->forward_backward(ids, labels, float(1.0 / double(count))) / double(count);
+      const double want = emu.get("loss", DType::F32).data<float>()[0];
+      double worst = 0, worst_peft = 0, ours_f32 = 0, peft_f32 = 0;
+      for (auto& p : model->lora_params().all()) {
+        SCOPED_TRACE(p.name);
+        ASSERT_TRUE(emu.contains(p.name));
+        const double rel = titan::testing::max_diff_rel_to_peak(emu.get(p.name, DType::F32), p.grad);
+        EXPECT_LE(rel, 0.03);
+        worst = std::max(worst, rel);
+        const Tensor exact = f32.get(p.name, DType::F32), theirs = peft.get(p.name, DType::F32);
+        worst_peft = std::max(worst_peft, titan::testing::max_diff_rel_to_peak(theirs, p.grad));
+        ours_f32 = std::max(ours_f32, titan::testing::max_diff_rel_to_peak(exact, p.grad));
+        peft_f32 = std::max(peft_f32, titan::testing::max_diff_rel_to_peak(exact, theirs));
+      }
+      EXPECT_EQ(model->lora_params().all().size() + 1, emu.size());  // every adapter, and the loss
+      std::printf(
+          "qwen3_5_all_linear/%s bf16 base%s: to the emulation |loss| %.2e, worst grad rel %.2e; to "
+          "PEFT-bf16 |loss| %.2e, worst grad rel %.2e; to the f32 oracle: titan %.2e, PEFT-bf16 %.2e\n",
+          kernels, unrounded ? ", unrounded adapters" : "", std::fabs(loss - want), worst, std::fabs(loss - want_peft),
+          worst_peft, ours_f32, peft_f32);
+      EXPECT_NEAR(loss, want, 1e-4);
+      EXPECT_NEAR(loss, want_peft, 2e-2);
+      EXPECT_LE(worst_peft, 0.7);
+      if (unrounded) {
+        EXPECT_LE(ours_f32, 1.05 * peft_f32);
+      }
     }
-    EXPECT_EQ(model->lora_params().all().size() + 1, emu.size());  // every adapter, and the loss
-    std::printf("qwen3_5_all_linear/%s bf16 base: to the emulation |loss| %.2e, worst grad rel %.2e; to PEFT-bf16 "
-                "|loss| %.2e, worst grad rel %.2e\n",
-                kernels, std::fabs(loss - want), worst, std::fabs(loss - want_peft), worst_peft);
-    EXPECT_NEAR(loss, want, 1e-4);
-    EXPECT_NEAR(loss, want_peft, 2e-2);
-    EXPECT_LE(worst_peft, 0.7);
+  }
+}
+
+// [lora] round_adapters only changes bf16 GEMMs: under f32 compute both settings give the same
+// bits; under bf16 compute they differ (the option reaches the adapters' GEMMs).
+TEST(LoraRoundAdapters, NoEffectInF32AndAnEffectInBf16) {
+  const std::string dir = fixtures() + "/lora/all_linear_r4";
+  const std::string base = fixtures() + "/qwen3/tied_gqa2_hd16";
+  Tensor ids = read_token_lines(base + "/tokens.txt");
+  Tensor labels = next_token_labels(ids);
+  for (DType compute : {DType::F32, DType::BF16}) {
+    std::vector<std::vector<float>> got[2];
+    for (int round = 0; round < 2; ++round) {
+      auto model = load_hf_model(base, "cpu");
+      load_peft_adapter(*model, dir + "/adapter");
+      model->freeze_base();
+      model->set_compute_dtype(compute);
+      model->set_lora_round_adapters(round == 1);
+      model->forward_backward(ids, labels, 0.01f);
+      for (auto& p : model->lora_params().all())
+        got[round].emplace_back(p.grad.data<float>(), p.grad.data<float>() + p.grad.numel());
+    }
+    if (compute == DType::F32)
+      EXPECT_EQ(got[0], got[1]);
+    else
+      EXPECT_NE(got[0], got[1]);
   }
 }

@@ -239,10 +239,10 @@ TEST(JobConfig, RenderRoundTrips) {
   EXPECT_FALSE(f.lr_scheduler.decay_ratio.has_value());
   // 52 + [model] load_balance_coeff + 2 [comm] timeouts + [model] attn_mask_type + [training]
   // dataset_format, train_on_prompt, skip_bad_rows, dataset_column, dataset_mix, dataset_streaming,
-  // dataset_threads + 9 [validation] keys + 10 [lora] keys + [parallelism] enable_sequence_parallel
+  // dataset_threads + 9 [validation] keys + 11 [lora] keys + [parallelism] enable_sequence_parallel
   // + [parallelism] pipeline_parallel_schedule, _microbatch_size, _layers_per_stage, _stages_per_rank
   // + [parallelism] context_parallel_load_balancer
-  EXPECT_EQ(job_config_keys().size(), 90u);
+  EXPECT_EQ(job_config_keys().size(), 91u);
 }
 
 TEST(JobConfig, HashCoversTheTrajectoryOnly) {
