@@ -2,9 +2,9 @@
 // given as an HF folder or a built-in flavor name; with --dp N, the training state per rank of N
 // fully sharded data-parallel ranks (src/distributed/fsdp.h: parameters, gradients and AdamW moments
 // 1/N per unit, the staging buffer of the collectives, and the gathered units of a step).
-// --n-layers overrides the layer count. Dense models on one process also get one training step's
-// predicted peak memory (model/train_memory.h): --batch N, and --lora-rank R for LoRA (attention and
-// MLP projections, base frozen; --lora-base-dtype bfloat16: the base's matmul weights in bf16, as
+// --n-layers overrides the layer count. On one process every model (dense, Qwen3.5, MoE) also gets
+// one training step's predicted peak memory (model/train_memory.h): --batch N, and --lora-rank R for
+// LoRA (attention and MLP projections, base frozen; --lora-base-dtype bfloat16: the base's matmul weights in bf16, as
 // [lora] base_dtype); with --config, the job's batch, [lora], checkpointing and dtype. A sharded
 // LoRA rank (--dp N) of a dense model gets its step peak too, and so does a rank of a mesh (--dp N
 // [--dp-replicate R] [--tp T] [--cp C], --sequence-parallel, --cp-load-balancer, --checkpointing,
@@ -378,8 +378,9 @@ static int info_for_job(const std::vector<std::string>& argv, int64_t ranks, boo
                 "expert parallelism and LoRA");
     return print_tp_info(name, cfg, ms, dense_step, json);
   }
-  // The step's peak: one process (dense), or a sharded LoRA rank (dense).
-  if (cfg.is_moe() || ((shard > 1 || ms.dp_replicate > 1) && !job.lora.enable)) {
+  // The step's peak: one process (dense or MoE, without expert parallelism), or a sharded LoRA rank (dense).
+  const bool sharded = shard > 1 || ms.dp_replicate > 1;
+  if ((cfg.is_moe() && (sharded || par.expert_parallel_degree > 1)) || (sharded && !job.lora.enable)) {
     std::optional<distributed::RankStepMemory> r;  // a sharded or replicated rank's step
     if (dense_step) r = distributed::predict_rank_step_memory(cfg, ms);
     return print_info(name, cfg, job.training.seq_len, shard, json, nullptr, job.lora.enable ? &lc : nullptr, base,
@@ -693,7 +694,7 @@ static int cmd_info(const std::vector<std::string>& argv) {
                 "--lora-base-dtype must be float32 or bfloat16, got '", d, "'");
     TITAN_CHECK(lc.rank > 0 || base == DType::F32, "--lora-base-dtype bfloat16 needs --lora-rank (a frozen LoRA base)");
   }
-  if (cfg.is_moe() || ((dp > 1 || ms.dp_replicate > 1) && lc.rank == 0)) {
+  if ((dp > 1 || ms.dp_replicate > 1) && (lc.rank == 0 || cfg.is_moe())) {
     std::optional<distributed::RankStepMemory> r;  // a sharded or replicated rank's step (dense attention models)
     if (dense_step) r = distributed::predict_rank_step_memory(cfg, ms);
     return print_info(m, cfg, seq, dp, args.has("json"), nullptr, lc.rank > 0 ? &lc : nullptr, base,

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "core/threading.h"
 #include "model/flops.h"
+#include "model/train_memory_parts.h"
 #include "ops/cross_entropy/cpu_impl.h"
 
 namespace titan {
@@ -11,77 +11,6 @@ namespace {
 
 // The fused lm_head + cross-entropy kernel's row chunk (the same function the kernel uses).
 int64_t ce_rows(int64_t n, int64_t v) { return ce_detail::chunk_rows(n, v); }
-
-// Dense Qwen3.5 (full fine-tuning): the same parts as the attention families, per layer by its
-// mixer (model/layers/gated_attention.cpp, gated_deltanet.cpp; the MLP and the head as above).
-TrainMemory predict_qwen3_5(const ModelConfig& c, int64_t B, int64_t S, Checkpointing ckpt, DType compute) {
-  const ModelSize ms = model_size(c, S);
-  const int64_t T = B * S, H = c.hidden_size, Q = c.q_dim(), K = c.kv_dim(), I = c.intermediate_size;
-  const int64_t V = c.vocab_size, L = c.num_hidden_layers, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
-  const int64_t W2 = 2 * Q + 2 * K;  // gated attention's q_proj (query and gate), k_proj, v_proj rows
-  const int64_t C = c.linear_conv_dim(), VD = c.linear_value_dim(), R = c.linear_in_rows();
-  const int64_t Hk = c.linear_num_key_heads, Hv = c.linear_num_value_heads, dk = c.linear_key_head_dim;
-  const int64_t KD = c.linear_key_dim(), dv = c.linear_value_head_dim;
-  const bool bf16 = compute == DType::BF16;
-  const int64_t bin = bf16 ? 2 : 4;
-  const int64_t x = T * H * 4;
-  TrainMemory m;
-  // RoPE tables [positions, rotary_dim], cos and sin.
-  const int64_t rope_pos = std::max(std::min<int64_t>(c.max_position_embeddings, 4096), S);
-  m.rope = 2 * rope_pos * c.rotary_dim() * 4;
-  m.weights = ms.params * 4 + m.rope;
-  m.grads = ms.params * 4;
-  m.optimizer = ms.params * 8;
-
-  // Saved by the MLP block (dense_mlp.cpp): xn2, rstd2, gu, act.
-  const int64_t s_mlp = T * H * bin + T * 4 + T * 2 * I * 4 + T * I * bin;
-  const int64_t mlp_bwd = x + T * I * 4 + (bf16 ? T * 2 * I * 2 : 0);  // dxn2, dact (+ bf16 dgu)
-  // Gated attention. Saved: xn1, rstd1, qkv [T, 2Q + 2K], q and k after norm + RoPE, their rstds,
-  // attn, lse, gated = attn * sigmoid(gate), h. Backward at its largest (gated_attention_backward,
-  // `gated` already released): dgate, dq, the raw query and its gradient [T, Q] each, dqkv, dxn1,
-  // and under bf16 the GEMM's bf16 copy of dqkv.
-  const int64_t s_ga = T * H * bin + T * 4 + T * W2 * 4 + T * (Q + K) * 4 + T * (nh + nkv) * 4 + T * Q * 4 +
-                       B * nh * S * 4 + T * Q * 4 + x;
-  const int64_t ga_bwd = 3 * T * Q * 4 + T * W2 * 4 + x + (bf16 ? T * W2 * 2 : 0);
-  // Gated DeltaNet. Saved: xn1, rstd1, the fused in_proj output [T, R], the conv's input and output
-  // [T, C], q, k, v (C columns), z, o, y [T, VD], g and beta [T, Hv], h. Backward (y released):
-  // dz, dg, dbeta, d(conv out) [T, C], dqkv [T, R], then d(conv in) [T, C] or dxn1 [T, H] (+ bf16 dqkv).
-  const int64_t s_gdn = T * H * bin + T * 4 + T * R * 4 + 3 * T * C * 4 + 3 * T * VD * 4 + 2 * T * Hv * 4 + x;
-  const int64_t gdn_bwd = T * (C + R + 2 * Hv + std::max(C, H)) * 4 + (bf16 ? T * R * 2 : 0);
-  // While the delta rule's backward runs: do, dz [T, VD], dq/dk/dv [T, C], dg, dbeta (y released),
-  // and beside them the op's own heap (ops/gated_delta/cpu.cpp, outside the tensor allocator): the
-  // normalised q, k and their inverse norms, dq^ and dk^ per value head [T, Hv, dk], and per
-  // thread the states entering each chunk of a document (at most S tokens) and the dS / scratch.
-  const int64_t delta_tensors = T * (VD + C + 2 * Hv) * 4;
-  const int64_t chunk = 16;  // GatedDeltaOptions::chunk
-  const int64_t threads = std::min<int64_t>(num_threads(), B * Hv);
-  const int64_t delta_heap = T * (2 * KD + 2 * Hk + 2 * Hv * dk) * 4 +
-                             threads * ((S + chunk - 1) / chunk + 2) * dk * dv * 4 +
-                             threads * (2 * chunk * dv + chunk + 2 * dk * dv + chunk * chunk) * 4;
-
-  int64_t kept = (L + 1) * x, layer_linear = 0, layer = 0, layer_tensors = 0;
-  for (int64_t l = 0; l < L; ++l) {
-    const bool gdn = c.layer_kind(l).mixer == MixerKind::GatedDeltaNet;
-    const int64_t s_mix = gdn ? s_gdn : s_ga;
-    layer_linear += (gdn ? R * H + H * VD : W2 * H + H * Q) + 3 * I * H;
-    if (ckpt == Checkpointing::None) kept += s_mix + s_mlp;
-    if (ckpt == Checkpointing::Selective) kept += s_mix;
-    // One layer's backward on top of dx: what checkpointing recomputes, then the MLP's or the
-    // mixer's working set (the delta rule's heap counted where it is held).
-    const int64_t recompute = ckpt == Checkpointing::Full ? s_mix + s_mlp : ckpt == Checkpointing::Selective ? s_mlp : 0;
-    const int64_t mix_t = gdn ? std::max(gdn_bwd, delta_tensors) : ga_bwd;
-    const int64_t mix = gdn ? std::max(gdn_bwd, delta_tensors + delta_heap) : ga_bwd;
-    layer_tensors = std::max(layer_tensors, x + recompute + std::max(mlp_bwd, mix_t));
-    layer = std::max(layer, x + recompute + std::max(mlp_bwd, mix));
-  }
-  const int64_t wbf = bf16 ? layer_linear * 2 : 0;
-  const int64_t rows = ce_rows(T, V);
-  const int64_t head = 3 * x + T * 4 + rows * V * 4 + (bf16 ? rows * V * 2 + V * H * 2 + rows * H * 2 : 0);
-  m.activations = kept + wbf + std::max(head, layer);
-  m.heap = m.activations - (kept + wbf + std::max(head, layer_tensors));
-  m.weight_copies = wbf;
-  return m;
-}
 
 // The tensors one rank's step of a dense attention model allocates, in bytes (model/layers/
 // attention.cpp, dense_mlp.cpp, decoder_layer.cpp, decoder.cpp's head; under a layout also
@@ -101,7 +30,7 @@ struct DenseSizes {
 };
 
 DenseSizes dense_sizes(const ModelConfig& c, int64_t B, int64_t S_global, DType compute, DType base,
-                       const StepLayout& lay, int64_t t_attn, int64_t t_mlp) {
+                       const StepLayout& lay) {
   const int64_t tp = lay.tp, cp = lay.cp;
   const bool tpon = tp > 1, sp = tpon && lay.sequence_parallel;
   const int64_t S = S_global / cp, T = B * S, Tr = sp ? T / tp : T, H = c.hidden_size, D = c.head_dim;
@@ -116,8 +45,8 @@ DenseSizes dense_sizes(const ModelConfig& c, int64_t B, int64_t S_global, DType 
   // Saved: xn1 (gathered to T rows), rstd1, qkv, the q/k norms' rstds, q and k after RoPE, attn, lse,
   // h (the block's output: Tr rows under sequence parallelism, else T); xn2, rstd2, gate/up, act.
   z.s_attn = T * H * bin + Tr * 4 + T * W * 4 + T * (nh + nkv) * 4 + T * (Q + K) * 4 + T * Q * 4 + B * nh * S * 4 +
-             (sp ? Tr : T) * H * 4 + t_attn;
-  z.s_mlp = T * H * bin + Tr * 4 + T * 2 * I * 4 + T * I * bin + t_mlp;
+             (sp ? Tr : T) * H * 4;
+  z.s_mlp = T * H * bin + Tr * 4 + T * 2 * I * 4 + T * I * bin;
   // Context parallelism (model/layers/context_parallel_ops.cpp), per attention call, beside the
   // layer's own tensors; KB: one rank's K (or V) [T, kv, D] f32, G = cp KB: a whole sequence's.
   const int64_t KB = T * K * 4, G = cp * KB;
@@ -166,48 +95,53 @@ DenseSizes dense_sizes(const ModelConfig& c, int64_t B, int64_t S_global, DType 
 
 TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Checkpointing ckpt, DType compute,
                                  const LoraConfig* lora, DType base) {
-  TITAN_CHECK(!c.is_moe(), "memory prediction covers dense models only (not yet ", c.model_type, ")");
-  TITAN_CHECK(!c.is_qwen3_5() || !lora, "memory prediction: LoRA on qwen3_5 is not modelled yet (predict without --lora-rank)");
-  if (c.is_qwen3_5()) return predict_qwen3_5(c, B, S, ckpt, compute);
+  using namespace train_memory_detail;
   TITAN_CHECK(base == DType::F32 || (base == DType::BF16 && lora && compute == DType::BF16),
               "memory prediction: a bf16 base is a frozen LoRA base computing in bf16");
+  if (c.is_qwen3_5()) return predict_qwen3_5(c, B, S, ckpt, compute, lora, base);
   const ModelSize ms = model_size(c, S);
   const int64_t T = B * S, L = c.num_hidden_layers, V = c.vocab_size, H = c.hidden_size;
   const bool bf16 = compute == DType::BF16;
   TrainMemory m;
-  int64_t lora_params = 0, t_attn = 0, t_mlp = 0;  // adapter parameters; x A^T bytes per layer, by block
-  int64_t drop = 0;  // dropout: an adapter's backward holds dropout(x) and its gradient [T, in] f32
-  if (lora) {
-    for (const auto& a : lora_select(c, *lora)) {
-      if (lora->dropout > 0) drop = std::max(drop, 2 * T * a.in * 4);
-      lora_params += a.numel(lora->rank);
-      if (a.is_parameter()) continue;  // merged into the weights: no x A^T kept
-      (a.group == LoraGroup::Qkv || a.group == LoraGroup::O ? t_attn : t_mlp) += T * lora->rank * 4;
-    }
-    t_attn /= L, t_mlp /= L;  // every layer alike (patterns usually name all layers; an upper bound otherwise)
+  const LoraSizes ls = lora_sizes(c, T, lora);
+  const DenseSizes z = dense_sizes(c, B, S, compute, base, StepLayout{});
+  // A dense layer's MLP block (z), or a sparse layer's (Qwen3-MoE: mlp_only_layers and
+  // decoder_sparse_step mix the two).
+  MlpSizes dense;
+  dense.saved = z.s_mlp, dense.bwd = z.mlp_bwd, dense.freed = z.mlp_freed;
+  dense.copies = 3 * c.intermediate_size * H;
+  const MlpSizes sparse = c.is_moe() ? moe_mlp_sizes(c, T, compute, !lora, base) : MlpSizes{};
+  const int64_t attn_linear = z.layer_linear - dense.copies;  // q/k/v and o
+  const int64_t trained = lora ? ls.params : ms.params;
+  int64_t kept = (L + 1) * z.x;  // store.x
+  int64_t layer_linear = 0, layer = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    const MlpSizes& mlp = c.layer_is_sparse(l) ? sparse : dense;
+    // The adapters' x A^T: a recomputation replaces them, Selective does not drop them (nor a
+    // shared expert's saved tensors).
+    const int64_t t = ls.t_mix[size_t(l)] + ls.t_mlp[size_t(l)];
+    layer_linear += attn_linear + mlp.copies;
+    if (ckpt == Checkpointing::None) kept += z.s_attn + mlp.saved + t;
+    if (ckpt == Checkpointing::Selective) kept += z.s_attn + t + mlp.selective_kept;
+    // One layer's backward on top of dx: its recomputed activations (checkpointing), then the MLP's
+    // working set, or the attention's once the MLP's backward has freed its part, and with LoRA
+    // dropout an adapter's dropped input and its gradient.
+    const int64_t recompute = ckpt == Checkpointing::Full        ? z.s_attn + mlp.saved + t
+                              : ckpt == Checkpointing::Selective ? mlp.saved - mlp.selective_kept
+                                                                 : 0;
+    layer = std::max(layer, z.x + recompute + std::max(mlp.bwd, z.attn_bwd - mlp.freed) + ls.drop);
   }
-  const DenseSizes z = dense_sizes(c, B, S, compute, base, StepLayout{}, t_attn, t_mlp);
-  const int64_t trained = lora ? lora_params : ms.params;
   // Weights, plus the RoPE cos/sin tables [positions, head_dim] the model keeps (DecoderModel).
-  const int64_t rope_pos = std::max(std::min<int64_t>(c.max_position_embeddings, 4096), S);
   // The layers' linear weights, and the untied lm_head: what a bf16 base keeps in bf16.
-  const int64_t layer_linear = L * z.layer_linear;
   const int64_t bf16_base = base == DType::BF16 ? layer_linear + (c.tie_word_embeddings ? 0 : V * H) : 0;
-  m.rope = 2 * rope_pos * c.head_dim * 4;
-  m.weights = (ms.params - bf16_base + lora_params) * 4 + bf16_base * 2 + m.rope;
+  m.rope = rope_bytes(c, S, c.head_dim);
+  m.weights = (ms.params - bf16_base + ls.params) * 4 + bf16_base * 2 + m.rope;
   m.grads = trained * 4;
   m.optimizer = trained * 8;
-
-  int64_t kept = (L + 1) * z.x;  // store.x
-  if (ckpt == Checkpointing::None) kept += L * (z.s_attn + z.s_mlp);
-  if (ckpt == Checkpointing::Selective) kept += L * z.s_attn;
   // The bf16 copies of the layers' linear weights live through the step (none of a bf16 base).
   const int64_t wbf = bf16 && base != DType::BF16 ? layer_linear * 2 : 0;
-  // One layer's backward on top of dx: its recomputed activations (checkpointing), then the MLP's
-  // working set, or the attention's once the MLP's backward has freed its gate/up and act.
-  const int64_t recompute = ckpt == Checkpointing::Full ? z.s_attn + z.s_mlp : ckpt == Checkpointing::Selective ? z.s_mlp : 0;
-  const int64_t layer = z.x + recompute + std::max(z.mlp_bwd, z.attn_bwd - z.mlp_freed) + drop;
-  m.activations = kept + wbf + std::max(z.head, layer);
+  // The aux loss's logit gradients live from before the head until each sparse layer's backward.
+  m.activations = kept + wbf + aux_loss_bytes(c, T) + std::max(z.head, layer);
   m.weight_copies = wbf;
   return m;
 }
@@ -225,12 +159,12 @@ StepTimeline train_step_timeline(const ModelConfig& c, int64_t B, int64_t S, Che
   divides("vocab_size", c.vocab_size, lay.tp, "tp");
   if (lay.cp > 1) divides("seq_len", S, lay.head_tail ? 2 * lay.cp : lay.cp, lay.head_tail ? "2 cp (head-tail chunks)" : "cp");
   if (lay.tp > 1 && lay.sequence_parallel) divides("local batch x seq_len / cp", B * S / lay.cp, lay.tp, "tp");
-  const DenseSizes z = dense_sizes(c, B, S, compute, DType::F32, lay, 0, 0);
+  const DenseSizes z = dense_sizes(c, B, S, compute, DType::F32, lay);
   const int64_t L = c.num_hidden_layers;
   const int64_t keep = ckpt == Checkpointing::None ? z.s_attn + z.s_mlp : ckpt == Checkpointing::Selective ? z.s_attn : 0;
   const int64_t copy = compute == DType::BF16 ? z.layer_linear * 2 : 0;
   StepTimeline t;
-  t.rope = 2 * std::max(std::min<int64_t>(c.max_position_embeddings, 4096), S) * c.head_dim * 4;
+  t.rope = train_memory_detail::rope_bytes(c, S, c.head_dim);
   for (const UnitStep& s : unit_schedule(c, Pass::Train, ckpt)) {
     if (s.kind != UnitStep::Kind::Run) continue;
     const int64_t l = s.unit - 1;  // the layer, when 0 <= l < L

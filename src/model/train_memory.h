@@ -1,9 +1,12 @@
 // Predicted peak memory of one training step (what the allocator's peak counts: tensors, plus the
-// heap a kernel keeps beside them: `heap`), for `titan info` and the LoRA memory benchmark. Dense
-// models (Qwen3, Llama, Qwen2 and dense Qwen3.5, whose Gated DeltaNet and gated attention layers
-// save their own tensors, model/layers/) on one process; the parts:
+// heap a kernel keeps beside them: `heap`), for `titan info` and the LoRA memory benchmark. Every
+// model family on one process: the attention families (Qwen3, Llama, Qwen2), Qwen3.5 (its Gated
+// DeltaNet and gated attention layers save their own tensors, model/layers/) and the MoE models
+// (Qwen3-MoE with any mix of dense and sparse layers, Qwen3.5-MoE with its shared expert: the
+// grouped-GEMM variant's routing, expert-ordered rows and activations, ops/moe/); the parts:
 //   weights    f32 parameters (and LoRA adapters), and the RoPE tables; with a bf16 base (LoRA's
-//              base_dtype) the matmul weights (q/k/v/o, MLP, an untied lm_head) at 2 bytes
+//              base_dtype) the matmul weights (q/k/v/o or the delta net's projections, the MLP,
+//              experts and shared expert, an untied lm_head) at 2 bytes
 //   grads      f32 gradients of what is trained (every parameter, or only the adapters with the
 //              base frozen)
 //   optimizer  AdamW exp_avg + exp_avg_sq of what is trained
@@ -12,7 +15,11 @@
 //              (LayerActs, LoRA's x A^T [T, r] per adapter included), plus the largest working set
 //              on top of them (the head's fused lm_head + cross-entropy chunk, or one layer's
 //              backward and recomputation buffers, with LoRA dropout the largest adapter input's
-//              dropped copy and its gradient), plus the bf16 weight copies of a bf16 step.
+//              dropped copy and its gradient), plus the bf16 weight copies of a bf16 step and the
+//              auxiliary loss's router-logit gradients.
+// Parts: model/train_memory.cpp (this API, the attention families, the timeline),
+// train_memory_qwen3_5.cpp (Qwen3.5's mixers), train_memory_moe.cpp (the MoE block, LoRA's sizes).
+// LoRA on MoE parameters (target_parameters, merged into a weight copy every pass) is refused.
 // The formula follows the buffers the code allocates; tests/unit/model/test_train_memory.cpp
 // holds it to the allocator's measured peak.
 //
@@ -70,7 +77,8 @@ struct StepLayout {
 // working set (a layer's forward transients, the head's, a layer's recomputation and backward).
 // With bf16 GEMMs, `weight_copies` is the bf16 copy of the running layer's linear weights (FSDP
 // rounds each layer when its values arrive and drops the copy when it is done). Dense attention
-// models (Qwen3, Llama, Qwen2), full fine-tuning; batch: the rank's rows, seq: the whole sequence.
+// models (Qwen3, Llama, Qwen2; not MoE or Qwen3.5 yet), full fine-tuning; batch: the rank's rows,
+// seq: the whole sequence.
 // Rows of one document each: with packed documents the attention backward runs per document and its
 // per-key-range dQ buffers are sized by the documents instead (not modelled; a few percent at most).
 struct StepTimeline {

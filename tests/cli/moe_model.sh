@@ -4,13 +4,25 @@
 # names; `titan info --config` sizes the reduced 30B-A3B recipe without building it; `titan train`
 # runs a small MoE model with `model.layers.*.mlp=moe.grouped_gemm` (one log line per sparse layer)
 # and the loss falls; `titan generate` runs on its checkpoint and on its HF export (same ids, f32
-# and bf16); overrides that do not fit the model are refused.
+# and bf16), and `titan info` predicts its step's peak memory within 10% of the measured one;
+# overrides that do not fit the model are refused.
 set -uo pipefail
 titan=$1 src=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 fx=$src/tests/fixtures/qwen3_moe
+# peak_check NAME METRICS ARGS...: `titan info ARGS --json`'s predicted step peak against the
+# allocator's peak that the run with ARGS logged last (metrics.jsonl's memory_peak_gib), within 10%.
+peak_check() {
+  local name=$1 metrics=$2 p m; shift 2
+  p=$("$titan" info "$@" --json | sed -nE 's/.*"step_peak_bytes": ([0-9]+).*/\1/p')
+  m=$(tail -1 "$metrics" | sed -nE 's/.*"memory_peak_gib":([0-9.e-]+).*/\1/p')
+  [ -n "$p" ] && [ -n "$m" ] || fail "$name: no predicted step peak ('$p') or measured peak ('$m')"
+  awk -v p="$p" -v m="$m" -v n="$name" 'BEGIN { p /= 1048576; m *= 1024
+        printf "ok: %s step peak: titan info %.3f MiB, measured %.3f MiB (predicted / measured %.4f)\n", n, p, m, p / m
+        exit !(m > 0.9 * p && m < 1.1 * p) }' || fail "$name: titan info's step peak is off by more than 10%"
+}
 
 for name in aux_norm noaux_nonorm_tied step2_mlponly; do
   got=$("$titan" score --model "$fx/$name" --tokens "$fx/$name/tokens.txt" --json) || fail "score $name: $got"
@@ -47,6 +59,7 @@ mapfile -t L < <(grep -o '"loss": *[0-9.e+-]*' "$work/moe/metrics.jsonl" | sed '
 awk -v a="${L[0]}" -v b="${L[3]}" 'BEGIN { exit !(a == a + 0 && b == b + 0 && b < a - 0.5) }' ||
   fail "loss did not fall: ${L[*]}"
 echo "ok: 2 MoE layers replaced; losses ${L[*]}"
+peak_check "debug-moe (2 layers)" "$work/moe/metrics.jsonl" "${common[@]}"
 
 # Auxiliary-loss-free balancing: the expert biases are training state, so a run resumed from its
 # step-2 checkpoint continues exactly like the uninterrupted run.

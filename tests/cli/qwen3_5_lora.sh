@@ -3,12 +3,24 @@
 # exported), a LoRA run on it with adapters on every Gated DeltaNet projection (linear_attn.*), the
 # gated attention's q/k/v/o_proj and the MLP, under full activation checkpointing, whose loss falls
 # below the frozen base's on the same batches; the PEFT folder it writes has PEFT's names for the
-# new projections; `titan score/generate --adapter` on the base equal the --merge-lora export.
+# new projections; `titan score/generate --adapter` on the base equal the --merge-lora export; `titan
+# info` predicts the LoRA step's peak memory within 10%.
 set -uo pipefail
 titan=$1 src=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# peak_check NAME METRICS ARGS...: `titan info ARGS --json`'s predicted step peak against the
+# allocator's peak that the run with ARGS logged last (metrics.jsonl's memory_peak_gib), within 10%.
+peak_check() {
+  local name=$1 metrics=$2 p m; shift 2
+  p=$("$titan" info "$@" --json | sed -nE 's/.*"step_peak_bytes": ([0-9]+).*/\1/p')
+  m=$(tail -1 "$metrics" | sed -nE 's/.*"memory_peak_gib":([0-9.e-]+).*/\1/p')
+  [ -n "$p" ] && [ -n "$m" ] || fail "$name: no predicted step peak ('$p') or measured peak ('$m')"
+  awk -v p="$p" -v m="$m" -v n="$name" 'BEGIN { p /= 1048576; m *= 1024
+        printf "ok: %s step peak: titan info %.3f MiB, measured %.3f MiB (predicted / measured %.4f)\n", n, p, m, p / m
+        exit !(m > 0.9 * p && m < 1.1 * p) }' || fail "$name: titan info's step peak is off by more than 10%"
+}
 common=(--config "$src/recipes/qwen3_5_debug.toml" --model.hf_assets_path "$src/assets/qwen3-tokenizer"
         --training.seq_len 32 --training.local_batch_size 2 --metrics.enable_tensorboard false
         --checkpoint.export_dtype float32 --lr_scheduler.warmup_steps 0 --lr_scheduler.decay_ratio 0
@@ -21,10 +33,12 @@ base="$work/base/checkpoint/step-1-hf"
 from=(--checkpoint.initial_load_path "$base" --checkpoint.initial_load_in_hf true --training.steps 8)
 # the frozen base on the same batches (lr ~ 0), then LoRA
 run --job.dump_folder "$work/frozen" "${from[@]}" --optimizer.lr 1e-12
-run --job.dump_folder "$work/a" "${from[@]}" --optimizer.lr 1e-2 --lora.enable true --lora.rank 4 --lora.alpha 8 \
-  --lora.target_modules 'model.layers.*.linear_attn.*,model.layers.*.self_attn.[qkvo]_proj,model.layers.*.mlp.*_proj' \
-  --activation_checkpoint.mode full
+lora=(--optimizer.lr 1e-2 --lora.enable true --lora.rank 4 --lora.alpha 8
+      --lora.target_modules 'model.layers.*.linear_attn.*,model.layers.*.self_attn.[qkvo]_proj,model.layers.*.mlp.*_proj'
+      --activation_checkpoint.mode full)
+run --job.dump_folder "$work/a" "${from[@]}" "${lora[@]}"
 grep -q "lora: 31 adapted modules" "$work/train.log" || { cat "$work/train.log"; fail "expected 31 adapted modules"; }
+peak_check "LoRA on debug-qwen3_5" "$work/a/metrics.jsonl" "${common[@]}" "${from[@]}" "${lora[@]}"
 mapfile -t F < <(losses "$work/frozen")
 mapfile -t A < <(losses "$work/a")
 [ "${#A[@]}" -eq 8 ] && [ "${#F[@]}" -eq 8 ] || fail "expected 8 logged losses: ${A[*]} / ${F[*]}"

@@ -2,13 +2,25 @@
 # Qwen3.5 from the command line: `titan score` gives transformers' loss on the tiny golden
 # checkpoints (dense and MoE, tools/oracle/qwen3_5_goldens.py); the native debug recipe
 # (recipes/qwen3_5_debug.toml, Gated DeltaNet + gated attention layers) trains, shortened, with
-# falling loss, and so does its MoE flavor (shared expert included).
+# falling loss, and so does its MoE flavor (shared expert included), each step's peak memory within
+# 10% of what `titan info` predicts for the job.
 set -uo pipefail
 titan=$1 src=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 fx=$src/tests/fixtures/qwen3_5
+# peak_check NAME METRICS ARGS...: `titan info ARGS --json`'s predicted step peak against the
+# allocator's peak that the run with ARGS logged last (metrics.jsonl's memory_peak_gib), within 10%.
+peak_check() {
+  local name=$1 metrics=$2 p m; shift 2
+  p=$("$titan" info "$@" --json | sed -nE 's/.*"step_peak_bytes": ([0-9]+).*/\1/p')
+  m=$(tail -1 "$metrics" | sed -nE 's/.*"memory_peak_gib":([0-9.e-]+).*/\1/p')
+  [ -n "$p" ] && [ -n "$m" ] || fail "$name: no predicted step peak ('$p') or measured peak ('$m')"
+  awk -v p="$p" -v m="$m" -v n="$name" 'BEGIN { p /= 1048576; m *= 1024
+        printf "ok: %s step peak: titan info %.3f MiB, measured %.3f MiB (predicted / measured %.4f)\n", n, p, m, p / m
+        exit !(m > 0.9 * p && m < 1.1 * p) }' || fail "$name: titan info's step peak is off by more than 10%"
+}
 
 for name in dense_lin_lin_full dense_full_lin_gqa1 moe_lin_full; do
   got=$("$titan" score --model "$fx/$name" --tokens "$fx/$name/tokens.txt" --json) || fail "score $name: $got"
@@ -20,16 +32,17 @@ for name in dense_lin_lin_full dense_full_lin_gqa1 moe_lin_full; do
 done
 
 for flavor in debug-qwen3_5 debug-qwen3_5-moe; do
-  "$titan" train --config "$src/recipes/qwen3_5_debug.toml" --model.flavor "$flavor" \
-    --model.hf_assets_path "$src/assets/qwen3-tokenizer" --training.seq_len 32 --training.local_batch_size 2 \
-    --training.steps 4 --lr_scheduler.warmup_steps 1 --optimizer.lr 3e-3 --metrics.enable_tensorboard false \
-    --checkpoint.enable false --checkpoint.last_save_in_hf false --job.dump_folder "$work/$flavor" \
-    > "$work/$flavor.log" 2>&1 || { cat "$work/$flavor.log"; fail "train $flavor"; }
+  args=(--config "$src/recipes/qwen3_5_debug.toml" --model.flavor "$flavor"
+        --model.hf_assets_path "$src/assets/qwen3-tokenizer" --training.seq_len 32 --training.local_batch_size 2
+        --training.steps 4 --lr_scheduler.warmup_steps 1 --optimizer.lr 3e-3 --metrics.enable_tensorboard false
+        --checkpoint.enable false --checkpoint.last_save_in_hf false --job.dump_folder "$work/$flavor")
+  "$titan" train "${args[@]}" > "$work/$flavor.log" 2>&1 || { cat "$work/$flavor.log"; fail "train $flavor"; }
   mapfile -t L < <(grep -o '"loss": *[0-9.e+-]*' "$work/$flavor/metrics.jsonl" | sed 's/.*: *//')
   [ "${#L[@]}" -eq 4 ] || fail "$flavor: expected 4 logged losses, got ${#L[@]}"
   awk -v a="${L[0]}" -v b="${L[3]}" 'BEGIN { exit !(a == a + 0 && b == b + 0 && b < a - 0.5) }' ||
     fail "$flavor: loss did not fall: ${L[*]}"
   echo "ok: $flavor trains; losses ${L[*]}"
+  peak_check "$flavor" "$work/$flavor/metrics.jsonl" "${args[@]}"
 done
 
 # The HF path (recipes/qwen3_5_0_8b_finetune.toml) on a stand-in for the published checkpoint: the
