@@ -12,7 +12,7 @@
 namespace titan {
 
 MemoryStats Allocator::stats() const {
-  return MemoryStats{live_.load(), peak_.load(), count_.load(), cached_bytes()};
+  return MemoryStats{live_.load(), peak_.load(), count_.load(), cached_bytes(), reserved_bytes(), system_allocs()};
 }
 
 void Allocator::reset_peak() { peak_.store(live_.load()); }
@@ -101,8 +101,10 @@ class CpuAllocator final : public Allocator {
 
 Allocator& allocator_for(Device d) {
   static CpuAllocator cpu_alloc;
-  TITAN_CHECK(d.type == DeviceType::CPU, "device ", d.str(), " is not available in this build");
-  return cpu_alloc;
+  if (d.type == DeviceType::CPU) return cpu_alloc;
+  TITAN_CHECK(d.type == DeviceType::CUDA && d.index == 0, "device ", d.str(),
+              " is not available in this build (one GPU per process: cuda:0)");
+  return cuda_allocator();
 }
 
 size_t machine_memory_bytes() {

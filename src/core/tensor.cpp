@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/allocator.h"
+#include "core/gpu_memory.h"
 
 namespace titan {
 
@@ -138,8 +139,18 @@ Tensor Tensor::to(DType dt) const {
   return t;
 }
 
+Tensor Tensor::to(Device d) const {
+  Tensor t = empty(shape_, dtype_, d);
+  t.copy_(*this);
+  return t;
+}
+
 void Tensor::zero_() {
-  if (numel_) std::memset(raw(), 0, nbytes());
+  if (!numel_) return;
+  if (device().type == DeviceType::CUDA)
+    gpu::zero(raw(), nbytes());
+  else
+    std::memset(raw(), 0, nbytes());
 }
 
 void Tensor::fill_(float v) {
@@ -149,6 +160,19 @@ void Tensor::fill_(float v) {
 
 void Tensor::copy_(const Tensor& src) {
   TITAN_ASSERT(src.numel() == numel_, "copy_ ", src.str(), " into ", str());
+  const bool from_gpu = src.device().type == DeviceType::CUDA, to_gpu = device().type == DeviceType::CUDA;
+  if (from_gpu || to_gpu) {  // a copy across devices (or within one GPU) keeps the dtype
+    TITAN_CHECK(src.dtype() == dtype_, "copy_ from ", src.device().str(), " ", src.str(), " into ", device().str(), " ",
+                str(), ": a copy to or from a GPU keeps the dtype (convert on one side first)");
+    if (!numel_) return;
+    if (from_gpu && to_gpu)
+      gpu::copy_device(raw(), src.raw(), nbytes());
+    else if (to_gpu)
+      gpu::copy_to_device(raw(), src.raw(), nbytes());
+    else
+      gpu::copy_to_host(raw(), src.raw(), nbytes());
+    return;
+  }
   if (src.dtype() == dtype_) {
     if (numel_) std::memmove(raw(), src.raw(), nbytes());
     return;

@@ -78,9 +78,13 @@ class Tensor {
                  "outside its gather)");
     return static_cast<char*>(storage_->data()) + offset_;
   }
+  // Typed host access: a GPU tensor's memory is not the host's, so reading it here is refused (a
+  // kernel takes its device pointer through raw()).
   template <class T>
   T* data() const {
     TITAN_ASSERT(defined() && dtype_of<T>::value == dtype_, "tensor dtype is ", dtype_name(dtype_));
+    TITAN_ASSERT(storage_->device().type == DeviceType::CPU, "host access to ", str(), " on ", device().str(),
+                 " (copy it to the CPU first: to(cpu()))");
     return static_cast<T*>(raw());
   }
 
@@ -90,10 +94,12 @@ class Tensor {
   Tensor slice0(int64_t begin, int64_t end) const;
   // New owned tensor converted to dt (floating types), or an owned copy when dt == dtype().
   Tensor to(DType dt) const;
+  // New owned tensor on device d, same dtype (host <-> GPU copies through titan::gpu).
+  Tensor to(Device d) const;
   Tensor clone() const { return to(dtype_); }
   void zero_();
   void fill_(float v);  // f32 only
-  void copy_(const Tensor& src);  // same numel; converts between float dtypes
+  void copy_(const Tensor& src);  // same numel; converts between float dtypes (on the CPU); copies across devices
 
   std::string str() const;  // "f32[2, 3]"
 

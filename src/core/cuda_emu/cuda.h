@@ -152,16 +152,5 @@ using Stream = void*;
   ::titan::cuda_emu::set_max_dynamic_shared(reinterpret_cast<const void*>(kernel), (bytes))
 #endif
 
-// Device memory, the same calls under both compilers (declared here, defined in gpu_memory.cpp
-// for the emulator and in the .cu build for the toolkit).
-namespace titan::gpu {
-void* alloc(size_t bytes);
-void free(void* p);
-void copy_to_device(void* dst, const void* src, size_t bytes);
-void copy_to_host(void* dst, const void* src, size_t bytes);
-void copy_device(void* dst, const void* src, size_t bytes);
-// rows of width bytes, pitch bytes apart on both sides (cudaMemcpy2D): the rows of a strided view
-// without the gaps between them, which may belong to another operand.
-void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, size_t rows);
-void synchronize();
-}  // namespace titan::gpu
+// Device memory: core/gpu_memory.h.
+#include "core/gpu_memory.h"

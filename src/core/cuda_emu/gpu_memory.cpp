@@ -19,6 +19,9 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 void copy_device(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memmove(dst, src, bytes);
 }
+void zero(void* dst, size_t bytes) {
+  if (bytes) std::memset(dst, 0, bytes);
+}
 void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, size_t rows) {
   for (size_t r = 0; r < rows; ++r)
     std::memcpy(static_cast<char*>(dst) + r * pitch, static_cast<const char*>(src) + r * pitch, width);

@@ -43,6 +43,9 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 void copy_device(void* dst, const void* src, size_t bytes) {
   TITAN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
 }
+void zero(void* dst, size_t bytes) {
+  if (bytes) TITAN_CUDA_CHECK(cudaMemset(dst, 0, bytes));
+}
 void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, size_t rows) {
   if (rows) TITAN_CUDA_CHECK(cudaMemcpy2D(dst, pitch, src, pitch, width, rows, cudaMemcpyDeviceToHost));
 }

@@ -4,8 +4,11 @@
 // grid emulator (core/cuda_emu), so `titan verify kernels --device cuda` and the kernel case
 // table check them against the reference on the CPU; the staging is the code a GPU build runs.
 //
-// Registered for DeviceType::CPU: the operands are host tensors (the project has no device tensor
-// yet), and the variant is the CUDA code path on them. docs/cuda.md.
+// Registered twice: for DeviceType::CPU, where the operands are host tensors staged through device
+// memory per call (the kernel case table, `titan verify kernels --device cuda`, `[kernels]
+// replace`), and for DeviceType::CUDA, where they are tensors on cuda:0 used in place (a cuda:0
+// ExecContext; ops/cuda/staging.h). The same code serves both: Staged passes a GPU tensor through.
+// adamw is registered for the CPU only so far. docs/cuda.md.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -40,9 +43,10 @@ ck::Rows rows_of(const RowView& v) { return {v.h, v.d, v.ld}; }
 bool same_memory(const RowView& a, const RowView& b) { return a.t.raw() == b.t.raw(); }
 
 // ---- rmsnorm ----
+template <DeviceType Dev>
 void rmsnorm_forward(const ExecContext& ctx, const RowView& x, const Tensor& w, float eps, const RowView& y,
                      Tensor& rstd) {
-  opcheck::host_context(ctx, "rmsnorm.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "rmsnorm.cuda");
   const auto [N, D] = rmsnorm_detail::check_forward(x, w, y, rstd);
   const bool bf16 = y.t.dtype() == DType::BF16;
   Staged dx(x.t, true), dw(w, true), dy(y.t, true), dr(rstd, false);
@@ -52,9 +56,10 @@ void rmsnorm_forward(const ExecContext& ctx, const RowView& x, const Tensor& w, 
   dr.to_host();
 }
 
+template <DeviceType Dev>
 void rmsnorm_backward(const ExecContext& ctx, const RowView& x, const Tensor& w, const Tensor& rstd, const RowView& dy,
                       const RowView& dx, Tensor& dw, bool accumulate) {
-  opcheck::host_context(ctx, "rmsnorm.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "rmsnorm.cuda");
   const auto [N, D] = rmsnorm_detail::check_backward(x, w, rstd, dy, dx, dw);
   Staged sx(x.t, true), sw(w, true), sr(rstd, true), sdy(dy.t, true), sdw(dw, true);
   // dx may share dy's memory (in place): then one device copy serves both.
@@ -72,11 +77,13 @@ void rmsnorm_backward(const ExecContext& ctx, const RowView& x, const Tensor& w,
   sdw.to_host();
 }
 
-const RMSNormKernel kRMSNorm{"cuda", rmsnorm_forward, rmsnorm_backward};
+template <DeviceType Dev>
+const RMSNormKernel kRMSNorm{"cuda", rmsnorm_forward<Dev>, rmsnorm_backward<Dev>};
 
 // ---- swiglu ----
+template <DeviceType Dev>
 void swiglu_forward(const ExecContext& ctx, const Tensor& gu, Tensor& out) {
-  opcheck::host_context(ctx, "swiglu.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "swiglu.cuda");
   const auto [N, I] = swiglu_detail::check(gu, out, "out", true);
   const bool bf16 = out.dtype() == DType::BF16;
   Staged sgu(gu, true), so(out, false);
@@ -85,8 +92,9 @@ void swiglu_forward(const ExecContext& ctx, const Tensor& gu, Tensor& out) {
   so.to_host();
 }
 
+template <DeviceType Dev>
 void swiglu_backward(const ExecContext& ctx, const Tensor& gu, const Tensor& dout, Tensor& dgu) {
-  opcheck::host_context(ctx, "swiglu.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "swiglu.cuda");
   const auto [N, I] = swiglu_detail::check(gu, dout, "dout");
   swiglu_detail::check_dgu(gu, dgu);
   const bool bf16 = dgu.dtype() == DType::BF16;
@@ -100,11 +108,13 @@ void swiglu_backward(const ExecContext& ctx, const Tensor& gu, const Tensor& dou
     sdg.to_host();
 }
 
-const SwiGLUKernel kSwiGLU{"cuda", swiglu_forward, swiglu_backward};
+template <DeviceType Dev>
+const SwiGLUKernel kSwiGLU{"cuda", swiglu_forward<Dev>, swiglu_backward<Dev>};
 
 // ---- embedding ----
+template <DeviceType Dev>
 void embedding_forward(const ExecContext& ctx, const Tensor& ids, const Tensor& weight, Tensor& out) {
-  opcheck::host_context(ctx, "embedding.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "embedding.cuda");
   const int64_t N = embedding_detail::check(ids, weight, out, "out");
   const int64_t H = weight.dim(1);
   const bool i64 = ids.dtype() == DType::I64;
@@ -114,8 +124,9 @@ void embedding_forward(const ExecContext& ctx, const Tensor& ids, const Tensor& 
   so.to_host();
 }
 
+template <DeviceType Dev>
 void embedding_backward(const ExecContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight) {
-  opcheck::host_context(ctx, "embedding.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "embedding.cuda");
   const int64_t N = embedding_detail::check(ids, dweight, dout, "dout");
   const int64_t H = dweight.dim(1);
   const bool i64 = ids.dtype() == DType::I64;
@@ -125,7 +136,8 @@ void embedding_backward(const ExecContext& ctx, const Tensor& ids, const Tensor&
   sw.to_host();
 }
 
-const EmbeddingKernel kEmbedding{"cuda", embedding_forward, embedding_backward};
+template <DeviceType Dev>
+const EmbeddingKernel kEmbedding{"cuda", embedding_forward<Dev>, embedding_backward<Dev>};
 
 // ---- adamw ----
 void adamw_step(const ExecContext& ctx, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
@@ -152,16 +164,19 @@ void rope_rotate(const ExecContext& ctx, const RowView& x, int64_t seq, int64_t 
   ck::rope_rotate(sx.as<float>(), rows_of(x), x.n, seq, start, sc.as<float>(), ss.as<float>(), backward, ctx.stream);
   sx.to_host_rows(x);
 }
+template <DeviceType Dev>
 void rope_forward(const ExecContext& ctx, const RowView& x, int64_t seq, int64_t start, const RopeCache& cache) {
-  opcheck::host_context(ctx, "rope.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "rope.cuda");
   rope_rotate(ctx, x, seq, start, cache, false);
 }
+template <DeviceType Dev>
 void rope_backward(const ExecContext& ctx, const RowView& dy, int64_t seq, int64_t start, const RopeCache& cache) {
-  opcheck::host_context(ctx, "rope.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "rope.cuda");
   rope_rotate(ctx, dy, seq, start, cache, true);
 }
 
-const RopeKernel kRope{"cuda", rope_forward, rope_backward};
+template <DeviceType Dev>
+const RopeKernel kRope{"cuda", rope_forward<Dev>, rope_backward<Dev>};
 
 // ---- attention ----
 ck::AttnArgs attn_args(const attention::Dims& d, const Staged& q, const RowView& qv, const Staged& k,
@@ -174,9 +189,10 @@ ck::AttnArgs attn_args(const attention::Dims& d, const Staged& q, const RowView&
   return a;
 }
 
+template <DeviceType Dev>
 void attention_forward_seg(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t seq,
                            const int64_t* seg, float scale, Tensor& out, Tensor& lse) {
-  opcheck::host_context(ctx, "attention.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "attention.cuda");
   const attention::Dims d = attention::check_rows_forward(q, k, v, seq, scale, out, lse, "attention.cuda forward");
   attention::check_segments(seg, d.B, d.S, "attention.cuda forward");
   Staged sq(q.t, true), sk(k.t, true), sv(v.t, true), so(out, false), sl(lse, false);
@@ -186,16 +202,18 @@ void attention_forward_seg(const ExecContext& ctx, const RowView& q, const RowVi
   so.to_host();
   sl.to_host();
 }
+template <DeviceType Dev>
 void attention_forward(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, int64_t seq,
                        float scale, Tensor& out, Tensor& lse) {
-  opcheck::host_context(ctx, "attention.cuda");  // host tensors, staged
-  attention_forward_seg(ctx, q, k, v, seq, nullptr, scale, out, lse);
+  cuda_staging::context<Dev>(ctx, "attention.cuda");
+  attention_forward_seg<Dev>(ctx, q, k, v, seq, nullptr, scale, out, lse);
 }
 
+template <DeviceType Dev>
 void attention_backward_seg(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v,
                             const Tensor& out, const Tensor& lse, const Tensor& dout, int64_t seq, const int64_t* seg,
                             float scale, const RowView& dq, const RowView& dk, const RowView& dv) {
-  opcheck::host_context(ctx, "attention.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "attention.cuda");
   const attention::Dims d =
       attention::check_rows_backward(q, k, v, out, lse, dout, seq, scale, dq, dk, dv, "attention.cuda backward");
   attention::check_segments(seg, d.B, d.S, "attention.cuda backward");
@@ -210,19 +228,22 @@ void attention_backward_seg(const ExecContext& ctx, const RowView& q, const RowV
   sdk.to_host_rows(dk);
   sdv.to_host_rows(dv);
 }
+template <DeviceType Dev>
 void attention_backward(const ExecContext& ctx, const RowView& q, const RowView& k, const RowView& v, const Tensor& out,
                         const Tensor& lse, const Tensor& dout, int64_t seq, float scale, const RowView& dq,
                         const RowView& dk, const RowView& dv) {
-  opcheck::host_context(ctx, "attention.cuda");  // host tensors, staged
-  attention_backward_seg(ctx, q, k, v, out, lse, dout, seq, nullptr, scale, dq, dk, dv);
+  cuda_staging::context<Dev>(ctx, "attention.cuda");
+  attention_backward_seg<Dev>(ctx, q, k, v, out, lse, dout, seq, nullptr, scale, dq, dk, dv);
 }
 
-const AttentionKernel kAttention{"cuda", attention_forward, attention_backward, attention_forward_seg,
-                                 attention_backward_seg};
+template <DeviceType Dev>
+const AttentionKernel kAttention{"cuda", attention_forward<Dev>, attention_backward<Dev>, attention_forward_seg<Dev>,
+                                 attention_backward_seg<Dev>};
 
 // ---- residual, bias ----
+template <DeviceType Dev>
 void residual_forward(const ExecContext& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
-  opcheck::host_context(ctx, "residual.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "residual.cuda");
   opcheck::f32(a, "residual", "a");
   opcheck::f32(b, "residual", "b");
   opcheck::f32(y, "residual", "y");
@@ -232,8 +253,9 @@ void residual_forward(const ExecContext& ctx, const Tensor& a, const Tensor& b, 
   ck::add(sa.as<float>(), sb.as<float>(), sy.as<float>(), a.numel(), ctx.stream);
   sy.to_host();
 }
+template <DeviceType Dev>
 void residual_accumulate(const ExecContext& ctx, Tensor& dst, const Tensor& src) {
-  opcheck::host_context(ctx, "residual.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "residual.cuda");
   opcheck::f32(dst, "residual", "dst");
   opcheck::f32(src, "residual", "src");
   opcheck::numel(src, dst.numel(), "residual", "src");
@@ -241,31 +263,42 @@ void residual_accumulate(const ExecContext& ctx, Tensor& dst, const Tensor& src)
   ck::add(sd.as<float>(), ss.as<float>(), sd.as<float>(), dst.numel(), ctx.stream);
   sd.to_host();
 }
-const ResidualKernel kResidual{"cuda", residual_forward, residual_accumulate};
+template <DeviceType Dev>
+const ResidualKernel kResidual{"cuda", residual_forward<Dev>, residual_accumulate<Dev>};
 
+template <DeviceType Dev>
 void bias_forward(const ExecContext& ctx, Tensor& y, const Tensor& b) {
-  opcheck::host_context(ctx, "bias.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "bias.cuda");
   const int64_t n = bias_checks::check(y, b, "y", "b");
   Staged sy(y, true), sb(b, true);
   ck::bias_forward(sy.as<float>(), sb.as<float>(), y.dim(0), n, ctx.stream);
   sy.to_host();
 }
+template <DeviceType Dev>
 void bias_backward(const ExecContext& ctx, const Tensor& dy, Tensor& db) {
-  opcheck::host_context(ctx, "bias.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "bias.cuda");
   const int64_t n = bias_checks::check(dy, db, "dy", "db");
   Staged sdy(dy, true), sdb(db, true);
   ck::bias_backward(sdy.as<float>(), sdb.as<float>(), dy.dim(0), n, ctx.stream);
   sdb.to_host();
 }
-const BiasKernel kBias{"cuda", bias_forward, bias_backward};
+template <DeviceType Dev>
+const BiasKernel kBias{"cuda", bias_forward<Dev>, bias_backward<Dev>};
 
 }  // namespace
-TITAN_REGISTER_KERNEL(ResidualKernel, "cuda", DeviceType::CPU, kResidual);
-TITAN_REGISTER_KERNEL(BiasKernel, "cuda", DeviceType::CPU, kBias);
-TITAN_REGISTER_KERNEL(AttentionKernel, "cuda", DeviceType::CPU, kAttention);
-TITAN_REGISTER_KERNEL(RopeKernel, "cuda", DeviceType::CPU, kRope);
-TITAN_REGISTER_KERNEL(RMSNormKernel, "cuda", DeviceType::CPU, kRMSNorm);
-TITAN_REGISTER_KERNEL(SwiGLUKernel, "cuda", DeviceType::CPU, kSwiGLU);
-TITAN_REGISTER_KERNEL(EmbeddingKernel, "cuda", DeviceType::CPU, kEmbedding);
+TITAN_REGISTER_KERNEL(ResidualKernel, "cuda", DeviceType::CPU, kResidual<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(ResidualKernel, "cuda", DeviceType::CUDA, kResidual<DeviceType::CUDA>);
+TITAN_REGISTER_KERNEL(BiasKernel, "cuda", DeviceType::CPU, kBias<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(BiasKernel, "cuda", DeviceType::CUDA, kBias<DeviceType::CUDA>);
+TITAN_REGISTER_KERNEL(AttentionKernel, "cuda", DeviceType::CPU, kAttention<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(AttentionKernel, "cuda", DeviceType::CUDA, kAttention<DeviceType::CUDA>);
+TITAN_REGISTER_KERNEL(RopeKernel, "cuda", DeviceType::CPU, kRope<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(RopeKernel, "cuda", DeviceType::CUDA, kRope<DeviceType::CUDA>);
+TITAN_REGISTER_KERNEL(RMSNormKernel, "cuda", DeviceType::CPU, kRMSNorm<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(RMSNormKernel, "cuda", DeviceType::CUDA, kRMSNorm<DeviceType::CUDA>);
+TITAN_REGISTER_KERNEL(SwiGLUKernel, "cuda", DeviceType::CPU, kSwiGLU<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(SwiGLUKernel, "cuda", DeviceType::CUDA, kSwiGLU<DeviceType::CUDA>);
+TITAN_REGISTER_KERNEL(EmbeddingKernel, "cuda", DeviceType::CPU, kEmbedding<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(EmbeddingKernel, "cuda", DeviceType::CUDA, kEmbedding<DeviceType::CUDA>);
 TITAN_REGISTER_KERNEL(AdamWKernel, "cuda", DeviceType::CPU, kAdamW);
 }  // namespace titan

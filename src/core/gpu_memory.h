@@ -1,0 +1,19 @@
+// Device memory, the same calls under both compilers (defined in core/cuda_emu/gpu_memory.cpp for
+// the grid emulator, where device memory is host memory, and in src/ops/cuda/kernels.cu over the
+// CUDA runtime in a GPU build). Host code that moves bytes (Tensor, the CUDA allocator) includes
+// this alone; kernel code gets it through core/cuda_emu/cuda.h.
+#pragma once
+#include <cstddef>
+
+namespace titan::gpu {
+void* alloc(size_t bytes);
+void free(void* p);
+void copy_to_device(void* dst, const void* src, size_t bytes);
+void copy_to_host(void* dst, const void* src, size_t bytes);
+void copy_device(void* dst, const void* src, size_t bytes);
+void zero(void* dst, size_t bytes);  // cudaMemset(dst, 0, bytes)
+// rows of width bytes, pitch bytes apart on both sides (cudaMemcpy2D): the rows of a strided view
+// without the gaps between them, which may belong to another operand.
+void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, size_t rows);
+void synchronize();
+}  // namespace titan::gpu
