@@ -443,6 +443,7 @@ void DecoderModel::forward_layer_range(size_t l0, size_t l1, Tensor& x, int64_t 
         a = LayerActs();
       } else if (ckpt_ == Checkpointing::Selective) {  // keep the attention block, recompute the MLP
         a.xn2 = a.rstd2 = a.gu = a.act = Tensor();
+        a.sgu = a.sact = a.sgate = Tensor();  // qwen3_5_moe's shared expert, recomputed with the MLP
         a.moe = MoESaved();
         a.have_mlp = false;
       }

@@ -117,17 +117,16 @@ TrainMemory predict_train_memory(const ModelConfig& c, int64_t B, int64_t S, Che
   int64_t layer_linear = 0, layer = 0;
   for (int64_t l = 0; l < L; ++l) {
     const MlpSizes& mlp = c.layer_is_sparse(l) ? sparse : dense;
-    // The adapters' x A^T: a recomputation replaces them, Selective does not drop them (nor a
-    // shared expert's saved tensors).
+    // The adapters' x A^T: a recomputation replaces them, Selective does not drop them.
     const int64_t t = ls.t_mix[size_t(l)] + ls.t_mlp[size_t(l)];
     layer_linear += attn_linear + mlp.copies;
     if (ckpt == Checkpointing::None) kept += z.s_attn + mlp.saved + t;
-    if (ckpt == Checkpointing::Selective) kept += z.s_attn + t + mlp.selective_kept;
+    if (ckpt == Checkpointing::Selective) kept += z.s_attn + t;
     // One layer's backward on top of dx: its recomputed activations (checkpointing), then the MLP's
     // working set, or the attention's once the MLP's backward has freed its part, and with LoRA
     // dropout an adapter's dropped input and its gradient.
     const int64_t recompute = ckpt == Checkpointing::Full        ? z.s_attn + mlp.saved + t
-                              : ckpt == Checkpointing::Selective ? mlp.saved - mlp.selective_kept
+                              : ckpt == Checkpointing::Selective ? mlp.saved
                                                                  : 0;
     layer = std::max(layer, z.x + recompute + std::max(mlp.bwd, z.attn_bwd - mlp.freed) + ls.drop);
   }

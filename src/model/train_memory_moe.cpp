@@ -24,7 +24,6 @@ MlpSizes moe_mlp_sizes(const ModelConfig& c, int64_t T, DType compute, bool trai
   // xn2 stays f32 in a sparse layer (the router reads it), and its rstd.
   m.saved = T * H * 4 + T * 4 + routing + acts + shared;
   m.freed = routing + acts + shared;
-  m.selective_kept = shared;
   // Backward (grouped_gemm.cpp, expert_ffn_backward): dy in expert order [G, H] and, when the
   // experts train, x in expert order [G, H]; inside the expert FFN act [G, I] again, dA [G, I],
   // dgu [G, 2I], and in bf16 their bf16 roundings (act, dy, dgu) and, when the experts train, the

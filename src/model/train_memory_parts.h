@@ -16,9 +16,6 @@ struct MlpSizes {
   int64_t saved = 0;  // what the block keeps for its backward (LayerActs: xn2, rstd2, the kind's own)
   int64_t bwd = 0;    // its backward's working set beside dx and the saved tensors (dxn2 included)
   int64_t freed = 0;  // the part of `saved` its backward frees before the mixer's backward runs
-  // The part of `saved` that selective checkpointing keeps: DecoderModel::forward_layer_range drops
-  // xn2, rstd2, gu, act and the routing, not the shared expert's sgu, sact and sgate.
-  int64_t selective_kept = 0;
   int64_t copies = 0;  // elements of its weights a bf16 step rounds once per step (DecoderModel::wbf_)
 };
 

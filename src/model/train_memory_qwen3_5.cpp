@@ -62,20 +62,19 @@ TrainMemory predict_qwen3_5(const ModelConfig& c, int64_t B, int64_t S, Checkpoi
     const bool gdn = c.layer_kind(l).mixer == MixerKind::GatedDeltaNet;
     const MlpSizes& mlp = c.layer_is_sparse(l) ? sparse : dense;
     const int64_t s_mix = gdn ? s_gdn : s_ga, mix_linear = gdn ? R * H + H * VD : W2 * H + H * Q;
-    // The adapters' x A^T: a recomputation replaces them, Selective does not drop them (nor a
-    // shared expert's saved tensors).
+    // The adapters' x A^T: a recomputation replaces them, Selective does not drop them.
     const int64_t t = ls.t_mix[size_t(l)] + ls.t_mlp[size_t(l)];
     copies += mix_linear + mlp.copies;
     // A bf16 base stores the mixer's and the MLP's matmul weights (the shared expert's included) in bf16.
     base_bf16 += mix_linear + mlp.copies +
                  (c.layer_is_sparse(l) && c.has_shared_expert() ? 3 * c.shared_expert_intermediate_size * H : 0);
     if (ckpt == Checkpointing::None) kept += s_mix + mlp.saved + t;
-    if (ckpt == Checkpointing::Selective) kept += s_mix + t + mlp.selective_kept;
+    if (ckpt == Checkpointing::Selective) kept += s_mix + t;
     // One layer's backward on top of dx: what checkpointing recomputes, then the MLP's or (once the
     // MLP's backward has freed its part) the mixer's working set (the delta rule's heap counted
     // where it is held), and with LoRA dropout an adapter's dropped input and its gradient.
     const int64_t recompute = ckpt == Checkpointing::Full        ? s_mix + mlp.saved + t
-                              : ckpt == Checkpointing::Selective ? mlp.saved - mlp.selective_kept
+                              : ckpt == Checkpointing::Selective ? mlp.saved
                                                                  : 0;
     const int64_t mix_t = gdn ? std::max(gdn_bwd, delta_tensors) : ga_bwd;
     const int64_t mix = gdn ? std::max(gdn_bwd, delta_tensors + delta_heap) : ga_bwd;
