@@ -209,6 +209,17 @@ void backward(const ExecContext& ctx, const MoEArgs& a, const MoESaved& s, const
   const bool bf = a.compute == DType::BF16;
   void* st = ctx.stream;
   const Groups G(s.tokens_per_expert.data<int64_t>(), E);
+  {  // every slot's row inside its expert's group (the kernels index device memory by these rows)
+    const int32_t* idx = s.topk_idx.data<int32_t>();
+    const int32_t* pos = s.slot_pos.data<int32_t>();
+    bool ok = s.topk_idx.dtype() == DType::I32 && s.slot_pos.dtype() == DType::I32 &&
+              s.tokens_per_expert.dtype() == DType::I64;
+    for (int64_t j = 0; ok && j < R; ++j) {
+      const int64_t e = idx[j];
+      ok = e >= 0 && e < E && pos[j] >= G.off[size_t(e)] && pos[j] < G.off[size_t(e)] + G.count[size_t(e)];
+    }
+    TITAN_CHECK(ok, "moe.cuda: saved slot rows do not match the saved routing (pass this variant's forward state)");
+  }
   Staged sdy(dy, true), sidx(s.topk_idx, true), sw(s.topk_w, true), spos(s.slot_pos, true), sacts(s.acts, true);
   Buf row_slot(size_t(R) * sizeof(int32_t));
   ck::moe_invert_permutation(spos.as<int32_t>(), R, row_slot.as<int32_t>(), st);

@@ -34,14 +34,19 @@ struct SeedGuard {
 
 // The MoE block on one set of inputs (bias, extra logit gradient, bf16 or f32 compute): every
 // output of forward and backward, for the variant named.
-std::vector<Tensor> moe_outputs(const std::string& variant, bool bf16) {
+std::vector<Tensor> moe_outputs(const std::string& variant, bool bf16, bool bf16_weights = false) {
   const int64_t T = 37, H = 20, E = 8, I = 12, K = 3;
   const Tensor x = randn({T, H}, 51), router = randn({E, H}, 52, 0.5), gate_up = randn({E, 2 * I, H}, 53, 0.3);
   const Tensor down = randn({E, H, I}, 54, 0.3), dy = randn({T, H}, 55), extra = randn({T, E}, 56, 0.1);
   Tensor bias = randn({E}, 57, 0.01);
   bias.data<float>()[2] = -3.f;  // expert 2 gets no tokens
+  // The weights rounded to bf16 once (the f32 tensors hold the same values, widened).
+  const Tensor gu16 = gate_up.to(DType::BF16), dn16 = down.to(DType::BF16);
+  const Tensor gu_r = gu16.to(DType::F32), dn_r = dn16.to(DType::F32);
   MoEArgs a;
-  a.x = &x, a.router = &router, a.gate_up = &gate_up, a.down = &down, a.bias = &bias, a.top_k = K;
+  a.x = &x, a.router = &router, a.bias = &bias, a.top_k = K;
+  a.gate_up = bf16_weights ? &gu16 : (bf16 ? &gu_r : &gate_up);
+  a.down = bf16_weights ? &dn16 : (bf16 ? &dn_r : &down);
   a.compute = bf16 ? DType::BF16 : DType::F32;
   const auto& k = kernel<MoEKernel>(variant);
   Tensor y = Tensor::empty({T, H}, DType::F32);
@@ -52,6 +57,13 @@ std::vector<Tensor> moe_outputs(const std::string& variant, bool bf16) {
   MoEGrads g;
   g.dx = &dx, g.drouter = &dr, g.dgate_up = &dg, g.ddown = &dd, g.dlogits_extra = &extra;
   k.backward(ExecContext::host(), a, s, dy, g);
+  if (variant == "cuda") {  // another variant's saved state (padded rows) is refused, not indexed
+    MoESaved other;
+    kernel<MoEKernel>("grouped_gemm").forward(ExecContext::host(), a, y, other);
+    other.acts = s.acts;  // shapes that pass the first check; rows that do not match the routing
+    for (int64_t j = 0; j < T * K; ++j) other.slot_pos.data<int32_t>()[j] = int32_t(T * K - 1 - j);
+    EXPECT_THROW(k.backward(ExecContext::host(), a, other, dy, g), Error);
+  }
   return {y, s.logits, s.topk_idx, s.topk_w, s.tokens_per_expert, dx, dr, dg, dd};
 }
 
@@ -322,6 +334,11 @@ TEST(CudaKernels, MoESameBitsForEveryOrderAndAgainstTheReference) {
       }
       for (size_t i = 0; i < outs.size(); ++i)
         EXPECT_TRUE(bitwise_equal(outs[i], first[i])) << "bf16 " << bf << " seed " << seed << " output " << i;
+    }
+    if (bf) {  // bf16 weight tensors give the results of their f32 originals
+      const std::vector<Tensor> w16 = moe_outputs("cuda", true, true);
+      for (size_t i = 0; i < w16.size(); ++i)
+        EXPECT_TRUE(bitwise_equal(w16[i], first[i])) << "bf16 weights, output " << i;
     }
     const std::vector<Tensor> ref = moe_outputs("reference", bf);
     EXPECT_EQ(first[4].data<int64_t>()[2], 0);  // the expert with no tokens
