@@ -147,9 +147,15 @@ void adamw_step(const ExecContext& ctx, Tensor& param, const Tensor& grad, Tenso
 // adamw_multi_chunk()-element chunks, one launch.
 void adamw_step_multi(const ExecContext& ctx, const std::vector<AdamWTensors>& ts, const AdamWParams& hp) {
   opcheck::host_context(ctx, "adamw.cuda");  // host tensors, staged
-  for (const AdamWTensors& t : ts) {
-    TITAN_CHECK(t.param && t.grad && t.m && t.v, "adamw: a list entry lacks its param, grad, exp_avg or exp_avg_sq");
-    adamw_detail::check(*t.param, *t.grad, *t.m, *t.v, hp);
+  for (size_t i = 0; i < ts.size(); ++i) {   // every entry checked before any is updated
+    const AdamWTensors& t = ts[i];
+    TITAN_CHECK(t.param && t.grad && t.m && t.v, "adamw: list entry ", i,
+                " lacks its param, grad, exp_avg or exp_avg_sq");
+    try {
+      adamw_detail::check(*t.param, *t.grad, *t.m, *t.v, hp);
+    } catch (const Error& e) {
+      fail(e.what(), " (list entry ", i, ")");
+    }
   }
   std::vector<std::unique_ptr<Staged>> staged;  // p, g, m, v of each non-empty tensor
   std::vector<ck::AdamWTensor> table;

@@ -391,6 +391,15 @@ TEST(CudaKernels, AdamWListFormEqualsPerTensorForm) {
   // A bad entry is refused in one line, naming the tensor.
   Tensor p = randn({4}, 1), g = randn({5}, 2), m = Tensor::zeros({4}, DType::F32), v = m.clone();
   std::vector<AdamWTensors> bad = {{&p, &g, &m, &v}};
+  Tensor p0 = p.clone();
+  std::vector<AdamWTensors> bad2 = {{&p0, &p, &m, &v}, {&p, &g, &m, &v}};  // entry 1 is bad
+  try {
+    adamw_step_all(ExecContext::host(), kernel<AdamWKernel>("cuda"), bad2, AdamWParams{});
+    ADD_FAILURE() << "a bad list entry was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("list entry 1"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(bitwise_equal(p0, p));  // checked before any entry was updated
   EXPECT_THROW(adamw_step_all(ExecContext::host(), kernel<AdamWKernel>("cuda"), bad, AdamWParams{}), Error);
 }
 
