@@ -28,7 +28,7 @@ set(TITAN_CUDA AUTO CACHE STRING "Compile the CUDA kernels with nvcc: AUTO (wher
 set_property(CACHE TITAN_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(TITAN_CUDA_ARCHS 80 90 CACHE STRING "GPU architectures (sm_XX) the .cu files are compiled for")
 # Kernels that must not spill registers (regex over mangled names).
-set(TITAN_CUDA_HOT_KERNELS "rmsnorm|swiglu|adamw|attention|attn|gemm|epilogue|cross_entropy|ce_rows|gd_|conv1d"
+set(TITAN_CUDA_HOT_KERNELS "rmsnorm|swiglu|adamw|attention|attn|gemm|epilogue|cross_entropy|ce_rows|gd_|conv1d|moe_"
     CACHE STRING "Regex of the kernels cuda_register_spills checks")
 if(NOT TITAN_CUDA MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "TITAN_CUDA must be AUTO, ON or OFF, got '${TITAN_CUDA}'")

@@ -9,14 +9,15 @@
 #   3. the kernel tests (test_ops_cuda) on the GPU, then under compute-sanitizer memcheck,
 #      racecheck and synccheck (the pointer-level kernel tests)
 #   4. the debug recipe, 30 steps, CPU kernels vs the cuda variants ([kernels] replace): f32 losses
-#      within 1e-3 relative
+#      within 1e-3 relative; likewise a 2-layer Qwen3-MoE debug model, moe.grouped_gemm vs moe.cuda
 #   5. throughput: not measured yet (no [compute] device = "cuda" training path; the cuda variants
 #      stage host tensors per call) -- printed as such, never estimated
 #
 # --dry-run: the CPU parts on this machine's emulator build (BUILD, default build/): the spill
 # gate, verify kernels --device cuda under the emulator, the kernel tests, and 2 steps of the
 # recipe with the cuda variants of the norms, SwiGLU, embedding, RoPE and attention (the GEMMs
-# stay on the CPU: the emulator's scalar GEMM would take minutes); no nvidia-smi, no
+# stay on the CPU: the emulator's scalar GEMM would take minutes), 2 steps of the MoE model with
+# moe.cuda (its small expert GEMMs run on the emulator); no nvidia-smi, no
 # compute-sanitizer.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -58,7 +59,7 @@ fi
 
 logs=$(ls "$BUILD"/cuda/*.ptxas.txt 2> /dev/null)
 if [ -n "$logs" ]; then
-  step ptxas bash tools/cuda/ptxas_report.sh --hot 'rmsnorm|swiglu|adamw|attention|attn|gemm|epilogue|cross_entropy|ce_rows|gd_|conv1d' $logs
+  step ptxas bash tools/cuda/ptxas_report.sh --hot 'rmsnorm|swiglu|adamw|attention|attn|gemm|epilogue|cross_entropy|ce_rows|gd_|conv1d|moe_' $logs
   cp "$OUT/ptxas.log" "$OUT/ptxas_table.txt"
 else
   say "skip  ptxas: no nvcc logs in $BUILD/cuda (TITAN_CUDA=OFF or no nvcc)"
@@ -93,17 +94,29 @@ train() {  # folder [replace]
 rm -rf "$OUT/train_cpu" "$OUT/train_cuda"
 step train_cpu train "$OUT/train_cpu"
 step train_cuda train "$OUT/train_cuda" "$replace"
+# A small Qwen3-MoE model (2 sparse layers, expert-bias balancing on), its MoE blocks on the CPU
+# grouped-GEMM variant against moe.cuda (the rest on the CPU kernels).
+moe_args=(--model.name qwen3_moe --model.flavor debug-moe --model.n_layers 2 --model.load_balance_coeff 0.01
+          --training.seq_len 32 --training.local_batch_size 2 --lr_scheduler.warmup_steps 1)
+rm -rf "$OUT/train_moe_cpu" "$OUT/train_moe_cuda"
+extra=("${moe_args[@]}")
+step train_moe_cpu train "$OUT/train_moe_cpu" 'model.layers.*.mlp=moe.grouped_gemm'
+step train_moe_cuda train "$OUT/train_moe_cuda" 'model.layers.*.mlp=moe.cuda'
 field() { grep -o '"loss":[-0-9.e+]*' "$1/metrics.jsonl" 2> /dev/null | cut -d: -f2; }
 tol=1e-3
 [ $dry = 1 ] && tol=1e-5
-if paste <(field "$OUT/train_cpu") <(field "$OUT/train_cuda") | awk -v tol=$tol -v steps=$steps '
-    { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d; printf "step %d cpu %.6f cuda %.6f rel %.2e\n", n, $1, $2, d }
-    END { printf "max rel diff %.3e (tol %g) over %d steps\n", m, tol, n; exit (n != steps || m > tol) }' > "$OUT/loss_curve.txt"; then
-  say "ok    loss curve: $(tail -1 "$OUT/loss_curve.txt")"
-else
-  say "FAIL  loss curve: $(tail -1 "$OUT/loss_curve.txt" 2> /dev/null)"
-  failed=1
-fi
+compare() {  # file label cpu_folder cuda_folder
+  if paste <(field "$3") <(field "$4") | awk -v tol=$tol -v steps=$steps '
+      { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > m) m = d; printf "step %d cpu %.6f cuda %.6f rel %.2e\n", n, $1, $2, d }
+      END { printf "max rel diff %.3e (tol %g) over %d steps\n", m, tol, n; exit (n != steps || m > tol) }' > "$OUT/$1.txt"; then
+    say "ok    $2: $(tail -1 "$OUT/$1.txt")"
+  else
+    say "FAIL  $2: $(tail -1 "$OUT/$1.txt" 2> /dev/null)"
+    failed=1
+  fi
+}
+compare loss_curve "loss curve" "$OUT/train_cpu" "$OUT/train_cuda"
+compare moe_loss_curve "MoE loss curve" "$OUT/train_moe_cpu" "$OUT/train_moe_cuda"
 say "skip  throughput (tokens/s, MFU vs 989 TFLOP/s): no device training path yet; nothing measured"
 say "total $(( $(date +%s) - start )) s, $([ $failed = 0 ] && echo 'all checks passed' || echo 'FAILURES above')"
 exit $failed

@@ -153,8 +153,9 @@ class FullState final : public ModelState {
       fail("step ", step, ": gradient norm is ", norm, "; first non-finite gradient: ", bad ? *bad : "(none found)");
     }
     ParamStore& ps = trained();
-    for (size_t i = 0; i < ps.all().size(); ++i)
-      adamw_.step(model_->exec(), ps.all()[i].value, ps.all()[i].grad, m_[i], v_[i], hp);
+    std::vector<AdamWTensors> list(ps.all().size());  // one list step: a single launch for the cuda variant
+    for (size_t i = 0; i < ps.all().size(); ++i) list[i] = {&ps.all()[i].value, &ps.all()[i].grad, &m_[i], &v_[i]};
+    adamw_step_all(model_->exec(), adamw_, list, hp);
     return norm;
   }
 

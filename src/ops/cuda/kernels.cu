@@ -18,6 +18,7 @@
 #include "ops/cuda/gated_rmsnorm.cuh"
 #include "ops/cuda/gemm_cublaslt.cuh"
 #include "ops/cuda/gemm_ref.cuh"
+#include "ops/cuda/moe.cuh"
 #include "ops/cuda/rmsnorm.cuh"
 #include "ops/cuda/rope.cuh"
 #include "ops/cuda/swiglu.cuh"

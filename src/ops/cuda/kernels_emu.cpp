@@ -13,6 +13,7 @@
 #include "ops/cuda/gated_delta.cuh"
 #include "ops/cuda/gated_rmsnorm.cuh"
 #include "ops/cuda/gemm_ref.cuh"
+#include "ops/cuda/moe.cuh"
 #include "ops/cuda/rmsnorm.cuh"
 #include "ops/cuda/rope.cuh"
 #include "ops/cuda/swiglu.cuh"

@@ -38,6 +38,22 @@ void embedding_backward(const int64_t* ids64, const int32_t* ids32, const float*
 // inv_sqrt_bc2 = 1 / sqrt(1 - b2^t).
 void adamw_step(float* p, const float* g, float* m, float* v, int64_t count, float beta1, float beta2, float eps,
                 float decay, float step_size, float inv_sqrt_bc2, void* stream);
+// The list form: every tensor of a device table updated in one launch. chunks (device memory, one
+// per block): the tensor's index and first element of each adamw_multi_chunk()-element piece of
+// every non-empty tensor. Each element gets adamw_step's arithmetic (the same bits).
+struct AdamWTensor {
+  float* p = nullptr;
+  const float* g = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  int64_t numel = 0;
+};
+struct AdamWChunk {
+  int64_t tensor = 0, start = 0;
+};
+int64_t adamw_multi_chunk();
+void adamw_multi_step(const AdamWTensor* tensors, const AdamWChunk* chunks, int64_t n_chunks, float beta1, float beta2,
+                      float eps, float decay, float step_size, float inv_sqrt_bc2, void* stream);
 
 // RoPE (ops/rope/rope.h) in place on `rows` token rows (row r at position start + r mod seq);
 // cos/sin: the [P, D] caches; backward: the transposed rotation.
@@ -126,6 +142,36 @@ int64_t gated_delta_forward_scratch_floats(const GatedDeltaArgs& a);
 void gated_delta_backward(const GatedDeltaArgs& a, const float* dout, const float* dfin, float* dq, float* dk,
                           float* dv, float* dg, float* dbeta, float* dinit, float* scratch, void* stream);
 int64_t gated_delta_backward_scratch_floats(const GatedDeltaArgs& a);
+
+// MoE (ops/moe/moe.h) around the expert GEMMs (moe.cuh). Slots j = t K + k; rows in expert order.
+// route: per token the softmax of logits [T, E] (double sums; probs [T, E] written) and the top-k
+// of p + bias (bias null or [E]; ties to the lower index) into idx, w [T, K].
+void moe_route(const float* logits, const float* bias, int64_t T, int64_t E, int64_t K, bool norm, float* probs,
+               int32_t* idx, float* w, void* stream);
+// counts [E] of the slots per expert, offsets [E + 1] their exclusive scan, and the stable
+// permutation: pos[j] = row of slot j (slots of an expert in slot order), row_slot[row] = j.
+void moe_permute(const int32_t* idx, int64_t slots, int64_t E, int32_t* counts, int32_t* offsets, int32_t* pos,
+                 int32_t* row_slot, void* stream);
+// row_slot[pos[j]] = j for the slots' rows pos.
+void moe_invert_permutation(const int32_t* pos, int64_t slots, int32_t* row_slot, void* stream);
+// dst[r] = src[row_slot[r] / K], rows of h floats.
+void moe_gather_rows(const float* src, const int32_t* row_slot, int64_t K, int64_t rows, int64_t h, float* dst,
+                     void* stream);
+// y[t] = sum_k w[t, k] out[pos[t K + k]] in k order (overwritten).
+void moe_combine(const float* w, const int32_t* pos, const float* out, int64_t T, int64_t H, int64_t K, float* y,
+                 void* stream);
+// dx[t] += sum_k rows[pos[t K + k]] in k order.
+void moe_add_slot_rows(float* dx, const int32_t* pos, const float* rows, int64_t T, int64_t H, int64_t K, void* stream);
+// Per row r (weight w[row_slot[r]]): dw[r] = dA[r] . act[r] (double); dgu [rows, 2I] = the SwiGLU
+// backward of w dA (f32, or bf16 bits into dgu_bf16 when non-null); dyw [rows, H] *= w.
+void moe_expert_grad_rows(const float* gu, const float* dA, const float* act, const float* w, const int32_t* row_slot,
+                          int64_t rows, int64_t I, int64_t H, double* dw, float* dgu, uint16_t* dgu_bf16, float* dyw,
+                          void* stream);
+// dlogits [T, E] through the renormalisation and softmax from dL/dw of each row (dw_rows), plus
+// extra [T, E] when non-null; probs [T, E] f32 and dprobs [T, E] f64 scratch.
+void moe_router_grad(const float* logits, const int32_t* idx, const float* w, const double* dw_rows, const int32_t* pos,
+                     const float* extra, int64_t T, int64_t E, int64_t K, bool norm, float* probs, double* dprobs,
+                     float* dlogits, void* stream);
 
 // d[i * ldd + j] += r[i * ldr + j] over a row-major rows x cols block.
 void add_rows(float* d, int64_t ldd, const float* r, int64_t ldr, int64_t rows, int64_t cols, void* stream);

@@ -11,6 +11,7 @@
 // adamw is registered for the CPU only so far. docs/cuda.md.
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/cuda_emu/cuda.h"
@@ -154,7 +155,49 @@ void adamw_step(const ExecContext& ctx, Tensor& param, const Tensor& grad, Tenso
   sv.to_host();
 }
 
-const AdamWKernel kAdamW{"cuda", adamw_step};
+// The list form: every non-empty tensor staged, a device table of them and of their
+// adamw_multi_chunk()-element chunks, one launch.
+void adamw_step_multi(const ExecContext& ctx, const std::vector<AdamWTensors>& ts, const AdamWParams& hp) {
+  opcheck::host_context(ctx, "adamw.cuda");  // host tensors, staged
+  for (size_t i = 0; i < ts.size(); ++i) {   // every entry checked before any is updated
+    const AdamWTensors& t = ts[i];
+    TITAN_CHECK(t.param && t.grad && t.m && t.v, "adamw: list entry ", i,
+                " lacks its param, grad, exp_avg or exp_avg_sq");
+    try {
+      adamw_detail::check(*t.param, *t.grad, *t.m, *t.v, hp);
+    } catch (const Error& e) {
+      fail(e.what(), " (list entry ", i, ")");
+    }
+  }
+  std::vector<std::unique_ptr<Staged>> staged;  // p, g, m, v of each non-empty tensor
+  std::vector<ck::AdamWTensor> table;
+  std::vector<ck::AdamWChunk> chunks;
+  const int64_t chunk = ck::adamw_multi_chunk();
+  for (const AdamWTensors& t : ts) {
+    const int64_t n = t.param->numel();
+    if (n == 0) continue;
+    ck::AdamWTensor d;
+    for (const Tensor* x : {static_cast<const Tensor*>(t.param), t.grad, static_cast<const Tensor*>(t.m),
+                            static_cast<const Tensor*>(t.v)})
+      staged.push_back(std::make_unique<Staged>(*x, true));
+    const size_t s0 = staged.size() - 4;
+    d.p = staged[s0]->as<float>(), d.g = staged[s0 + 1]->as<float>(), d.m = staged[s0 + 2]->as<float>();
+    d.v = staged[s0 + 3]->as<float>(), d.numel = n;
+    for (int64_t at = 0; at < n; at += chunk) chunks.push_back({int64_t(table.size()), at});
+    table.push_back(d);
+  }
+  if (chunks.empty()) return;
+  Staged stable(table.data(), table.size() * sizeof(ck::AdamWTensor));
+  Staged schunks(chunks.data(), chunks.size() * sizeof(ck::AdamWChunk));
+  const adamw_detail::Hyper hy(hp);
+  ck::adamw_multi_step(stable.as<ck::AdamWTensor>(), schunks.as<ck::AdamWChunk>(), int64_t(chunks.size()),
+                       float(hy.beta1), float(hy.beta2), float(hy.eps), float(1.0 - hy.lr * hy.wd),
+                       float(hy.lr / hy.bias_correction1), float(1.0 / std::sqrt(hy.bias_correction2)), ctx.stream);
+  for (size_t i = 0; i < staged.size(); ++i)
+    if (i % 4 != 1) staged[i]->to_host();  // p, m, v (not the gradient)
+}
+
+const AdamWKernel kAdamW{"cuda", adamw_step, adamw_step_multi};
 
 // ---- rope ----
 void rope_rotate(const ExecContext& ctx, const RowView& x, int64_t seq, int64_t start, const RopeCache& cache,

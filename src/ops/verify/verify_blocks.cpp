@@ -273,21 +273,32 @@ void cases_adamw(std::vector<KernelCase>& t) {
 
 void cases_moe(std::vector<KernelCase>& t) {
   using K = MoEKernel;
+  // bias: an expert bias that never picks expert 0 and favours expert 1 (uneven groups, an expert
+  // with no tokens), with a dlogits_extra gradient (the aux loss's) in the backward.
   struct S {
     int64_t T, H, E, I, K;
-    bool norm;
-  } shapes[] = {{1, 8, 4, 4, 1, true}, {7, 13, 5, 9, 2, true}, {33, 17, 9, 11, 3, false}, {40, 24, 16, 6, 4, true}};
+    bool norm, bias = false;
+  } shapes[] = {{1, 8, 4, 4, 1, true},    {7, 13, 5, 9, 2, true},        {33, 17, 9, 11, 3, false},
+                {40, 24, 16, 6, 4, true}, {19, 12, 6, 5, 2, true, true}, {26, 9, 7, 6, 5, false, true}};
   for (bool bf : {false, true})
     for (const S& s : shapes) {
-      const std::string sh = dims({{"T", s.T}, {"H", s.H}, {"E", s.E}, {"I", s.I}, {"K", s.K}, {"norm", s.norm}});
+      std::string sh = dims({{"T", s.T}, {"H", s.H}, {"E", s.E}, {"I", s.I}, {"K", s.K}, {"norm", s.norm}});
+      if (s.bias) sh += ",bias,dlogits_extra";
       t.push_back(make_case<K>(sh, bf, [=] {
         const Tensor x = randn({s.T, s.H}, 34), router = randn({s.E, s.H}, 35, 0.5);
         const Tensor gate_up = randn({s.E, 2 * s.I, s.H}, 36, 0.3), down = randn({s.E, s.H, s.I}, 37, 0.3);
         const Tensor dy = randn({s.T, s.H}, 38);
+        Tensor bias_t, extra;
+        if (s.bias) {
+          bias_t = randn({s.E}, 39, 0.01);
+          bias_t.data<float>()[0] = -2.f, bias_t.data<float>()[1] = 0.5f;
+          extra = randn({s.T, s.E}, 40, 0.1);
+        }
         const double tol = bf ? kTolBf16Compute : kTolF32;
         auto args = [=] {
           MoEArgs a;
           a.x = &x, a.router = &router, a.gate_up = &gate_up, a.down = &down, a.top_k = s.K, a.norm_topk_prob = s.norm;
+          a.bias = s.bias ? &bias_t : nullptr;
           a.compute = bf ? DType::BF16 : DType::F32;
           return a;
         };
@@ -304,6 +315,7 @@ void cases_moe(std::vector<KernelCase>& t) {
           Tensor dg = Tensor::zeros(gate_up.shape(), DType::F32), dd = Tensor::zeros(down.shape(), DType::F32);
           MoEGrads g;
           g.dx = &dx, g.drouter = &dr, g.dgate_up = &dg, g.ddown = &dd;
+          g.dlogits_extra = s.bias ? &extra : nullptr;
           kernel<K>(v).backward(ExecContext::host(), args(), saved, dy, g);
           return Outs{dx, dr, dg, dd};
         };
@@ -322,10 +334,12 @@ void cases_moe(std::vector<KernelCase>& t) {
         if (!bf) forward("reference", routing);
         if (!bf)
           b.fd = FdCheck{.inputs = {x, router, gate_up, down},
-                         .loss = [=] {
-                           MoESaved saved;
-                           return dot(forward("reference", saved), dy);
-                         },
+                         .loss =
+                             [=] {  // with the bias rows' extra: + logits . extra
+                               MoESaved saved;
+                               const double l = dot(forward("reference", saved), dy);
+                               return s.bias ? l + dot(saved.logits, extra) : l;
+                             },
                          .grads = [=] { return backward("reference"); },
                          .eps = 1e-3,
                          .same_piece = [=] {  // the same experts chosen for every token

@@ -77,11 +77,11 @@ TEST(VerifyKernels, TransposedRopeRowsAreExactAndEveryOpWithVariantsHasRows) {
   }
   // ((shapes x {q, k} + row views) x dtypes + 5 thread-independence shapes + 5 x 2 thetas) x directions
   EXPECT_EQ(rope_exact, ((4 * 2 + 2) * 2 + 5 + 5 * 2) * 2);
-  EXPECT_EQ(moe, 4 * 2 * 2);
+  EXPECT_EQ(moe, 6 * 2 * 2);  // 6 shapes (2 with an expert bias and dlogits_extra) x dtypes x directions
   // embedding 3, linear 8 (4 of them decode-GEMV shapes), rmsnorm 4, rope 8, attention 5
-  // (block-causal too), swiglu 3, cross_entropy 4, moe 4, bias 4, gated_delta 8 (block-causal
+  // (block-causal too), swiglu 3, cross_entropy 4, moe 6, bias 4, gated_delta 8 (block-causal
   // too), causal_conv1d 7 (block-causal too), gated_rmsnorm 4
-  EXPECT_EQ(gradient, 62);
+  EXPECT_EQ(gradient, 64);
   EXPECT_THROW(verify_kernels("nosuch"), Error);
 }
 

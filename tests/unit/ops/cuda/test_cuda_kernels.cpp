@@ -3,6 +3,7 @@
 // them): outputs aliasing inputs, the same bits for every block and thread order (no order-
 // dependent float atomics), no device memory left behind, and `verify kernels --device cuda`.
 #include <cmath>
+#include <set>
 #include <vector>
 
 #include "../op_test_util.h"
@@ -16,6 +17,7 @@
 #include "ops/embedding/embedding.h"
 #include "ops/gated_delta/gated_delta.h"
 #include "ops/gated_rmsnorm/gated_rmsnorm.h"
+#include "ops/moe/moe.h"
 #include "ops/rmsnorm/rmsnorm.h"
 #include "ops/swiglu/swiglu.h"
 #include "ops/verify/verify.h"
@@ -31,9 +33,44 @@ struct SeedGuard {
   ~SeedGuard() { cuda_emu::set_seed(saved); }
 };
 
+// The MoE block on one set of inputs (bias, extra logit gradient, bf16 or f32 compute): every
+// output of forward and backward, for the variant named.
+std::vector<Tensor> moe_outputs(const std::string& variant, bool bf16, bool bf16_weights = false) {
+  const int64_t T = 37, H = 20, E = 8, I = 12, K = 3;
+  const Tensor x = randn({T, H}, 51), router = randn({E, H}, 52, 0.5), gate_up = randn({E, 2 * I, H}, 53, 0.3);
+  const Tensor down = randn({E, H, I}, 54, 0.3), dy = randn({T, H}, 55), extra = randn({T, E}, 56, 0.1);
+  Tensor bias = randn({E}, 57, 0.01);
+  bias.data<float>()[2] = -3.f;  // expert 2 gets no tokens
+  // The weights rounded to bf16 once (the f32 tensors hold the same values, widened).
+  const Tensor gu16 = gate_up.to(DType::BF16), dn16 = down.to(DType::BF16);
+  const Tensor gu_r = gu16.to(DType::F32), dn_r = dn16.to(DType::F32);
+  MoEArgs a;
+  a.x = &x, a.router = &router, a.bias = &bias, a.top_k = K;
+  a.gate_up = bf16_weights ? &gu16 : (bf16 ? &gu_r : &gate_up);
+  a.down = bf16_weights ? &dn16 : (bf16 ? &dn_r : &down);
+  a.compute = bf16 ? DType::BF16 : DType::F32;
+  const auto& k = kernel<MoEKernel>(variant);
+  Tensor y = Tensor::empty({T, H}, DType::F32);
+  MoESaved s;
+  k.forward(ExecContext::host(), a, y, s);
+  Tensor dx = Tensor::empty({T, H}, DType::F32), dr = randn({E, H}, 58), dg = randn({E, 2 * I, H}, 59);
+  Tensor dd = randn({E, H, I}, 60);  // accumulated into
+  MoEGrads g;
+  g.dx = &dx, g.drouter = &dr, g.dgate_up = &dg, g.ddown = &dd, g.dlogits_extra = &extra;
+  k.backward(ExecContext::host(), a, s, dy, g);
+  if (variant == "cuda") {  // another variant's saved state (padded rows) is refused, not indexed
+    MoESaved other;
+    kernel<MoEKernel>("grouped_gemm").forward(ExecContext::host(), a, y, other);
+    other.acts = s.acts;  // shapes that pass the first check; rows that do not match the routing
+    for (int64_t j = 0; j < T * K; ++j) other.slot_pos.data<int32_t>()[j] = int32_t(T * K - 1 - j);
+    EXPECT_THROW(k.backward(ExecContext::host(), a, other, dy, g), Error);
+  }
+  return {y, s.logits, s.topk_idx, s.topk_w, s.tokens_per_expert, dx, dr, dg, dd};
+}
+
 TEST(CudaKernels, RegisteredForTheOpsTheyImplement) {
   for (const char* op : {"rmsnorm", "swiglu", "embedding", "adamw", "rope", "gemm", "linear", "cross_entropy",
-                         "attention", "bias", "residual", "gated_delta", "causal_conv1d", "gated_rmsnorm"})
+                         "attention", "bias", "residual", "gated_delta", "causal_conv1d", "gated_rmsnorm", "moe"})
     EXPECT_TRUE(op_has_variant(op, "cuda")) << op;
 }
 
@@ -265,6 +302,11 @@ TEST(CudaKernels, NoDeviceMemoryLeftBehind) {
     kernel<GatedRMSNormKernel>("cuda").backward(ctx, x, x, w, 1e-6f, x, gx, gz, gw);
     none_left();
   }
+  moe_outputs("cuda", true);  // the MoE block, forward and backward
+  Tensor p2 = randn({3000}, 14), g2 = randn({3000}, 15), m2 = Tensor::zeros({3000}, DType::F32), v2 = m2.clone();
+  std::vector<AdamWTensors> list = {{&p, &g, &m, &v}, {&p2, &g2, &m2, &v2}};
+  adamw_step_all(ExecContext::host(), kernel<AdamWKernel>("cuda"), list, AdamWParams{});
+  EXPECT_EQ(cuda_emu::device_live_bytes(), live);
   // A bad argument is refused before any device memory is taken.
   Tensor bad_w = randn({7}, 5);
   EXPECT_THROW(kernel<RMSNormKernel>("cuda").forward(ExecContext::host(), x, bad_w, 1e-6f, y, rstd), Error);
@@ -278,7 +320,97 @@ TEST(CudaKernels, VerifyKernelsOnTheCudaDeviceRunsOnlyCudaRows) {
     EXPECT_EQ(r.variant, "cuda");
     EXPECT_TRUE(r.ok) << r.shape << " " << r.direction << ": " << r.why;
   }
-  EXPECT_TRUE(verify_kernels("moe", "cuda").empty());  // no cuda variant of moe yet
+  // The MoE rows: forward and backward, f32 and bf16, all run for cuda and pass.
+  std::set<std::string> seen;
+  for (const auto& r : verify_kernels("moe", "cuda")) {
+    EXPECT_EQ(r.variant, "cuda");
+    EXPECT_TRUE(r.ok) << r.shape << " " << r.dtype << " " << r.direction << ": " << r.why;
+    seen.insert(r.dtype + " " + r.direction);
+  }
+  for (const char* want : {"f32 forward", "f32 backward", "bf16 forward", "bf16 backward"})
+    EXPECT_TRUE(seen.count(want)) << want;
+}
+
+TEST(CudaKernels, MoESameBitsForEveryOrderAndAgainstTheReference) {
+  SeedGuard guard;
+  for (bool bf : {false, true}) {
+    std::vector<Tensor> first;
+    for (uint64_t seed : {4u, 5u, 6u}) {
+      cuda_emu::set_seed(seed);
+      const std::vector<Tensor> outs = moe_outputs("cuda", bf);
+      if (first.empty()) {
+        first = outs;
+        continue;
+      }
+      for (size_t i = 0; i < outs.size(); ++i)
+        EXPECT_TRUE(bitwise_equal(outs[i], first[i])) << "bf16 " << bf << " seed " << seed << " output " << i;
+    }
+    if (bf) {  // bf16 weight tensors give the results of their f32 originals
+      const std::vector<Tensor> w16 = moe_outputs("cuda", true, true);
+      for (size_t i = 0; i < w16.size(); ++i)
+        EXPECT_TRUE(bitwise_equal(w16[i], first[i])) << "bf16 weights, output " << i;
+    }
+    const std::vector<Tensor> ref = moe_outputs("reference", bf);
+    EXPECT_EQ(first[4].data<int64_t>()[2], 0);  // the expert with no tokens
+    for (size_t i : {2u, 4u}) EXPECT_TRUE(bitwise_equal(first[i], ref[i])) << "routing output " << i;
+    const double tol = bf ? 2e-2 : 1e-4;
+    for (size_t i : {0u, 1u, 3u, 5u, 6u, 7u, 8u})
+      EXPECT_LT(test::rel_err(first[i], ref[i]), tol) << "bf16 " << bf << " output " << i;
+  }
+}
+
+// The list form of the cuda AdamW (one launch) against its per-tensor form: the same bits, over
+// tensors of odd sizes (one empty, several spanning more than one block chunk); and the list step
+// of a variant without one (cpu) is its per-tensor step.
+TEST(CudaKernels, AdamWListFormEqualsPerTensorForm) {
+  const std::vector<int64_t> sizes = {1, 7, 0, 1023, 1024, 1025, 3001, 33, 2 * 1024 + 5};
+  for (const char* variant : {"cuda", "cpu"}) {
+    const auto& k = kernel<AdamWKernel>(variant);
+    std::vector<Tensor> p, g, m, v;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const int64_t n = sizes[i];
+      p.push_back(randn({n}, 70 + i)), g.push_back(randn({n}, 80 + i)), m.push_back(randn({n}, 90 + i, 0.1));
+      Tensor vi = randn({n}, 100 + i, 0.1);
+      for (int64_t j = 0; j < n; ++j) vi.data<float>()[j] = std::fabs(vi.data<float>()[j]);
+      v.push_back(vi);
+    }
+    std::vector<Tensor> p1, m1, v1, p2, m2, v2;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      p1.push_back(p[i].clone()), m1.push_back(m[i].clone()), v1.push_back(v[i].clone());
+      p2.push_back(p[i].clone()), m2.push_back(m[i].clone()), v2.push_back(v[i].clone());
+    }
+    AdamWParams hp;
+    hp.lr = 3e-3f, hp.weight_decay = 0.1f;
+    for (int64_t step = 1; step <= 2; ++step) {
+      hp.step = step;
+      for (size_t i = 0; i < sizes.size(); ++i) k.step(ExecContext::host(), p1[i], g[i], m1[i], v1[i], hp);
+      std::vector<AdamWTensors> list;
+      for (size_t i = 0; i < sizes.size(); ++i) list.push_back({&p2[i], &g[i], &m2[i], &v2[i]});
+      adamw_step_all(ExecContext::host(), k, list, hp);
+    }
+    EXPECT_EQ(std::string(variant) == "cuda", k.step_multi != nullptr);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_TRUE(bitwise_equal(p2[i], p1[i])) << variant << " param " << i;
+      EXPECT_TRUE(bitwise_equal(m2[i], m1[i])) << variant << " exp_avg " << i;
+      EXPECT_TRUE(bitwise_equal(v2[i], v1[i])) << variant << " exp_avg_sq " << i;
+      if (sizes[i] > 0) {
+        EXPECT_FALSE(bitwise_equal(p2[i], p[i])) << variant << " param " << i << " did not move";
+      }
+    }
+  }
+  // A bad entry is refused in one line, naming the tensor.
+  Tensor p = randn({4}, 1), g = randn({5}, 2), m = Tensor::zeros({4}, DType::F32), v = m.clone();
+  std::vector<AdamWTensors> bad = {{&p, &g, &m, &v}};
+  Tensor p0 = p.clone();
+  std::vector<AdamWTensors> bad2 = {{&p0, &p, &m, &v}, {&p, &g, &m, &v}};  // entry 1 is bad
+  try {
+    adamw_step_all(ExecContext::host(), kernel<AdamWKernel>("cuda"), bad2, AdamWParams{});
+    ADD_FAILURE() << "a bad list entry was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("list entry 1"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(bitwise_equal(p0, p));  // checked before any entry was updated
+  EXPECT_THROW(adamw_step_all(ExecContext::host(), kernel<AdamWKernel>("cuda"), bad, AdamWParams{}), Error);
 }
 
 }  // namespace

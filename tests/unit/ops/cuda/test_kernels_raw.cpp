@@ -325,4 +325,65 @@ TEST(CudaKernelsRaw, GatedRmsnormAndCausalConv1d) {
   for (float v : dsc) EXPECT_EQ(v, 0.0f);
 }
 
+// A device copy of an int32 host vector, copied back by get().
+struct DevI {
+  size_t n;
+  int32_t* p;
+  explicit DevI(const std::vector<int32_t>& h)
+      : n(h.size()), p(static_cast<int32_t*>(titan::gpu::alloc(std::max<size_t>(h.size(), 1) * sizeof(int32_t)))) {
+    if (n) titan::gpu::copy_to_device(p, h.data(), n * sizeof(int32_t));
+  }
+  ~DevI() { titan::gpu::free(p); }
+  std::vector<int32_t> get() const {
+    std::vector<int32_t> h(n);
+    if (n) titan::gpu::copy_to_host(h.data(), p, n * sizeof(int32_t));
+    return h;
+  }
+};
+
+// The MoE slot permutation against a host stable counting sort: 700 slots (several 256-slot
+// chunks of the placement), 9 experts, expert 4 with no slots, the others uneven; then the
+// inverse and the combine.
+TEST(CudaKernelsRaw, MoePermutationIsAStableCountingSort) {
+  const int64_t slots = 700, E = 9, K = 2, T = slots / K, H = 5;
+  std::mt19937 gen(7);
+  std::vector<int32_t> idx(static_cast<size_t>(slots));
+  for (auto& e : idx) {
+    e = int32_t(gen() % 8);  // 0..7, then 4 -> 8: expert 4 stays empty
+    if (e == 4) e = 8;
+    if (gen() % 3 == 0) e = 1;  // expert 1 gets many
+  }
+  DevI idx_(idx), counts_(std::vector<int32_t>(size_t(E), -1)), offsets_(std::vector<int32_t>(size_t(E + 1), -1));
+  DevI pos_(std::vector<int32_t>(size_t(slots), -1)), row_slot_(std::vector<int32_t>(size_t(slots), -1));
+  ck::moe_permute(idx_.p, slots, E, counts_.p, offsets_.p, pos_.p, row_slot_.p, nullptr);
+  std::vector<int32_t> cnt(size_t(E), 0), off(size_t(E + 1), 0), pos(static_cast<size_t>(slots)),
+      row_slot(static_cast<size_t>(slots));
+  for (int32_t e : idx) cnt[size_t(e)] += 1;
+  for (int64_t e = 0; e < E; ++e) off[size_t(e + 1)] = off[size_t(e)] + cnt[size_t(e)];
+  std::vector<int32_t> cursor(off.begin(), off.end() - 1);
+  for (int64_t j = 0; j < slots; ++j) {
+    pos[size_t(j)] = cursor[size_t(idx[size_t(j)])]++;
+    row_slot[size_t(pos[size_t(j)])] = int32_t(j);
+  }
+  EXPECT_EQ(cnt[4], 0);
+  EXPECT_EQ(counts_.get(), cnt);
+  EXPECT_EQ(offsets_.get(), off);
+  EXPECT_EQ(pos_.get(), pos);
+  EXPECT_EQ(row_slot_.get(), row_slot);
+  DevI inv_(std::vector<int32_t>(size_t(slots), -1));
+  ck::moe_invert_permutation(pos_.p, slots, inv_.p, nullptr);
+  EXPECT_EQ(inv_.get(), row_slot);
+  // Combine: y[t] = sum_k w[t, k] out[pos[t K + k]], in k order.
+  const Vec w = random_vec(size_t(slots), 8), out = random_vec(size_t(slots * H), 9);
+  Dev w_(w), out_(out), y_(Vec(size_t(T * H), 7.0f));
+  ck::moe_combine(w_.p, pos_.p, out_.p, T, H, K, y_.p, nullptr);
+  const Vec y = y_.get();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c = 0; c < H; ++c) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < K; ++k) acc += double(w[size_t(t * K + k)]) * out[size_t(pos[size_t(t * K + k)] * H + c)];
+      EXPECT_NEAR(y[size_t(t * H + c)], acc, 1e-6 * (1.0 + std::fabs(acc))) << t << " " << c;
+    }
+}
+
 }  // namespace
