@@ -13,6 +13,7 @@
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/cuda/gemm_variant.h"
 #include "ops/cuda/launch.h"
+#include "ops/cuda/staging.h"
 #include "ops/op_checks.h"
 
 namespace titan {
@@ -20,23 +21,8 @@ namespace {
 
 namespace ck = cuda_kernels;
 
-// An owned device buffer.
-struct Buf {
-  void* p = nullptr;
-  explicit Buf(size_t bytes) : p(bytes ? gpu::alloc(bytes) : nullptr) {}
-  Buf(const void* host, size_t bytes) : Buf(bytes) {
-    if (bytes) gpu::copy_to_device(p, host, bytes);
-  }
-  ~Buf() {
-    if (p) gpu::free(p);
-  }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
+// Device scratch, or a copy of host bytes (from the CUDA caching allocator).
+using Buf = cuda_staging::Staged;
 
 // Row-major C[m, n] (ldc) = op(A) op(B) + beta C on device pointers, through the mapping.
 void gemm_rm(const ExecContext& ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
@@ -74,7 +60,7 @@ struct Operands {
   const void* h_in(int64_t row) const {
     return bf16 ? static_cast<const void*>(h16.as<uint16_t>() + row * d.h) : h.as<float>() + row * d.h;
   }
-  const void* w_in() const { return bf16 ? (w16.p ? w16.p : w.p) : w.p; }
+  const void* w_in() const { return bf16 ? (w16.as<void>() ? w16.as<void>() : w.as<void>()) : w.as<void>(); }
 };
 
 int64_t chunk_rows(const ce_detail::Dims& d) {
@@ -96,9 +82,9 @@ double forward(const ExecContext& ctx, const Tensor& h, const Tensor& w, const T
     const int64_t rc = std::min(rows, d.n - r0);
     gemm_rm(ctx, false, true, rc, d.v, d.h, o.h_in(r0), d.h, o.w_in(), d.h, 0.f, z.as<float>(), d.v, o.bf16);
     if (logits_out)
-      gpu::copy_to_host(logits_out->data<float>() + r0 * d.v, z.p, size_t(rc * d.v) * 4);
+      gpu::copy_to_host(logits_out->data<float>() + r0 * d.v, z.as<void>(), size_t(rc * d.v) * 4);
     ck::ce_rows(z.as<float>(), rc, d.v, o.l64, o.l32, r0, loss.as<float>(), false, 0.f, nullptr, ctx.stream);
-    gpu::copy_to_host(host_loss.data(), loss.p, size_t(rc) * 4);
+    gpu::copy_to_host(host_loss.data(), loss.as<void>(), size_t(rc) * 4);
     for (int64_t r = 0; r < rc; ++r) total += host_loss[size_t(r)];
   }
   return total;
@@ -122,15 +108,15 @@ double forward_backward(const ExecContext& ctx, const Tensor& h, const Tensor& w
     gemm_rm(ctx, false, true, rc, d.v, d.h, o.h_in(r0), d.h, o.w_in(), d.h, 0.f, z.as<float>(), d.v, o.bf16);
     ck::ce_rows(z.as<float>(), rc, d.v, o.l64, o.l32, r0, loss.as<float>(), true, grad_scale,
                 o.bf16 ? z16.as<uint16_t>() : nullptr, ctx.stream);
-    gpu::copy_to_host(host_loss.data(), loss.p, size_t(rc) * 4);
+    gpu::copy_to_host(host_loss.data(), loss.as<void>(), size_t(rc) * 4);
     for (int64_t r = 0; r < rc; ++r) total += host_loss[size_t(r)];
-    const void* dz = o.bf16 ? z16.p : z.p;
+    const void* dz = o.bf16 ? z16.as<void>() : z.as<void>();
     // dh[r0:r0+rc] = dZ [rc, V] @ W [V, H];  dW [V, H] += dZ^T @ h[r0:r0+rc]
     gemm_rm(ctx, false, false, rc, d.h, d.v, dz, d.v, o.w_in(), d.h, 0.f, dhd.as<float>() + r0 * d.h, d.h, o.bf16);
-    if (dwd.p) gemm_rm(ctx, true, false, d.v, d.h, rc, dz, d.v, o.h_in(r0), d.h, 1.f, dwd.as<float>(), d.h, o.bf16);
+    if (dwd.as<void>()) gemm_rm(ctx, true, false, d.v, d.h, rc, dz, d.v, o.h_in(r0), d.h, 1.f, dwd.as<float>(), d.h, o.bf16);
   }
-  gpu::copy_to_host(dh.raw(), dhd.p, dh.nbytes());
-  if (dwd.p) gpu::copy_to_host(dw.raw(), dwd.p, dw.nbytes());
+  gpu::copy_to_host(dh.raw(), dhd.as<void>(), dh.nbytes());
+  if (dwd.as<void>()) gpu::copy_to_host(dw.raw(), dwd.as<void>(), dw.nbytes());
   return total;
 }
 

@@ -9,6 +9,7 @@
 // when beta == 0 (the residual add); with beta != 0 as well, R is added by a second kernel.
 #include "ops/cuda/gemm_variant.h"
 
+#include "core/allocator.h"
 #include "core/cuda_emu/cuda.h"
 #include "core/dtype.h"
 #include "ops/cuda/launch.h"
@@ -29,11 +30,11 @@ struct DevSpan {
   size_t bytes = 0;
   DevSpan(const void* p, int64_t count, size_t bytes_each, bool in) : bytes(size_t(count) * bytes_each) {
     if (!p || count == 0) return;
-    d = gpu::alloc(bytes);
+    d = cuda_allocator().allocate(bytes);
     if (in) gpu::copy_to_device(d, p, bytes);
   }
   ~DevSpan() {
-    if (d) gpu::free(d);
+    if (d) cuda_allocator().deallocate(d, bytes);
   }
   DevSpan(const DevSpan&) = delete;
   DevSpan& operator=(const DevSpan&) = delete;

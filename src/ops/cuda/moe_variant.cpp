@@ -31,25 +31,7 @@ namespace {
 namespace ck = cuda_kernels;
 using cuda_staging::Staged;
 
-// Device scratch of `bytes` (none when zero).
-class Buf {
- public:
-  explicit Buf(size_t bytes) {
-    if (bytes) p_ = gpu::alloc(bytes);
-  }
-  ~Buf() {
-    if (p_) gpu::free(p_);
-  }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(p_);
-  }
-
- private:
-  void* p_ = nullptr;
-};
+using Buf = Staged;  // device scratch (none when zero bytes)
 
 // A GEMM input on the device: f32, or bf16 bits.
 struct Operand {

@@ -30,7 +30,10 @@ class Staged {
     dev_ = cuda_allocator().allocate(bytes_);
     if (in) gpu::copy_to_device(dev_, t.raw(), bytes_);
   }
-  explicit Staged(size_t bytes) : bytes_(bytes) { dev_ = cuda_allocator().allocate(bytes); }
+  // Device scratch of `bytes` (none when zero).
+  explicit Staged(size_t bytes) : bytes_(bytes) {
+    if (bytes) dev_ = cuda_allocator().allocate(bytes);
+  }
   // A copy of raw host memory (not copied back).
   Staged(const void* host, size_t bytes) : Staged(bytes) {
     if (host && bytes) gpu::copy_to_device(dev_, host, bytes);
