@@ -31,8 +31,9 @@ Tensor DecoderModel::norm_weight(const Tensor& w) const {
 
 void DecoderModel::build_qwen3_5_layer(size_t l) {
   Layer& L = layers_[l];
-  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-  const int64_t Q = cfg_.q_dim(), K = cfg_.kv_dim();
+  // This rank's widths (model/tensor_parallel.h; the whole model's without tensor parallelism).
+  const int64_t H = cfg_.hidden_size, I = loc_.inter, D = cfg_.head_dim;
+  const int64_t Q = loc_.q, K = loc_.kv;
   const DType wdt = weight_dtype_;
   auto rows = [](const Tensor& t, int64_t b, int64_t e) { return t.defined() ? t.slice0(b, e) : Tensor(); };
   const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -41,8 +42,9 @@ void DecoderModel::build_qwen3_5_layer(size_t l) {
   params_.add(p + "input_layernorm.weight", L.w_in, L.g_in);
   if (L.kind.mixer == MixerKind::GatedDeltaNet) {
     const std::string a = p + "linear_attn.";
-    const int64_t C = cfg_.linear_conv_dim(), VD = cfg_.linear_value_dim(), Hv = cfg_.linear_num_value_heads;
-    const int64_t R = cfg_.linear_in_rows(), Kc = cfg_.linear_conv_kernel_dim;
+    const int64_t Hv = loc_.lin_v_heads, VD = Hv * cfg_.linear_value_head_dim;
+    const int64_t C = 2 * loc_.lin_k_heads * cfg_.linear_key_head_dim + VD, R = C + VD + 2 * Hv;
+    const int64_t Kc = cfg_.linear_conv_kernel_dim;
     std::tie(L.w_qkv, L.g_qkv) = new_param({R, H}, wdt);
     std::tie(L.w_conv, L.g_conv) = new_param({C, 1, Kc}, DType::F32);
     std::tie(L.w_dt, L.g_dt) = new_param({Hv}, DType::F32);
@@ -105,6 +107,19 @@ void DecoderModel::build_qwen3_5_layer(size_t l) {
   params_.add(p + "mlp.gate_proj.weight", L.w_gu.slice0(0, I), rows(L.g_gu, 0, I));
   params_.add(p + "mlp.up_proj.weight", L.w_gu.slice0(I, 2 * I), rows(L.g_gu, I, 2 * I));
   params_.add(p + "mlp.down_proj.weight", L.w_down, L.g_down);
+}
+
+void DecoderModel::mixer_norm_backward(size_t l, const Tensor& x, const LayerActs& a, Tensor& dxn1, Tensor& dx) {
+  Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  Tensor d = tp_reduce_rows(dxn1);  // column-parallel: the input gradient summed over tp
+  if (tp_norm_grads_partial()) {    // sequence parallel: this rank's rows give a partial weight gradient
+    Tensor part = Tensor::zeros({cfg_.hidden_size}, DType::F32);
+    k.rmsnorm->backward_add(exec_, x, norm_weight(L.w_in), a.rstd1, d, dx, part);
+    tp_grad_sum(part, L.g_in);
+  } else {
+    k.rmsnorm->backward_add(exec_, x, norm_weight(L.w_in), a.rstd1, d, dx, L.g_in);
+  }
 }
 
 // y [T, H] += sigmoid(xn2 . w_gate) * down(swiglu(gate_up(xn2))) (Qwen3_5MoeSparseMoeBlock's
