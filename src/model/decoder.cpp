@@ -79,8 +79,10 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
       TITAN_CHECK(cfg_.moe_intermediate_size % n == 0, "tensor parallelism: moe_intermediate_size = ",
                   cfg_.moe_intermediate_size, why);
     if (cfg_.is_qwen3_5()) {  // Gated DeltaNet: whole linear key heads and the value heads that read them
-      TITAN_CHECK(cfg_.num_sparse_layers() == 0, "tensor parallelism: the MoE layers of ", cfg_.model_type,
-                  " (router, experts, shared expert) are not split over tensor-parallel ranks in this build");
+      if (cfg_.has_shared_expert())
+        TITAN_CHECK(cfg_.shared_expert_intermediate_size % n == 0,
+                    "tensor parallelism: shared_expert_intermediate_size = ", cfg_.shared_expert_intermediate_size,
+                    why);
       TITAN_CHECK(cfg_.linear_num_key_heads % n == 0,
                   "tensor parallelism: linear_num_key_heads = ", cfg_.linear_num_key_heads, why,
                   " (each rank holds whole linear key heads and their value heads)");

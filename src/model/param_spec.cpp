@@ -27,7 +27,8 @@ namespace {
 // heads and their value heads (in_proj_qkv and conv1d by rows of each of their q, k, v parts,
 // in_proj_z/b/a, dt_bias, A_log by value head, out_proj by columns; the gated norm replicated),
 // the gated attention by whole KV groups (q_proj's per-head query and gate rows), the dense MLP
-// as Qwen3's. The MoE block (router, experts, shared expert) is not split over tp in this build.
+// as Qwen3's, the routed experts as Qwen3-MoE's (each by its intermediate dim), the shared expert
+// by its intermediate dim (its sigmoid gate and the router replicated).
 void qwen3_5_layer_specs(const ModelConfig& c, int64_t i, std::vector<ParamSpec>& specs) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim, Q = c.q_dim(), KV = c.kv_dim();
   const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -35,7 +36,7 @@ void qwen3_5_layer_specs(const ModelConfig& c, int64_t i, std::vector<ParamSpec>
   auto add = [&](std::string name, std::vector<int64_t> shape, ParamRole role, InitKind init, Placement pl = {}) {
     specs.push_back({std::move(name), std::move(shape), u, i, role, init, pl});
   };
-  const Placement expert{-1, true, {}}, col{0, false, {}}, row{1, false, {}};
+  const Placement col{0, false, {}}, row{1, false, {}}, expert_col{0, true, {}}, expert_row{1, true, {}};
   add(p + "input_layernorm.weight", {H}, ParamRole::Norm, InitKind::Zeros);
   if (c.layer_kind(i).mixer == MixerKind::GatedDeltaNet) {
     const std::string a = p + "linear_attn.";
@@ -65,15 +66,15 @@ void qwen3_5_layer_specs(const ModelConfig& c, int64_t i, std::vector<ParamSpec>
     add(p + "mlp.gate.weight", {E, H}, ParamRole::Router, InitKind::InputSide);
     for (int64_t e = 0; e < E; ++e) {
       const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-      add(x + "gate_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::InputSide, expert);
-      add(x + "up_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::OutputSide, expert);
-      add(x + "down_proj.weight", {H, MI}, ParamRole::Matmul, InitKind::OutputSide, expert);
+      add(x + "gate_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::InputSide, expert_col);
+      add(x + "up_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::OutputSide, expert_col);
+      add(x + "down_proj.weight", {H, MI}, ParamRole::Matmul, InitKind::OutputSide, expert_row);
       for (size_t k = specs.size() - 3; k < specs.size(); ++k) specs[k].expert = e;
     }
     if (c.has_shared_expert()) {
-      add(p + "mlp.shared_expert.gate_proj.weight", {SI, H}, ParamRole::Matmul, InitKind::InputSide);
-      add(p + "mlp.shared_expert.up_proj.weight", {SI, H}, ParamRole::Matmul, InitKind::OutputSide);
-      add(p + "mlp.shared_expert.down_proj.weight", {H, SI}, ParamRole::Matmul, InitKind::OutputSide);
+      add(p + "mlp.shared_expert.gate_proj.weight", {SI, H}, ParamRole::Matmul, InitKind::InputSide, col);
+      add(p + "mlp.shared_expert.up_proj.weight", {SI, H}, ParamRole::Matmul, InitKind::OutputSide, col);
+      add(p + "mlp.shared_expert.down_proj.weight", {H, SI}, ParamRole::Matmul, InitKind::OutputSide, row);
       add(p + "mlp.shared_expert_gate.weight", {1, H}, ParamRole::Router, InitKind::InputSide);
     }
     return;

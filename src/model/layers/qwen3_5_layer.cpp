@@ -76,8 +76,9 @@ void DecoderModel::build_qwen3_5_layer(size_t l) {
   }
   params_.add(p + "post_attention_layernorm.weight", L.w_post, L.g_post);
   if (L.moe()) {
-    const int64_t E = cfg_.num_experts, MI = cfg_.moe_intermediate_size, SI = cfg_.shared_expert_intermediate_size;
-    const int64_t El = loc_.experts;  // this rank's experts (model/expert_parallel.h)
+    // this rank's experts (model/expert_parallel.h), its share of each (model/tensor_parallel.h)
+    const int64_t E = cfg_.num_experts, MI = loc_.moe_inter, SI = cfg_.shared_expert_intermediate_size / tp_.size();
+    const int64_t El = loc_.experts;
     std::tie(L.w_router, L.g_router) = new_param({E, H}, DType::F32);
     std::tie(L.w_egu, L.g_egu) = new_param({El, 2 * MI, H}, wdt);
     std::tie(L.w_edown, L.g_edown) = new_param({El, H, MI}, wdt);
@@ -126,10 +127,12 @@ void DecoderModel::mixer_norm_backward(size_t l, const Tensor& x, const LayerAct
 // shared expert). The gate is one dot product per token, in f32. LoRA (model/lora.h): the
 // shared expert's gate/up adapters add into their rows of the fused gate_up output, down_proj's
 // into the down output, shared_expert_gate's into the gate logit, as the dense MLP's do.
+// With tensor parallelism (SI: this rank's share) `out` and so y's addition are this rank's partial
+// sums, reduced over tp with the routed experts' by the caller.
 void DecoderModel::shared_expert_forward(size_t l, LayerActs& a, Tensor& y, int64_t T) {
   const Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
-  const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size;
+  const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size / tp_.size();
   a.sgu = f32({T, 2 * SI});
   k.linear->forward(exec_, a.xn2, L.w_sgu, a.sgu, compute_);
   lora_forward_group(l, LoraGroup::SharedGateUp, a.xn2, &a.sgu, a);
@@ -148,10 +151,12 @@ void DecoderModel::shared_expert_forward(size_t l, LayerActs& a, Tensor& y, int6
 }
 
 // dy [T, H] = d(block output); dxn2 += the shared expert's and its gate's input gradients.
+// With tensor parallelism out is this rank's partial sum, so is d(logit) (linear in out): dxn2 gets
+// partial sums as the caller expects, and the gate weight's partial gradient is summed over tp.
 void DecoderModel::shared_expert_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T) {
   Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
-  const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size;
+  const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size / tp_.size();
   // out = down(act) again (not kept; with down_proj's adapter, whose x A^T this recomputes), for
   // the gate's gradient d(logit) = s (1 - s) (dy . out).
   Tensor out = f32({T, H});
@@ -170,7 +175,13 @@ void DecoderModel::shared_expert_backward(size_t l, LayerActs& a, const Tensor& 
   lora_backward_group(l, LoraGroup::SharedGateUp, a.xn2, a, dgu, dx);
   lora_backward_group(l, LoraGroup::SharedGate, a.xn2, a, dlogit, dx);  // dx += d(logit) B A (scaled)
   // gate: dxn2 += dx + dlogit w_gate; d(w_gate) += sum_t dlogit x
-  shared_gate_backward_input(exec_, a.xn2, L.w_sgate, dlogit, dx, dxn2, L.g_sgate);
+  if (tp_.on() && L.g_sgate.defined()) {
+    Tensor part = Tensor::zeros(L.w_sgate.shape(), DType::F32);
+    shared_gate_backward_input(exec_, a.xn2, L.w_sgate, dlogit, dx, dxn2, part);
+    tp_grad_sum(part, L.g_sgate);
+  } else {
+    shared_gate_backward_input(exec_, a.xn2, L.w_sgate, dlogit, dx, dxn2, L.g_sgate);
+  }
   a.sgu = a.sact = a.sgate = Tensor();
 }
 

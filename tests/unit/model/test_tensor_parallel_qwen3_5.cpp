@@ -4,7 +4,8 @@
 // A model built from tp ranks' local shapes gives one process's loss, and every gradient gathered
 // from the shards equals one process's: with and without sequence parallelism, at 2 and 4 ranks,
 // under activation checkpointing, with packed documents (the recurrence and the conv restart at
-// each document), with bf16 matmuls.
+// each document), with bf16 matmuls; and qwen3_5_moe (routed experts as Qwen3-MoE's, the shared
+// expert by its intermediate dim, its gate's partial gradient summed over tp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,7 +39,7 @@ Batch make_batch(const ModelConfig& c, int64_t B, int64_t S, bool packed) {
 }
 
 struct Case {
-  bool sp = true, packed = false;
+  bool sp = true, packed = false, moe = false;
   Checkpointing ckpt = Checkpointing::None;
   DType compute = DType::F32;
   int tp = 2;
@@ -46,15 +47,18 @@ struct Case {
 
 // debug-qwen3_5 (4 layers: 3 Gated DeltaNet, then gated attention; 4 heads of 64, 2 KV heads;
 // 4 linear key heads, 8 value heads, of 32) with a small vocabulary and MLP; at 4 ranks 4 KV heads.
-ModelConfig test_config(int tp) {
-  ModelConfig c = flavor_config("debug-qwen3_5");
+// moe: debug-qwen3_5-moe (every layer routed over 8 experts of 128, top 2, with a shared expert of
+// 256 and its sigmoid gate), with the router's auxiliary loss.
+ModelConfig test_config(int tp, bool moe = false) {
+  ModelConfig c = flavor_config(moe ? "debug-qwen3_5-moe" : "debug-qwen3_5");
   c.vocab_size = 512, c.intermediate_size = 160;
   if (tp == 4) c.num_key_value_heads = 4;
+  if (moe) c.output_router_logits = true, c.router_aux_loss_coef = 0.05;
   return c;
 }
 
 void check_case(const Case& k) {
-  const ModelConfig c = test_config(k.tp);
+  const ModelConfig c = test_config(k.tp, k.moe);
   const int64_t B = 2, S = 24;
   const Batch b = make_batch(c, B, S, k.packed);
   const Tensor* pos = k.packed ? &b.positions : nullptr;
@@ -101,8 +105,10 @@ void check_case(const Case& k) {
     }
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(m.params().all().size(), ref.params().all().size());
-    // every mixer and MLP projection of the 4 layers, and the embedding
-    EXPECT_EQ(split, 1 + 3 * 8 + 4 + 4 * 3) << "split parameters";
+    // every mixer and MLP projection of the 4 layers (MoE: each expert's three and the shared
+    // expert's), and the embedding
+    const int64_t mlp = k.moe ? 3 * c.num_experts + 3 : 3;
+    EXPECT_EQ(split, 1 + 3 * 8 + 4 + 4 * mlp) << "split parameters";
     EXPECT_NEAR(loss, ref_loss, std::fabs(ref_loss) * tol) << "rank " << tp.rank();
     EXPECT_NEAR(score, ref_score, std::fabs(ref_score) * tol) << "rank " << tp.rank();
     double worst = 0, worst_gate = 0;
@@ -156,6 +162,14 @@ TEST(TensorParallelQwen3_5, Bf16Matmuls) {
   check_case(k);
 }
 
+TEST(TensorParallelQwen3_5, MoEExpertsAndSharedExpert) {
+  Case k;
+  k.moe = true;
+  check_case(k);
+  k.sp = false, k.ckpt = Checkpointing::Full;
+  check_case(k);
+}
+
 // A fused tensor split part by part: rank q's shard holds its block of each part, in order, and
 // the gather joins them back (against slices taken by hand).
 TEST(TensorParallelQwen3_5, SegmentedShardsTakeEachPartsBlock) {
@@ -191,10 +205,11 @@ TEST(TensorParallelQwen3_5, Refusals) {
                      "linear_num_key_heads = 2 does not divide by [parallelism] tensor_parallel_degree = 4");
   });
   comm::run_threaded_ranks(2, [&](comm::Comm& tp) {
-    ModelConfig moe = flavor_config("debug-qwen3_5-moe");
-    moe.vocab_size = 512;
-    EXPECT_ERROR_HAS(DecoderModel mm(moe, "cpu", false, false, DType::F32, TensorParallel{&tp, true}),
-                     "are not split over tensor-parallel ranks in this build");
+    ModelConfig moe = test_config(2, true);
+    moe.shared_expert_intermediate_size = 129;
+    EXPECT_ERROR_HAS(
+        DecoderModel mm(moe, "cpu", false, false, DType::F32, TensorParallel{&tp, true}),
+        "shared_expert_intermediate_size = 129 does not divide by [parallelism] tensor_parallel_degree = 2");
     DecoderModel m(c, "cpu", false, true, DType::F32, TensorParallel{&tp, true});
     LoraConfig lc;
     lc.rank = 4, lc.alpha = 8;
