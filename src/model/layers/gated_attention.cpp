@@ -7,6 +7,8 @@
 //   h = x + gated @ o_proj^T.
 // LoRA (model/lora.h) adds into the fused qkv output (q_proj's adapter covers its 2 Q rows, query
 // and gate interleaved per head, as PEFT's adapter on HF's q_proj does) and into h (o_proj).
+// Tensor parallelism (model/tensor_parallel.h): whole KV groups per rank, as the plain attention
+// layer (q_proj's rows per head carry its query and gate together), o_proj row-parallel.
 // The attention kernel is the one of the plain attention layer; the query and gate are copied
 // out of the fused projection (they interleave per head), k and v read in place.
 #include <algorithm>

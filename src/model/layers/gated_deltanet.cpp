@@ -7,6 +7,10 @@
 //       chunked form; the state restarts at each packed document)
 //   h = x + gated_rmsnorm(o, z) @ out_proj^T
 // LoRA (model/lora.h): in_proj_{qkv,z,b,a} adapters add into their rows of p, out_proj's into h.
+// Tensor parallelism (model/tensor_parallel.h): a rank runs all of this on its whole linear key
+// heads and the value heads that read them (no collective inside the recurrence); xn1 is gathered
+// over tp under sequence parallelism, out_proj's partial sums reduced, the gated norm weight's
+// partial gradient summed.
 // With an inference state (generation) the conv window and the recurrent state of each row are
 // carried between calls: a prefill runs the chunked form from a zero state, each later call
 // continues from the held states (one token: the op's decode step).
