@@ -78,9 +78,17 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
     if (cfg_.num_sparse_layers() > 0)
       TITAN_CHECK(cfg_.moe_intermediate_size % n == 0, "tensor parallelism: moe_intermediate_size = ",
                   cfg_.moe_intermediate_size, why);
-    for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l)
-      TITAN_CHECK(cfg_.layer_kind(l).mixer == MixerKind::Attention,
-                  "tensor parallelism: only attention layers are split over tensor-parallel ranks in this build");
+    if (cfg_.is_qwen3_5()) {  // Gated DeltaNet: whole linear key heads and the value heads that read them
+      if (cfg_.has_shared_expert())
+        TITAN_CHECK(cfg_.shared_expert_intermediate_size % n == 0,
+                    "tensor parallelism: shared_expert_intermediate_size = ", cfg_.shared_expert_intermediate_size,
+                    why);
+      TITAN_CHECK(cfg_.linear_num_key_heads % n == 0,
+                  "tensor parallelism: linear_num_key_heads = ", cfg_.linear_num_key_heads, why,
+                  " (each rank holds whole linear key heads and their value heads)");
+      TITAN_CHECK(cfg_.linear_num_value_heads % n == 0,
+                  "tensor parallelism: linear_num_value_heads = ", cfg_.linear_num_value_heads, why);
+    }
     TITAN_CHECK(weight_dtype == DType::F32 || frozen, "tensor parallelism: bf16 weights only for a frozen (LoRA) base");
   }
   if (ep_.on()) {  // model/expert_parallel.h
@@ -107,6 +115,7 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
   loc_.q = loc_.heads * cfg_.head_dim, loc_.kv = loc_.kv_heads * cfg_.head_dim;
   loc_.inter = cfg_.intermediate_size / n, loc_.moe_inter = cfg_.moe_intermediate_size / n;
   loc_.vocab = cfg_.vocab_size / n, loc_.vocab0 = r * loc_.vocab;
+  loc_.lin_k_heads = cfg_.linear_num_key_heads / n, loc_.lin_v_heads = cfg_.linear_num_value_heads / n;
   TITAN_CHECK(weight_dtype == DType::F32 || (weight_dtype == DType::BF16 && frozen),
               "model: weights can be stored in f32, or in bf16 for a frozen (inference) model; got ",
               dtype_name(weight_dtype), frozen ? "" : " on a trainable model");
@@ -326,10 +335,10 @@ void DecoderModel::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) 
       Tensor w = Tensor::empty(specs_[i].shape, DType::F32);
       init(w, specs_[i]);
       if (p.value.dtype() == DType::F32) {
-        tp_take_shard(w, specs_[i].placement.tp_dim, tp_.rank(), tp_.size(), p.value);
+        tp_take_shard(w, specs_[i].placement.tp_dim, tp_.rank(), tp_.size(), p.value, specs_[i].placement.tp_segments);
       } else {  // a bf16 base: the f32 block, rounded once (RNE) as a whole tensor's init is
         Tensor b = Tensor::empty(p.value.shape(), DType::F32);
-        tp_take_shard(w, specs_[i].placement.tp_dim, tp_.rank(), tp_.size(), b);
+        tp_take_shard(w, specs_[i].placement.tp_dim, tp_.rank(), tp_.size(), b, specs_[i].placement.tp_segments);
         p.value.copy_(b);
       }
     } else if (p.value.dtype() == DType::F32) {

@@ -283,6 +283,10 @@ class DecoderModel {
                                InferenceState* cache);
   void gated_attention_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S,
                                 Positions pos);
+  // The mixer block's input norm backward: dxn1 [T, H] is d(xn1) (with tensor parallelism this
+  // rank's partial sum, the column-parallel projections' input gradient: reduced over tp, then the
+  // norm on this rank's rows); dx += the norm's input gradient, its weight's gradient accumulated.
+  void mixer_norm_backward(size_t l, const Tensor& x, const LayerActs& a, Tensor& dxn1, Tensor& dx);
   void shared_expert_forward(size_t l, LayerActs& a, Tensor& y, int64_t T);
   void shared_expert_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T);
   // LoRA on one projection group of layer l (model/decoder_lora.cpp; no-ops without adapters
@@ -377,6 +381,7 @@ class DecoderModel {
   struct LocalDims {
     int64_t heads = 0, kv_heads = 0, q = 0, kv = 0, inter = 0, moe_inter = 0, vocab = 0, vocab0 = 0;
     int64_t experts = 0, expert0 = 0;  // expert parallelism: this rank's experts [expert0, expert0 + experts)
+    int64_t lin_k_heads = 0, lin_v_heads = 0;  // a Gated DeltaNet's linear key and value heads on this rank
   } loc_;
   bool deferred_ = false;
   ParamStore params_;

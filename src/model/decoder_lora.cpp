@@ -31,6 +31,9 @@ void DecoderModel::enable_lora(const LoraConfig& c, uint64_t seed) {
                   "in this build; target the attention projections");
   // Tensor parallelism: each adapter split like its linear (model/lora.h); the MoE parameters'
   // adapters (a router replicated, experts split by rows and columns) are not split here.
+  TITAN_CHECK(!tp_.on() || !cfg_.is_qwen3_5(),
+              "LoRA: with tensor parallelism ([parallelism] tensor_parallel_degree = ", tp_.size(), ") not for ",
+              cfg_.model_type, " in this build (its adapters are not split over tp ranks)");
   if (tp_.on())
     for (const LoraAdapter& ad : lora_) {
       TITAN_CHECK(!ad.is_parameter(), "LoRA: with tensor parallelism ([parallelism] tensor_parallel_degree = ",

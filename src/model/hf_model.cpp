@@ -107,7 +107,7 @@ void load_weights(DecoderModel& model, const HfCheckpoint& ckpt, int64_t unit) {
       const Tensor full = ckpt.get(p.name, p.value.dtype());
       TITAN_CHECK(full.shape() == Shape(spec.shape), ckpt.dir(), ": tensor ", quote(p.name), " has shape ",
                   shape_str(full.shape()), ", expected ", shape_str(spec.shape));
-      tp_take_shard(full, spec.placement.tp_dim, tp.rank(), tp.size(), p.value);
+      tp_take_shard(full, spec.placement.tp_dim, tp.rank(), tp.size(), p.value, spec.placement.tp_segments);
       ckpt.drop_pages(p.name);
       continue;
     }

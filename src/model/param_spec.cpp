@@ -23,7 +23,12 @@ namespace {
 // head's query then its output gate, k/v/o_proj, q/k_norm; or linear_attn: in_proj_qkv/z/b/a, one
 // fused buffer in the model, conv1d, dt_bias, A_log, the gated norm, out_proj);
 // post_attention_layernorm; the MLP (dense, or the MoE router, experts, shared expert and its
-// gate). Tensor placement: replicated (the mixers have no tensor-parallel form yet).
+// gate). Tensor placement (model/tensor_parallel.h): the Gated DeltaNet split by whole linear key
+// heads and their value heads (in_proj_qkv and conv1d by rows of each of their q, k, v parts,
+// in_proj_z/b/a, dt_bias, A_log by value head, out_proj by columns; the gated norm replicated),
+// the gated attention by whole KV groups (q_proj's per-head query and gate rows), the dense MLP
+// as Qwen3's, the routed experts as Qwen3-MoE's (each by its intermediate dim), the shared expert
+// by its intermediate dim (its sigmoid gate and the router replicated).
 void qwen3_5_layer_specs(const ModelConfig& c, int64_t i, std::vector<ParamSpec>& specs) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim, Q = c.q_dim(), KV = c.kv_dim();
   const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -31,26 +36,27 @@ void qwen3_5_layer_specs(const ModelConfig& c, int64_t i, std::vector<ParamSpec>
   auto add = [&](std::string name, std::vector<int64_t> shape, ParamRole role, InitKind init, Placement pl = {}) {
     specs.push_back({std::move(name), std::move(shape), u, i, role, init, pl});
   };
-  const Placement expert{-1, true};
+  const Placement col{0, false, {}}, row{1, false, {}}, expert_col{0, true, {}}, expert_row{1, true, {}};
   add(p + "input_layernorm.weight", {H}, ParamRole::Norm, InitKind::Zeros);
   if (c.layer_kind(i).mixer == MixerKind::GatedDeltaNet) {
     const std::string a = p + "linear_attn.";
     const int64_t Hv = c.linear_num_value_heads, VD = c.linear_value_dim(), C = c.linear_conv_dim();
-    add(a + "in_proj_qkv.weight", {C, H}, ParamRole::Matmul, InitKind::InputSide);
-    add(a + "in_proj_z.weight", {VD, H}, ParamRole::Matmul, InitKind::InputSide);
-    add(a + "in_proj_b.weight", {Hv, H}, ParamRole::Matmul, InitKind::InputSide);
-    add(a + "in_proj_a.weight", {Hv, H}, ParamRole::Matmul, InitKind::InputSide);
-    add(a + "conv1d.weight", {C, 1, c.linear_conv_kernel_dim}, ParamRole::Mixer, InitKind::InputSide);
-    add(a + "dt_bias", {Hv}, ParamRole::Mixer, InitKind::Ones);
-    add(a + "A_log", {Hv}, ParamRole::Mixer, InitKind::LogDecay);
+    const Placement qkv{0, false, {c.linear_key_dim(), c.linear_key_dim(), VD}};  // q, k, v rows
+    add(a + "in_proj_qkv.weight", {C, H}, ParamRole::Matmul, InitKind::InputSide, qkv);
+    add(a + "in_proj_z.weight", {VD, H}, ParamRole::Matmul, InitKind::InputSide, col);
+    add(a + "in_proj_b.weight", {Hv, H}, ParamRole::Matmul, InitKind::InputSide, col);
+    add(a + "in_proj_a.weight", {Hv, H}, ParamRole::Matmul, InitKind::InputSide, col);
+    add(a + "conv1d.weight", {C, 1, c.linear_conv_kernel_dim}, ParamRole::Mixer, InitKind::InputSide, qkv);
+    add(a + "dt_bias", {Hv}, ParamRole::Mixer, InitKind::Ones, col);
+    add(a + "A_log", {Hv}, ParamRole::Mixer, InitKind::LogDecay, col);
     add(a + "norm.weight", {c.linear_value_head_dim}, ParamRole::Norm, InitKind::Ones);
-    add(a + "out_proj.weight", {H, VD}, ParamRole::Matmul, InitKind::OutputSide);
+    add(a + "out_proj.weight", {H, VD}, ParamRole::Matmul, InitKind::OutputSide, row);
   } else {
     const std::string a = p + "self_attn.";
-    add(a + "q_proj.weight", {2 * Q, H}, ParamRole::Matmul, InitKind::InputSide);
-    add(a + "k_proj.weight", {KV, H}, ParamRole::Matmul, InitKind::InputSide);
-    add(a + "v_proj.weight", {KV, H}, ParamRole::Matmul, InitKind::InputSide);
-    add(a + "o_proj.weight", {H, Q}, ParamRole::Matmul, InitKind::OutputSide);
+    add(a + "q_proj.weight", {2 * Q, H}, ParamRole::Matmul, InitKind::InputSide, col);
+    add(a + "k_proj.weight", {KV, H}, ParamRole::Matmul, InitKind::InputSide, col);
+    add(a + "v_proj.weight", {KV, H}, ParamRole::Matmul, InitKind::InputSide, col);
+    add(a + "o_proj.weight", {H, Q}, ParamRole::Matmul, InitKind::OutputSide, row);
     add(a + "q_norm.weight", {D}, ParamRole::Norm, InitKind::Zeros);
     add(a + "k_norm.weight", {D}, ParamRole::Norm, InitKind::Zeros);
   }
@@ -60,22 +66,22 @@ void qwen3_5_layer_specs(const ModelConfig& c, int64_t i, std::vector<ParamSpec>
     add(p + "mlp.gate.weight", {E, H}, ParamRole::Router, InitKind::InputSide);
     for (int64_t e = 0; e < E; ++e) {
       const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-      add(x + "gate_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::InputSide, expert);
-      add(x + "up_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::OutputSide, expert);
-      add(x + "down_proj.weight", {H, MI}, ParamRole::Matmul, InitKind::OutputSide, expert);
+      add(x + "gate_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::InputSide, expert_col);
+      add(x + "up_proj.weight", {MI, H}, ParamRole::Matmul, InitKind::OutputSide, expert_col);
+      add(x + "down_proj.weight", {H, MI}, ParamRole::Matmul, InitKind::OutputSide, expert_row);
       for (size_t k = specs.size() - 3; k < specs.size(); ++k) specs[k].expert = e;
     }
     if (c.has_shared_expert()) {
-      add(p + "mlp.shared_expert.gate_proj.weight", {SI, H}, ParamRole::Matmul, InitKind::InputSide);
-      add(p + "mlp.shared_expert.up_proj.weight", {SI, H}, ParamRole::Matmul, InitKind::OutputSide);
-      add(p + "mlp.shared_expert.down_proj.weight", {H, SI}, ParamRole::Matmul, InitKind::OutputSide);
+      add(p + "mlp.shared_expert.gate_proj.weight", {SI, H}, ParamRole::Matmul, InitKind::InputSide, col);
+      add(p + "mlp.shared_expert.up_proj.weight", {SI, H}, ParamRole::Matmul, InitKind::OutputSide, col);
+      add(p + "mlp.shared_expert.down_proj.weight", {H, SI}, ParamRole::Matmul, InitKind::OutputSide, row);
       add(p + "mlp.shared_expert_gate.weight", {1, H}, ParamRole::Router, InitKind::InputSide);
     }
     return;
   }
-  add(p + "mlp.gate_proj.weight", {I, H}, ParamRole::Matmul, InitKind::InputSide);
-  add(p + "mlp.up_proj.weight", {I, H}, ParamRole::Matmul, InitKind::OutputSide);
-  add(p + "mlp.down_proj.weight", {H, I}, ParamRole::Matmul, InitKind::OutputSide);
+  add(p + "mlp.gate_proj.weight", {I, H}, ParamRole::Matmul, InitKind::InputSide, col);
+  add(p + "mlp.up_proj.weight", {I, H}, ParamRole::Matmul, InitKind::OutputSide, col);
+  add(p + "mlp.down_proj.weight", {H, I}, ParamRole::Matmul, InitKind::OutputSide, row);
 }
 
 }  // namespace
@@ -90,7 +96,7 @@ std::vector<ParamSpec> model_param_specs(const ModelConfig& c) {
   };
   // Experts: one of a stacked set (by expert, for expert parallelism), and with tensor
   // parallelism split like a dense MLP's projections (gate/up by rows, down by columns).
-  const Placement col{0, false}, row{1, false}, expert_col{0, true}, expert_row{1, true};
+  const Placement col{0, false, {}}, row{1, false, {}}, expert_col{0, true, {}}, expert_row{1, true, {}};
   // The tied embedding is also the output layer, whose init torchtitan writes last (it wins).
   add("model.embed_tokens.weight", {V, H}, 0, -1, ParamRole::Embedding,
       c.tie_word_embeddings ? InitKind::Output : InitKind::Embedding, col);

@@ -45,10 +45,13 @@ enum class InitKind : uint8_t {
 // (their output rows), row-parallel ones (o_proj, down_proj) along dim 1 (their input columns);
 // -1: replicated over tp. A LoRA adapter is split like its base (model/lora.h, lora_param_specs):
 // on a column-parallel linear its lora_B along dim 0 (lora_A replicated), on a row-parallel one
-// its lora_A along dim 1 (lora_B replicated). by_expert: one of a stacked expert set, split over the ep group by expert.
+// its lora_A along dim 1 (lora_B replicated). by_expert: one of a stacked expert set, split over the ep group by
+// expert. tp_segments: a fused tensor whose tp_dim is consecutive parts each split over tp (Qwen3.5's in_proj_qkv and
+// conv1d: the q, k and v parts, tp_dim 0; model/tensor_parallel.h); empty: one part.
 struct Placement {
   int tp_dim = -1;
   bool by_expert = false;
+  std::vector<int64_t> tp_segments;
   bool replicated() const { return tp_dim < 0 && !by_expert; }
 };
 

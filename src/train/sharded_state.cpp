@@ -1,4 +1,5 @@
 // ModelState over distributed::Fsdp: see model_state.h.
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -221,7 +222,7 @@ class ShardedState final : public ModelState {
           const ParamSpec& sp = model_->param_specs()[i];
           if (tp_comm_ && sp.placement.tp_dim >= 0) {  // the tp ranks' shards joined (collective over tp)
             Tensor full = Tensor::empty(Shape(sp.shape), p.value.dtype());
-            tp_gather_shards(*tp_comm_, p.value, sp.placement.tp_dim, full);
+            tp_gather_shards(*tp_comm_, p.value, sp.placement.tp_dim, full, sp.placement.tp_segments);
             if (w) w->add(p.name, full);
           } else if (w) {
             w->add(p.name, p.value);
@@ -288,7 +289,7 @@ class ShardedState final : public ModelState {
         if (sp.placement.tp_dim < 0) continue;
         const Param& p = model_->params().all()[i];
         Tensor full = Tensor::empty(Shape(sp.shape), p.value.dtype());
-        tp_gather_shards(*tp_comm_, p.value, sp.placement.tp_dim, full);
+        tp_gather_shards(*tp_comm_, p.value, sp.placement.tp_dim, full, sp.placement.tp_segments);
         if (comm_.rank() == sender) joined[p.name] = full;
       }
     }
@@ -465,7 +466,32 @@ class ShardedState final : public ModelState {
     Shape shift(local.size(), 0);
     if (d >= 0) shift[size_t(d)] = tp_comm_->rank() * local[size_t(d)];
     const Shape full(sp.shape);
-    for (TensorRegion& b : range_boxes(local, offset, count)) {
+    std::vector<TensorRegion> boxes = range_boxes(local, offset, count);
+    if (!sp.placement.tp_segments.empty()) {
+      // A fused tensor split part by part along dim 0 (model/param_spec.h Placement::tp_segments):
+      // each box's rows cut at the local parts' borders, each piece moved to this rank's block of
+      // its part. (A box of several rows spans whole trailing dims, so its pieces stay in order.)
+      TITAN_ASSERT(d == 0, sp.name, ": tp_segments along dim 0 only");
+      std::vector<TensorRegion> cut;
+      const int64_t n = tp_comm_->size();
+      for (const TensorRegion& b : boxes) {
+        int64_t l0 = 0, g0 = 0;  // the part's first row in the local tensor, in the whole one
+        for (const int64_t g : sp.placement.tp_segments) {
+          const int64_t rows = g / n, lo = std::max(l0, b.box_offset[0]),
+                        hi = std::min(l0 + rows, b.box_offset[0] + b.box_shape[0]);
+          if (lo < hi) {
+            TensorRegion piece = b;
+            piece.box_offset[0] = g0 + tp_comm_->rank() * rows + (lo - l0);
+            piece.box_shape[0] = hi - lo;
+            cut.push_back(piece);
+          }
+          l0 += rows, g0 += g;
+        }
+      }
+      boxes = std::move(cut);
+      shift.assign(local.size(), 0);
+    }
+    for (TensorRegion& b : boxes) {
       for (size_t k = 0; k < shift.size(); ++k) b.box_offset[k] += shift[k];
       const int64_t n = b.numel();
       auto view = [&](Tensor& t) { return t.slice0(at, at + n); };

@@ -3,6 +3,7 @@
 # loss curve against one process's within 1e-5 relative:
 #  - tp2 (sequence parallel), tp2 without sequence parallelism, tp4 (oversubscribed);
 #  - debug-moe (8 experts, each split like a dense MLP) at tp2;
+#  - debug-qwen3_5 (Gated DeltaNet + gated attention) at tp2 x dp2, and its checkpoint resumed on one process;
 #  - a 2-D mesh: dp_shard 2 x tp 2 (4 ranks);
 #  - a 3-D mesh: dp_replicate 2 x dp_shard 2 x tp 2 (8 ranks, oversubscribed);
 #  - a checkpoint written by tp2 x dp2 resumes on one process with the same next losses;
@@ -38,6 +39,21 @@ moe=(--model.name qwen3_moe --model.flavor debug-moe --training.local_batch_size
 run moe_one 1 "${moe[@]}"
 run moe_tp2 2 "${moe[@]}" --parallelism.tensor_parallel_degree 2 --parallelism.data_parallel_shard_degree 1
 echo -n "moe tp2 vs 1: "; compare "$work/moe_one/metrics.jsonl" "$work/moe_tp2/metrics.jsonl" || fail "moe tp2 curve differs"
+# Qwen3.5 (debug-qwen3_5: 3 Gated DeltaNet layers, then gated attention) at tp2 x dp2, against one
+# process; its step-6 checkpoint (in_proj_qkv and conv1d saved as boxes of each q/k/v part) resumes
+# on one process with the same next losses.
+q35=(--model.name qwen3_5 --model.flavor debug-qwen3_5 --model.n_layers 4 --training.steps 10)
+run q35_one 1 "${q35[@]}" --training.local_batch_size 4 --checkpoint.enable false
+run q35_tp2dp2 4 "${q35[@]}" --training.local_batch_size 2 --parallelism.tensor_parallel_degree 2 \
+    --parallelism.data_parallel_shard_degree 2 --checkpoint.enable true --checkpoint.interval 6
+echo -n "qwen3_5 tp2 x dp2 vs 1: "; compare "$work/q35_one/metrics.jsonl" "$work/q35_tp2dp2/metrics.jsonl" ||
+  fail "qwen3_5 tp2 x dp2 curve differs"
+mkdir -p "$work/q35_resumed/checkpoint"
+mv "$work/q35_tp2dp2/checkpoint/step-6" "$work/q35_resumed/checkpoint/"
+run q35_resumed 1 "${q35[@]}" --training.local_batch_size 4 --checkpoint.enable true --checkpoint.interval 100
+grep -q "resumed from .*step-6" "$work/q35_resumed.log" || fail "qwen3_5: no resume from step-6"
+echo -n "qwen3_5 resumed on 1 vs uninterrupted: "; compare "$work/q35_one/metrics.jsonl" "$work/q35_resumed/metrics.jsonl" ||
+  fail "qwen3_5 resume"
 grep -q "tensor parallel 2" "$work/tp2dp2.log" || { grep "\[titan\]" "$work/tp2dp2.log"; fail "no tensor-parallel layout in the setup line"; }
 
 # tp2 x dp2's step-6 checkpoint resumes on one process.

@@ -7,6 +7,8 @@
 //   h = x + gated @ o_proj^T.
 // LoRA (model/lora.h) adds into the fused qkv output (q_proj's adapter covers its 2 Q rows, query
 // and gate interleaved per head, as PEFT's adapter on HF's q_proj does) and into h (o_proj).
+// Tensor parallelism (model/tensor_parallel.h): whole KV groups per rank, as the plain attention
+// layer (q_proj's rows per head carry its query and gate together), o_proj row-parallel.
 // The attention kernel is the one of the plain attention layer; the query and gate are copied
 // out of the fused projection (they interleave per head), k and v read in place.
 #include <algorithm>
@@ -43,13 +45,15 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
   const KernelSet& k = kernels_[l];
   const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
   const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
-  const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
-  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, W = 2 * Q + 2 * K;
+  // This rank's heads (model/tensor_parallel.h: whole KV groups and the query heads that read them).
+  const int64_t T = B * S, H = cfg_.hidden_size, Q = loc_.q, K = loc_.kv, D = cfg_.head_dim;
+  const int64_t nh = loc_.heads, nkv = loc_.kv_heads, W = 2 * Q + 2 * K;
   const int64_t rd = cfg_.rotary_dim();
   const float eps = float(cfg_.rms_norm_eps);
-  a.xn1 = Tensor::empty({T, H}, gemm_input_dtype(compute_));
-  a.rstd1 = f32({T});
+  a.xn1 = Tensor::empty({x.dim(0), H}, gemm_input_dtype(compute_));  // this rank's rows (sequence parallel)
+  a.rstd1 = f32({x.dim(0)});
   k.rmsnorm->forward(exec_, x, norm_weight(L.w_in), eps, a.xn1, a.rstd1);
+  a.xn1 = tp_gather_rows(a.xn1);  // sequence parallel: the projections read every token
   a.qkv = f32({T, W});
   k.linear->forward(exec_, a.xn1, Wqkv, a.qkv, compute_);
   lora_forward_group(l, LoraGroup::Qkv, a.xn1, &a.qkv, a);  // q_proj's adapter: query and gate rows alike
@@ -115,8 +119,15 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
   }
   a.attn = a.attn.view({T, Q});
   output_gate_forward(exec_, a.attn, a.gated);  // gate logits -> attn * sigmoid(gate)
-  a.h = f32({T, H});
-  k.linear->forward_residual(exec_, a.gated, Wo, &x, a.h, compute_);
+  if (tp_.on()) {  // row-parallel o_proj: the partial sums reduced over tp, then the residual
+    Tensor part = f32({T, H});
+    k.linear->forward(exec_, a.gated, Wo, part, compute_);
+    a.h = tp_reduce_rows(part);
+    k.residual->forward(exec_, a.h, x, a.h);
+  } else {
+    a.h = f32({T, H});
+    k.linear->forward_residual(exec_, a.gated, Wo, &x, a.h, compute_);
+  }
   lora_forward_group(l, LoraGroup::O, a.gated, &a.h, a);
 }
 
@@ -126,13 +137,15 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
   const KernelSet& k = kernels_[l];
   const Tensor& Wqkv = wbf_ ? wbf_->qkv[l] : L.w_qkv;
   const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
-  const int64_t T = B * S, H = cfg_.hidden_size, Q = cfg_.q_dim(), K = cfg_.kv_dim(), D = cfg_.head_dim;
-  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads, W = 2 * Q + 2 * K;
+  // This rank's heads (model/tensor_parallel.h: whole KV groups and the query heads that read them).
+  const int64_t T = B * S, H = cfg_.hidden_size, Q = loc_.q, K = loc_.kv, D = cfg_.head_dim;
+  const int64_t nh = loc_.heads, nkv = loc_.kv_heads, W = 2 * Q + 2 * K;
   const int64_t rd = cfg_.rotary_dim();
   const float scale = float(1.0 / std::sqrt(double(D)));
   Tensor dgated = f32({T, Q});
-  k.linear->backward(exec_, a.gated, Wo, dx, &dgated, grad_or_null(L.g_o), compute_);
-  lora_backward_group(l, LoraGroup::O, a.gated, a, dx, dgated);
+  const Tensor dh = tp_gather_rows(dx);  // sequence parallel: d(h) of every token
+  k.linear->backward(exec_, a.gated, Wo, dh, &dgated, grad_or_null(L.g_o), compute_);
+  lora_backward_group(l, LoraGroup::O, a.gated, a, dh, dgated);
   a.gated = Tensor();
   // gated = attn * sigmoid(gate): d(attn) = d(gated) s, d(gate) = d(gated) attn s (1 - s), from the
   // gate logits copied out of q_proj's columns into dgate (the op overwrites them in place)
@@ -172,10 +185,18 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
       for (int64_t h = 0; h < nh; ++h)
         std::memcpy(qd + (t * nh + h) * D, s + t * W + h * 2 * D, size_t(D) * sizeof(float));
   }
+  // With tensor parallelism the q/k norm weights' gradients from this rank's heads are partial
+  // sums, reduced over tp.
+  Tensor pq, pk;
+  if (tp_.on()) pq = Tensor::zeros({D}, DType::F32), pk = Tensor::zeros({D}, DType::F32);
   k.rmsnorm->backward_rows(exec_, RowView::of(qraw, nh, D), norm_weight(L.w_qn), a.rstd_q, dqv,
-                           RowView::of(dqraw, nh, D), L.g_qn, false);
-  k.rmsnorm->backward_rows(exec_, RowView::columns(a.qkv, 2 * Q, nkv, D), norm_weight(L.w_kn), a.rstd_k, dk, dk, L.g_kn,
-                           false);
+                           RowView::of(dqraw, nh, D), tp_.on() ? pq : L.g_qn, false);
+  k.rmsnorm->backward_rows(exec_, RowView::columns(a.qkv, 2 * Q, nkv, D), norm_weight(L.w_kn), a.rstd_k, dk, dk,
+                           tp_.on() ? pk : L.g_kn, false);
+  if (tp_.on()) {
+    tp_grad_sum(pq, L.g_qn);
+    tp_grad_sum(pk, L.g_kn);
+  }
   {
     float* d = dqkv.data<float>();
     const float* dqp = dqraw.data<float>();
@@ -189,7 +210,7 @@ void DecoderModel::gated_attention_backward(size_t l, const Tensor& x, LayerActs
   Tensor dxn1 = f32({T, H});
   k.linear->backward(exec_, a.xn1, Wqkv, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
   lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);
-  k.rmsnorm->backward_add(exec_, x, norm_weight(L.w_in), a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
+  mixer_norm_backward(l, x, a, dxn1, dx);  // dx is now d(x)
 }
 
 }  // namespace titan

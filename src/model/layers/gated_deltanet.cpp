@@ -7,6 +7,10 @@
 //       chunked form; the state restarts at each packed document)
 //   h = x + gated_rmsnorm(o, z) @ out_proj^T
 // LoRA (model/lora.h): in_proj_{qkv,z,b,a} adapters add into their rows of p, out_proj's into h.
+// Tensor parallelism (model/tensor_parallel.h): a rank runs all of this on its whole linear key
+// heads and the value heads that read them (no collective inside the recurrence); xn1 is gathered
+// over tp under sequence parallelism, out_proj's partial sums reduced, the gated norm weight's
+// partial gradient summed.
 // With an inference state (generation) the conv window and the recurrent state of each row are
 // carried between calls: a prefill runs the chunked form from a zero state, each later call
 // continues from the held states (one token: the op's decode step).
@@ -31,14 +35,15 @@ void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& 
   const ExecContext& ctx = exec_;
   const Tensor& Win = wbf_ ? wbf_->qkv[l] : L.w_qkv;
   const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
-  const int64_t T = B * S, H = cfg_.hidden_size, C = cfg_.linear_conv_dim(), VD = cfg_.linear_value_dim();
-  const int64_t Hk = cfg_.linear_num_key_heads, Hv = cfg_.linear_num_value_heads;
-  const int64_t dk = cfg_.linear_key_head_dim, dv = cfg_.linear_value_head_dim, KD = Hk * dk;
-  const int64_t R = cfg_.linear_in_rows(), Kc = cfg_.linear_conv_kernel_dim;
+  // This rank's heads and widths (model/tensor_parallel.h: whole key heads and their value heads).
+  const int64_t T = B * S, H = cfg_.hidden_size, Hk = loc_.lin_k_heads, Hv = loc_.lin_v_heads;
+  const int64_t dk = cfg_.linear_key_head_dim, dv = cfg_.linear_value_head_dim, KD = Hk * dk, VD = Hv * dv;
+  const int64_t C = 2 * KD + VD, R = C + VD + 2 * Hv, Kc = cfg_.linear_conv_kernel_dim;
   const float eps = float(cfg_.rms_norm_eps);
-  a.xn1 = Tensor::empty({T, H}, gemm_input_dtype(compute_));
-  a.rstd1 = f32({T});
+  a.xn1 = Tensor::empty({x.dim(0), H}, gemm_input_dtype(compute_));  // this rank's rows (sequence parallel)
+  a.rstd1 = f32({x.dim(0)});
   k.rmsnorm->forward(exec_, x, norm_weight(L.w_in), eps, a.xn1, a.rstd1);
+  a.xn1 = tp_gather_rows(a.xn1);  // sequence parallel: the projections read every token
   a.qkv = f32({T, R});
   k.linear->forward(exec_, a.xn1, Win, a.qkv, compute_);
   lora_forward_group(l, LoraGroup::Qkv, a.xn1, &a.qkv, a);  // in_proj_{qkv,z,b,a}: their rows of the fused output
@@ -105,8 +110,15 @@ void DecoderModel::gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& 
   a.ly = f32({T, VD});
   Tensor ly = a.ly.view({T * Hv, dv});
   k.gated_rmsnorm->forward(ctx, a.lo.view({T * Hv, dv}), a.lz, L.w_gnorm, eps, ly);
-  a.h = f32({T, H});
-  k.linear->forward_residual(exec_, a.ly, Wo, &x, a.h, compute_);
+  if (tp_.on()) {  // row-parallel out_proj: the partial sums reduced over tp, then the residual
+    Tensor part = f32({T, H});
+    k.linear->forward(exec_, a.ly, Wo, part, compute_);
+    a.h = tp_reduce_rows(part);
+    k.residual->forward(exec_, a.h, x, a.h);
+  } else {
+    a.h = f32({T, H});
+    k.linear->forward_residual(exec_, a.ly, Wo, &x, a.h, compute_);
+  }
   lora_forward_group(l, LoraGroup::O, a.ly, &a.h, a);  // out_proj
 }
 
@@ -117,21 +129,26 @@ void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs&
   const ExecContext& ctx = exec_;
   const Tensor& Win = wbf_ ? wbf_->qkv[l] : L.w_qkv;
   const Tensor& Wo = wbf_ ? wbf_->o[l] : L.w_o;
-  const int64_t T = B * S, H = cfg_.hidden_size, C = cfg_.linear_conv_dim(), VD = cfg_.linear_value_dim();
-  const int64_t Hk = cfg_.linear_num_key_heads, Hv = cfg_.linear_num_value_heads;
-  const int64_t dk = cfg_.linear_key_head_dim, dv = cfg_.linear_value_head_dim, KD = Hk * dk;
-  const int64_t R = cfg_.linear_in_rows(), Kc = cfg_.linear_conv_kernel_dim;
+  // This rank's heads and widths (model/tensor_parallel.h: whole key heads and their value heads).
+  const int64_t T = B * S, H = cfg_.hidden_size, Hk = loc_.lin_k_heads, Hv = loc_.lin_v_heads;
+  const int64_t dk = cfg_.linear_key_head_dim, dv = cfg_.linear_value_head_dim, KD = Hk * dk, VD = Hv * dv;
+  const int64_t C = 2 * KD + VD, R = C + VD + 2 * Hv, Kc = cfg_.linear_conv_kernel_dim;
   const float eps = float(cfg_.rms_norm_eps);
   Tensor dly = f32({T, VD});
-  k.linear->backward(exec_, a.ly, Wo, dx, &dly, grad_or_null(L.g_o), compute_);
-  lora_backward_group(l, LoraGroup::O, a.ly, a, dx, dly);
+  const Tensor dh = tp_gather_rows(dx);  // sequence parallel: d(h) of every token
+  k.linear->backward(exec_, a.ly, Wo, dh, &dly, grad_or_null(L.g_o), compute_);
+  lora_backward_group(l, LoraGroup::O, a.ly, a, dh, dly);
   a.ly = Tensor();
   Tensor dlo = f32({B, S, Hv, dv}), dlz = f32({T * Hv, dv});
+  // The gated norm's weight acts on every value head: with tensor parallelism each rank's heads
+  // give a partial gradient, summed over tp.
   Tensor gn_scratch;
-  Tensor& dgn = L.g_gnorm.defined() ? L.g_gnorm : (gn_scratch = Tensor::zeros(L.w_gnorm.shape(), DType::F32));
+  Tensor& dgn =
+      tp_.on() || !L.g_gnorm.defined() ? (gn_scratch = Tensor::zeros(L.w_gnorm.shape(), DType::F32)) : L.g_gnorm;
   Tensor dlo2 = dlo.view({T * Hv, dv});
   k.gated_rmsnorm->backward(ctx, a.lo.view({T * Hv, dv}), a.lz, L.w_gnorm, eps, dly.view({T * Hv, dv}), dlo2, dlz,
                             dgn);
+  if (tp_.on()) tp_grad_sum(gn_scratch, L.g_gnorm);
   dly = Tensor();
   Tensor dq = f32(a.lq.shape()), dkk = f32(a.lk.shape()), dv_ = f32(a.lv.shape()), dg = f32(a.lg.shape()),
          dbeta = f32(a.lbeta.shape()), none;
@@ -161,7 +178,7 @@ void DecoderModel::gated_deltanet_backward(size_t l, const Tensor& x, LayerActs&
   Tensor dxn1 = f32({T, H});
   k.linear->backward(exec_, a.xn1, Win, dqkv, &dxn1, grad_or_null(L.g_qkv), compute_);
   lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);
-  k.rmsnorm->backward_add(exec_, x, norm_weight(L.w_in), a.rstd1, dxn1, dx, L.g_in);  // dx is now d(x)
+  mixer_norm_backward(l, x, a, dxn1, dx);  // dx is now d(x)
 }
 
 }  // namespace titan

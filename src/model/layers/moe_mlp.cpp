@@ -35,6 +35,7 @@ void DecoderModel::moe_mlp_forward(size_t l, LayerActs& a, const Tensor& residua
   if (tp_.on()) {  // each rank's slice of every expert: partial sums, reduced over tp, then the residual
     Tensor part = f32({T, cfg_.hidden_size});
     k.moe->forward(exec_, m, part, a.moe);
+    if (layers_[l].w_sgu.defined()) shared_expert_forward(l, a, part, T);  // qwen3_5_moe: its partial sum too
     if (!out) return;
     Tensor y = tp_reduce_rows(part);
     k.residual->forward(exec_, y, residual, *out);

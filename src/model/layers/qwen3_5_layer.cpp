@@ -31,8 +31,9 @@ Tensor DecoderModel::norm_weight(const Tensor& w) const {
 
 void DecoderModel::build_qwen3_5_layer(size_t l) {
   Layer& L = layers_[l];
-  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, D = cfg_.head_dim;
-  const int64_t Q = cfg_.q_dim(), K = cfg_.kv_dim();
+  // This rank's widths (model/tensor_parallel.h; the whole model's without tensor parallelism).
+  const int64_t H = cfg_.hidden_size, I = loc_.inter, D = cfg_.head_dim;
+  const int64_t Q = loc_.q, K = loc_.kv;
   const DType wdt = weight_dtype_;
   auto rows = [](const Tensor& t, int64_t b, int64_t e) { return t.defined() ? t.slice0(b, e) : Tensor(); };
   const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -41,8 +42,9 @@ void DecoderModel::build_qwen3_5_layer(size_t l) {
   params_.add(p + "input_layernorm.weight", L.w_in, L.g_in);
   if (L.kind.mixer == MixerKind::GatedDeltaNet) {
     const std::string a = p + "linear_attn.";
-    const int64_t C = cfg_.linear_conv_dim(), VD = cfg_.linear_value_dim(), Hv = cfg_.linear_num_value_heads;
-    const int64_t R = cfg_.linear_in_rows(), Kc = cfg_.linear_conv_kernel_dim;
+    const int64_t Hv = loc_.lin_v_heads, VD = Hv * cfg_.linear_value_head_dim;
+    const int64_t C = 2 * loc_.lin_k_heads * cfg_.linear_key_head_dim + VD, R = C + VD + 2 * Hv;
+    const int64_t Kc = cfg_.linear_conv_kernel_dim;
     std::tie(L.w_qkv, L.g_qkv) = new_param({R, H}, wdt);
     std::tie(L.w_conv, L.g_conv) = new_param({C, 1, Kc}, DType::F32);
     std::tie(L.w_dt, L.g_dt) = new_param({Hv}, DType::F32);
@@ -74,8 +76,9 @@ void DecoderModel::build_qwen3_5_layer(size_t l) {
   }
   params_.add(p + "post_attention_layernorm.weight", L.w_post, L.g_post);
   if (L.moe()) {
-    const int64_t E = cfg_.num_experts, MI = cfg_.moe_intermediate_size, SI = cfg_.shared_expert_intermediate_size;
-    const int64_t El = loc_.experts;  // this rank's experts (model/expert_parallel.h)
+    // this rank's experts (model/expert_parallel.h), its share of each (model/tensor_parallel.h)
+    const int64_t E = cfg_.num_experts, MI = loc_.moe_inter, SI = cfg_.shared_expert_intermediate_size / tp_.size();
+    const int64_t El = loc_.experts;
     std::tie(L.w_router, L.g_router) = new_param({E, H}, DType::F32);
     std::tie(L.w_egu, L.g_egu) = new_param({El, 2 * MI, H}, wdt);
     std::tie(L.w_edown, L.g_edown) = new_param({El, H, MI}, wdt);
@@ -107,14 +110,29 @@ void DecoderModel::build_qwen3_5_layer(size_t l) {
   params_.add(p + "mlp.down_proj.weight", L.w_down, L.g_down);
 }
 
+void DecoderModel::mixer_norm_backward(size_t l, const Tensor& x, const LayerActs& a, Tensor& dxn1, Tensor& dx) {
+  Layer& L = layers_[l];
+  const KernelSet& k = kernels_[l];
+  Tensor d = tp_reduce_rows(dxn1);  // column-parallel: the input gradient summed over tp
+  if (tp_norm_grads_partial()) {    // sequence parallel: this rank's rows give a partial weight gradient
+    Tensor part = Tensor::zeros({cfg_.hidden_size}, DType::F32);
+    k.rmsnorm->backward_add(exec_, x, norm_weight(L.w_in), a.rstd1, d, dx, part);
+    tp_grad_sum(part, L.g_in);
+  } else {
+    k.rmsnorm->backward_add(exec_, x, norm_weight(L.w_in), a.rstd1, d, dx, L.g_in);
+  }
+}
+
 // y [T, H] += sigmoid(xn2 . w_gate) * down(swiglu(gate_up(xn2))) (Qwen3_5MoeSparseMoeBlock's
 // shared expert). The gate is one dot product per token, in f32. LoRA (model/lora.h): the
 // shared expert's gate/up adapters add into their rows of the fused gate_up output, down_proj's
 // into the down output, shared_expert_gate's into the gate logit, as the dense MLP's do.
+// With tensor parallelism (SI: this rank's share) `out` and so y's addition are this rank's partial
+// sums, reduced over tp with the routed experts' by the caller.
 void DecoderModel::shared_expert_forward(size_t l, LayerActs& a, Tensor& y, int64_t T) {
   const Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
-  const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size;
+  const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size / tp_.size();
   a.sgu = f32({T, 2 * SI});
   k.linear->forward(exec_, a.xn2, L.w_sgu, a.sgu, compute_);
   lora_forward_group(l, LoraGroup::SharedGateUp, a.xn2, &a.sgu, a);
@@ -133,10 +151,12 @@ void DecoderModel::shared_expert_forward(size_t l, LayerActs& a, Tensor& y, int6
 }
 
 // dy [T, H] = d(block output); dxn2 += the shared expert's and its gate's input gradients.
+// With tensor parallelism out is this rank's partial sum, so is d(logit) (linear in out): dxn2 gets
+// partial sums as the caller expects, and the gate weight's partial gradient is summed over tp.
 void DecoderModel::shared_expert_backward(size_t l, LayerActs& a, const Tensor& dy, Tensor& dxn2, int64_t T) {
   Layer& L = layers_[l];
   const KernelSet& k = kernels_[l];
-  const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size;
+  const int64_t H = cfg_.hidden_size, SI = cfg_.shared_expert_intermediate_size / tp_.size();
   // out = down(act) again (not kept; with down_proj's adapter, whose x A^T this recomputes), for
   // the gate's gradient d(logit) = s (1 - s) (dy . out).
   Tensor out = f32({T, H});
@@ -155,7 +175,13 @@ void DecoderModel::shared_expert_backward(size_t l, LayerActs& a, const Tensor& 
   lora_backward_group(l, LoraGroup::SharedGateUp, a.xn2, a, dgu, dx);
   lora_backward_group(l, LoraGroup::SharedGate, a.xn2, a, dlogit, dx);  // dx += d(logit) B A (scaled)
   // gate: dxn2 += dx + dlogit w_gate; d(w_gate) += sum_t dlogit x
-  shared_gate_backward_input(exec_, a.xn2, L.w_sgate, dlogit, dx, dxn2, L.g_sgate);
+  if (tp_.on() && L.g_sgate.defined()) {
+    Tensor part = Tensor::zeros(L.w_sgate.shape(), DType::F32);
+    shared_gate_backward_input(exec_, a.xn2, L.w_sgate, dlogit, dx, dxn2, part);
+    tp_grad_sum(part, L.g_sgate);
+  } else {
+    shared_gate_backward_input(exec_, a.xn2, L.w_sgate, dlogit, dx, dxn2, L.g_sgate);
+  }
   a.sgu = a.sact = a.sgate = Tensor();
 }
 

@@ -87,7 +87,7 @@ void check_case(const Case& k) {
       cpg->all_reduce(g.data<float>(), g.numel(), comm::ReduceOp::Sum);
       if (k.tp > 1 && s.placement.tp_dim >= 0) {
         Tensor whole = Tensor::empty(Shape(s.shape), DType::F32);
-        tp_gather_shards(*tpg, g, s.placement.tp_dim, whole);
+        tp_gather_shards(*tpg, g, s.placement.tp_dim, whole, s.placement.tp_segments);
         g = whole;
       }
       diffs.push_back({p.name + " grad", test::rel_err(g, r.grad)});

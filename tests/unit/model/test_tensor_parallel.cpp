@@ -87,8 +87,8 @@ void check_case(const Case& k) {
       Tensor v = p.value, g = p.grad;
       if (s.placement.tp_dim >= 0) {
         v = Tensor::empty(Shape(s.shape), DType::F32), g = Tensor::empty(Shape(s.shape), DType::F32);
-        tp_gather_shards(tp, p.value, s.placement.tp_dim, v);
-        tp_gather_shards(tp, p.grad, s.placement.tp_dim, g);
+        tp_gather_shards(tp, p.value, s.placement.tp_dim, v, s.placement.tp_segments);
+        tp_gather_shards(tp, p.grad, s.placement.tp_dim, g, s.placement.tp_segments);
       }
       diffs.push_back({p.name + " value", rel_diff(v, r.value)});
       diffs.push_back({p.name + " grad", rel_diff(g, r.grad)});
@@ -245,7 +245,7 @@ void check_lora_case(const LoraCase& k) {
         Tensor g = m.params().all()[i].grad;
         if (s.placement.tp_dim >= 0) {
           g = Tensor::empty(Shape(s.shape), DType::F32);
-          tp_gather_shards(tp, m.params().all()[i].grad, s.placement.tp_dim, g);
+          tp_gather_shards(tp, m.params().all()[i].grad, s.placement.tp_dim, g, s.placement.tp_segments);
         }
         diffs.push_back({s.name, rel_diff(g, ref.params().all()[i].grad)});
       }

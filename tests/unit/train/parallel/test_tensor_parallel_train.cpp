@@ -1,5 +1,6 @@
 // Training with tensor parallelism on the mesh (threaded ranks): the loss curve of tp2, tp4,
-// tp2 x dp_shard 2, tp2 with HSDP and tp2 without sequence parallelism equals one process's;
+// tp2 x dp_shard 2, tp2 with HSDP and tp2 without sequence parallelism equals one process's (and
+// Qwen3-MoE's and Qwen3.5's at tp2 x dp2);
 // checkpoints saved at one mesh resume at another with the same next losses; the HF export of a
 // tp run equals one process's. LoRA: adapters split like their projections give one process's
 // curve (dropout on), PEFT folder and a checkpoint that resumes on one process.
@@ -103,6 +104,37 @@ TEST(TensorParallelTrainingLong, MoELossCurveOfTp2ByDp2EqualsOneProcess) {
   const std::vector<double> want = losses(a);
   ASSERT_EQ(want.size(), 8u);
   expect_same_curve(losses(b), want, "moe tp2 x dp2");
+}
+
+// ctest -L long. Qwen3.5 (debug-qwen3_5: 3 Gated DeltaNet layers, then gated attention): tp2 x dp2 trains one
+// process's curve; its step-4 checkpoint (in_proj_qkv and conv1d held as boxes of each of their
+// q, k, v parts) resumes on one process with the same next losses; its HF export as initialised is
+// one process's bit for bit.
+TEST(TensorParallelTrainingLong, Qwen3_5Tp2ByDp2CurveResumeAndExportEqualOneProcess) {
+  auto q35 = [](const std::string& dump, int64_t steps, const Mesh& m) {
+    JobConfig c = tp_job(dump, steps, m);
+    c.model.name = ModelName::Qwen3_5;
+    c.model.flavor = "debug-qwen3_5";
+    c.model.n_layers = 4;
+    c.validate("test");
+    return c;
+  };
+  const Mesh tp2dp2{1, 2, 2, true};
+  const std::string one = test::temp_dir("tp_q35_one"), two = test::temp_dir("tp_q35_tp2dp2");
+  run(q35(one, 8, {}), {});
+  run(q35(two, 8, tp2dp2), tp2dp2);
+  const std::vector<double> want = losses(one);
+  ASSERT_EQ(want.size(), 8u);
+  EXPECT_LT(want.back(), want.front());
+  expect_same_curve(losses(two), want, "qwen3_5 tp2 x dp2");
+  fs::remove_all(two + "/checkpoint/step-8");
+  run(q35(two, 8, {}), {});  // resumes from tp2 x dp2's step 4 on one process
+  std::vector<double> got = losses(two);
+  ASSERT_EQ(got.size(), 8u);
+  got.erase(got.begin(), got.begin() + 4);
+  expect_same_curve(got, want, "qwen3_5 tp2 x dp2 -> 1", 4);
+  test::expect_same_tensors(test::export_as_initialised(q35(test::temp_dir("tp_q35_export_one"), 1, {}), 1),
+                            test::export_as_initialised(q35(test::temp_dir("tp_q35_export_tp2dp2"), 1, tp2dp2), 4));
 }
 
 static void resume_case(const Mesh& a, const Mesh& b, const std::string& name) {
