@@ -14,27 +14,14 @@
 #include "model/decoder.h"
 #include "model/positions.h"
 #include "model/tensor_parallel.h"
+#include "parallel_test_util.h"
 
 using namespace titan;
 
 namespace {
 
-struct Batch {
-  Tensor ids, labels, positions;
-};
-
-// Two rows of S tokens; packed: three documents per row, starting at columns 0, 5 and S/2 + 3 (so
-// documents cross the chunk borders of every layout tested).
-Batch make_batch(const ModelConfig& c, int64_t B, int64_t S, bool packed) {
-  Batch b{Tensor::empty({B, S}, DType::I64), Tensor::empty({B, S}, DType::I64), Tensor::empty({B, S}, DType::I64)};
-  for (int64_t i = 0; i < B * S; ++i) {
-    b.ids.data<int64_t>()[i] = (i * 7919 + 13) % c.vocab_size;
-    b.labels.data<int64_t>()[i] = i % 5 == 3 ? -100 : (i * 104729 + 5) % c.vocab_size;
-    const int64_t col = i % S, d1 = 5, d2 = S / 2 + 3;
-    b.positions.data<int64_t>()[i] = !packed ? col : col >= d2 ? col - d2 : col >= d1 ? col - d1 : col;
-  }
-  return b;
-}
+using test::Batch;
+using test::make_batch;
 
 struct Case {
   std::string model_type = "qwen3";
@@ -53,7 +40,7 @@ void check_case(const Case& k) {
     c.num_experts = 4, c.num_experts_per_tok = 2, c.moe_intermediate_size = 32, c.norm_topk_prob = true;
   }
   const int64_t B = 2, S = 48;
-  const Batch b = make_batch(c, B, S, k.packed);
+  const Batch b = make_batch(c, B, S, k.packed ? std::vector<int64_t>{5, S / 2 + 3} : std::vector<int64_t>{});
   const Tensor* pos = k.packed ? &b.positions : nullptr;
   const float scale = 1.0f / float(count_labels(b.labels));
   DecoderModel ref(c);
@@ -189,9 +176,9 @@ TEST(ContextParallel, Refusals) {
     DecoderModel m(c);
     m.init_weights(InitScheme::Torchtitan, 1);
     m.set_context_parallel({&cp, true});
-    const Batch b = make_batch(c, 1, 6, false);  // a local sequence of 6: 12 tokens in 4 chunks of 3
+    const Batch b = make_batch(c, 1, 6);  // a local sequence of 6: 12 tokens in 4 chunks of 3
     EXPECT_NO_THROW(m.forward_backward(b.ids, b.labels, 1.0f));
-    const Batch odd = make_batch(c, 1, 5, false);  // 10 tokens do not cut into 4 chunks
+    const Batch odd = make_batch(c, 1, 5);  // 10 tokens do not cut into 4 chunks
     EXPECT_ERROR_HAS(m.forward_backward(odd.ids, odd.labels, 1.0f), "does not divide into 4 chunks");
   });
 }

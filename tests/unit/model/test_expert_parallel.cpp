@@ -14,6 +14,7 @@
 #include "comm/thread_comm.h"
 #include "common/test_util.h"
 #include "model/decoder.h"
+#include "parallel_test_util.h"
 
 using namespace titan;
 
@@ -43,11 +44,8 @@ ModelConfig config_of(const Case& k) {
 void check_case(const Case& k) {
   const ModelConfig c = config_of(k);
   const int64_t rows_per_rank = 2, S = 16, B = rows_per_rank * k.ep;
-  Tensor ids = Tensor::empty({B, S}, DType::I64), labels = Tensor::empty({B, S}, DType::I64);
-  for (int64_t i = 0; i < B * S; ++i) {
-    ids.data<int64_t>()[i] = (i * 7919 + 13) % c.vocab_size;
-    labels.data<int64_t>()[i] = i % 5 == 3 ? -100 : (i * 104729 + 5) % c.vocab_size;
-  }
+  const test::Batch batch = test::make_batch(c, B, S);
+  const Tensor &ids = batch.ids, &labels = batch.labels;
   const float scale = 1.0f / float(count_labels(labels));
   auto setup = [&](DecoderModel& m) {
     m.init_weights(InitScheme::Torchtitan, 5);

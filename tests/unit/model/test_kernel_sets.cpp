@@ -16,18 +16,28 @@ TEST(KernelSet, OneVariantOfEveryOpOnTheDevice) {
   const KernelSet r = kernel_set("reference");
   EXPECT_STREQ(r.attention->variant, "reference");
   EXPECT_STREQ(r.moe->variant, "reference");
-  EXPECT_EQ(kernel_sets(DeviceType::CPU), (std::vector<std::string>{"cpu", "reference"}));
-  EXPECT_TRUE(kernel_sets(DeviceType::CUDA).empty());  // no kernels take device tensors yet
+  // The cuda variants (staging host tensors) cover every op, so they are a whole CPU set too.
+  const KernelSet cu = kernel_set("cuda");
+  EXPECT_STREQ(cu.moe->variant, "cuda");
+  EXPECT_STREQ(cu.gated_delta->variant, "cuda");
+  EXPECT_EQ(kernel_sets(DeviceType::CPU), (std::vector<std::string>{"cpu", "cuda", "reference"}));
+  // On the GPU only the layer ops take GPU tensors so far: no whole set.
+  EXPECT_TRUE(kernel_sets(DeviceType::CUDA).empty());
 }
 
 TEST(KernelSet, RefusesAVariantSomeOpLacksOnTheDevice) {
-  // The cuda variants stage host tensors (registered for the CPU) and cover some ops only.
-  const std::string e = error_of([] { kernel_set(default_variant(DeviceType::CUDA)); });
-  EXPECT_NE(e.find("kernel set 'cuda' has no cpu kernels for "), std::string::npos) << e;
-  EXPECT_NE(e.find("moe"), std::string::npos) << e;
-  EXPECT_EQ(e.find("embedding"), std::string::npos) << e;  // it has one of these
-  EXPECT_NE(e.find("(kernel sets on cpu: cpu, reference)"), std::string::npos) << e;
+  // grouped_gemm is a variant of the moe op only.
+  const std::string e = error_of([] { kernel_set("grouped_gemm"); });
+  EXPECT_NE(e.find("kernel set 'grouped_gemm' has no cpu kernels for "), std::string::npos) << e;
+  EXPECT_NE(e.find("embedding"), std::string::npos) << e;
+  EXPECT_EQ(e.find("moe"), std::string::npos) << e;  // it has that one
+  EXPECT_NE(e.find("(kernel sets on cpu: cpu, cuda, reference)"), std::string::npos) << e;
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  // On the GPU the cuda variants of the layer ops take GPU tensors; the rest not yet.
+  const std::string g = error_of([] { kernel_set("cuda", DeviceType::CUDA); });
+  EXPECT_NE(g.find("kernel set 'cuda' has no cuda kernels for "), std::string::npos) << g;
+  EXPECT_NE(g.find("linear"), std::string::npos) << g;
+  EXPECT_EQ(g.find("embedding"), std::string::npos) << g;  // registered for the GPU
   EXPECT_ERROR_HAS(kernel_set("cpu", DeviceType::CUDA),
                    "kernel set 'cpu' has no cuda kernels for embedding, linear, rmsnorm");
   EXPECT_ERROR_HAS(kernel_set("cpu", DeviceType::CUDA), "(kernel sets on cuda: none)");

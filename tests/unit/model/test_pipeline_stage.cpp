@@ -10,6 +10,7 @@
 
 #include "common/test_util.h"
 #include "model/decoder.h"
+#include "parallel_test_util.h"
 
 using namespace titan;
 
@@ -29,12 +30,9 @@ void check_case(const Case& k) {
   c.num_hidden_layers = 4;
   if (k.model_type == "qwen3_moe")
     c.num_experts = 4, c.num_experts_per_tok = 2, c.moe_intermediate_size = 32, c.norm_topk_prob = true;
-  const int64_t B = 2, S = 12, T = B * S;
-  Tensor ids = Tensor::empty({B, S}, DType::I64), labels = Tensor::empty({B, S}, DType::I64);
-  for (int64_t i = 0; i < T; ++i) {
-    ids.data<int64_t>()[i] = (i * 7919 + 13) % c.vocab_size;
-    labels.data<int64_t>()[i] = i % 5 == 3 ? -100 : (i * 104729 + 5) % c.vocab_size;
-  }
+  const int64_t B = 2, S = 12;
+  const test::Batch batch = test::make_batch(c, B, S);
+  const Tensor &ids = batch.ids, &labels = batch.labels;
   const float scale = 1.0f / float(count_labels(labels));
   DecoderModel ref(c);
   ref.init_weights(InitScheme::Torchtitan, 5);

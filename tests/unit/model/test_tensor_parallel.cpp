@@ -18,26 +18,14 @@
 #include "model/decoder.h"
 #include "model/positions.h"
 #include "model/tensor_parallel.h"
+#include "parallel_test_util.h"
 
 using namespace titan;
 
 namespace {
 
-struct Batch {
-  Tensor ids, labels, positions;
-};
-
-Batch make_batch(const ModelConfig& c, int64_t B, int64_t S, bool packed) {
-  Batch b{Tensor::empty({B, S}, DType::I64), Tensor::empty({B, S}, DType::I64), Tensor::empty({B, S}, DType::I64)};
-  for (int64_t i = 0; i < B * S; ++i) {
-    b.ids.data<int64_t>()[i] = (i * 7919 + 13) % c.vocab_size;
-    b.labels.data<int64_t>()[i] = i % 5 == 3 ? -100 : (i * 104729 + 5) % c.vocab_size;
-    // packed: two documents per row (the second from column S/3 on)
-    const int64_t col = i % S;
-    b.positions.data<int64_t>()[i] = packed && col >= S / 3 ? col - S / 3 : col;
-  }
-  return b;
-}
+using test::Batch;
+using test::make_batch;
 
 double rel_diff(const Tensor& a, const Tensor& b) { return test::rel_err(a, b); }
 
@@ -60,7 +48,7 @@ void check_case(const Case& k) {
     c.output_router_logits = true, c.router_aux_loss_coef = 0.05;
   }
   const int64_t B = 2, S = 24;
-  const Batch b = make_batch(c, B, S, k.packed);
+  const Batch b = make_batch(c, B, S, k.packed ? std::vector<int64_t>{S / 3} : std::vector<int64_t>{});
   const Tensor* pos = k.packed ? &b.positions : nullptr;
   const float scale = 1.0f / float(count_labels(b.labels));
   DecoderModel ref(c);
@@ -83,13 +71,7 @@ void check_case(const Case& k) {
     for (size_t i = 0; i < m.params().all().size(); ++i) {
       const Param& p = m.params().all()[i];
       const Param& r = ref.params().all()[i];
-      const ParamSpec& s = m.param_specs()[i];
-      Tensor v = p.value, g = p.grad;
-      if (s.placement.tp_dim >= 0) {
-        v = Tensor::empty(Shape(s.shape), DType::F32), g = Tensor::empty(Shape(s.shape), DType::F32);
-        tp_gather_shards(tp, p.value, s.placement.tp_dim, v, s.placement.tp_segments);
-        tp_gather_shards(tp, p.grad, s.placement.tp_dim, g, s.placement.tp_segments);
-      }
+      const auto [v, g] = test::gathered_param(tp, m, i);
       diffs.push_back({p.name + " value", rel_diff(v, r.value)});
       diffs.push_back({p.name + " grad", rel_diff(g, r.grad)});
     }
@@ -158,7 +140,7 @@ TEST(TensorParallel, Refusals) {
   comm::run_threaded_ranks(2, [&](comm::Comm& tp) {
     DecoderModel m(c, "cpu", false, false, DType::F32, TensorParallel{&tp, true});
     m.init_weights(InitScheme::Torchtitan, 1);
-    const Batch b = make_batch(c, 1, 5, false);  // 5 tokens over 2 ranks
+    const Batch b = make_batch(c, 1, 5);  // 5 tokens over 2 ranks
     EXPECT_ERROR_HAS(m.forward_backward(b.ids, b.labels, 1.0f), "does not divide by [parallelism] tensor_parallel_degree = 2");
   });
 }
@@ -194,7 +176,7 @@ void check_lora_case(const LoraCase& k) {
     lc.target_modules = {"model.layers.*.self_attn.[qkvo]_proj"};
   }
   const int64_t B = 2, S = 24;
-  const Batch b = make_batch(c, B, S, false);
+  const Batch b = make_batch(c, B, S);
   const float scale = 1.0f / float(count_labels(b.labels));
   DecoderModel ref(c, "cpu", false, k.frozen);
   ref.init_weights(InitScheme::Torchtitan, 5);
@@ -313,7 +295,7 @@ TEST(TensorParallelLora, Bf16BaseEqualsF32BaseWithBf16Matmuls) {
     LoraConfig lc;
     lc.rank = 4, lc.alpha = 8, lc.dropout = 0.1;
     lc.target_modules = {"model.layers.*.self_attn.[qkvo]_proj", "model.layers.*.mlp.*_proj"};
-    const Batch b = make_batch(c, 2, 24, false);
+    const Batch b = make_batch(c, 2, 24);
     const float scale = 1.0f / float(count_labels(b.labels));
     std::mutex mu;
     comm::run_threaded_ranks(2, [&](comm::Comm& tp) {

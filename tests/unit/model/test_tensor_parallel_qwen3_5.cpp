@@ -18,25 +18,14 @@
 #include "common/test_util.h"
 #include "model/decoder.h"
 #include "model/tensor_parallel.h"
+#include "parallel_test_util.h"
 
 using namespace titan;
 
 namespace {
 
-struct Batch {
-  Tensor ids, labels, positions;
-};
-
-Batch make_batch(const ModelConfig& c, int64_t B, int64_t S, bool packed) {
-  Batch b{Tensor::empty({B, S}, DType::I64), Tensor::empty({B, S}, DType::I64), Tensor::empty({B, S}, DType::I64)};
-  for (int64_t i = 0; i < B * S; ++i) {
-    b.ids.data<int64_t>()[i] = (i * 7919 + 13) % c.vocab_size;
-    b.labels.data<int64_t>()[i] = i % 5 == 3 ? -100 : (i * 104729 + 5) % c.vocab_size;
-    const int64_t col = i % S;  // packed: two documents per row (the second from column S/3 on)
-    b.positions.data<int64_t>()[i] = packed && col >= S / 3 ? col - S / 3 : col;
-  }
-  return b;
-}
+using test::Batch;
+using test::make_batch;
 
 struct Case {
   bool sp = true, packed = false, moe = false;
@@ -60,7 +49,7 @@ ModelConfig test_config(int tp, bool moe = false) {
 void check_case(const Case& k) {
   const ModelConfig c = test_config(k.tp, k.moe);
   const int64_t B = 2, S = 24;
-  const Batch b = make_batch(c, B, S, k.packed);
+  const Batch b = make_batch(c, B, S, k.packed ? std::vector<int64_t>{S / 3} : std::vector<int64_t>{});
   const Tensor* pos = k.packed ? &b.positions : nullptr;
   const float scale = 1.0f / float(count_labels(b.labels));
   DecoderModel ref(c);
@@ -92,14 +81,8 @@ void check_case(const Case& k) {
     for (size_t i = 0; i < m.params().all().size(); ++i) {
       const Param& p = m.params().all()[i];
       const Param& r = ref.params().all()[i];
-      const ParamSpec& s = m.param_specs()[i];
-      Tensor v = p.value, g = p.grad;
-      if (s.placement.tp_dim >= 0) {
-        ++split;
-        v = Tensor::empty(Shape(s.shape), DType::F32), g = Tensor::empty(Shape(s.shape), DType::F32);
-        tp_gather_shards(tp, p.value, s.placement.tp_dim, v, s.placement.tp_segments);
-        tp_gather_shards(tp, p.grad, s.placement.tp_dim, g, s.placement.tp_segments);
-      }
+      if (m.param_specs()[i].placement.tp_dim >= 0) ++split;
+      const auto [v, g] = test::gathered_param(tp, m, i);
       diffs.push_back({p.name + " value", test::rel_err(v, r.value)});
       diffs.push_back({p.name + " grad", test::rel_err(g, r.grad)});
     }
