@@ -4,7 +4,7 @@
 #           model/config.json (Qwen3.5-0.8B's text dimensions and vocabulary, 4 layers = one block of
 #           its 3 Gated DeltaNet : 1 gated attention pattern), f32, batch 1 x SEQ tokens; median
 #           tokens/s over the steps after warm-up (titan: bench.toml + summary.json's median_tps,
-#           transformers: torch_train.py);
+#           transformers: bench/train_step/torch_baseline.py --config);
 #   decode: greedy generation with cache from a PLEN-token prompt, NEW new tokens, f32, the same
 #           random weights on both sides (make_model.py, written to a temporary folder);
 #   delta rule alone: the chunked gated delta rule forward+backward of one layer at the same shape
@@ -16,7 +16,7 @@
 #   env: ROUNDS (2), STEPS (4 steps = 2 warm-up + 2 timed, each side), SEQ (512),
 #        PLEN (512), NEW (32), THREADS (2), MODEL_DIR (reuse a folder make_model.py wrote),
 #        PREC=bf16 (titan: --training.mixed_precision_param bfloat16 and generate --dtype bf16;
-#        transformers: torch_train.py --bf16 (autocast) and hf_generate.py --dtype bf16); default f32.
+#        transformers: torch_baseline.py --bf16 (autocast) and hf_generate.py --dtype bf16); default f32.
 # transformers gets bench/train_step's settings: OPENBLAS_CORETYPE unset, jemalloc preloaded when
 # present. Python: $TITAN_ORACLE_PYTHON, else .venv-oracle/bin/python, else /work/venv-oracle.
 set -euo pipefail
@@ -52,7 +52,7 @@ train_titan() {  # $1 label -> tokens/s
   "$py" -c "import json; print(json.load(open('$out/$1/summary.json'))['median_tps'])"
 }
 train_torch() {  # $1 label -> tokens/s
-  torchenv "$py" "$here/torch_train.py" "$here/model/config.json" --batch 1 --seq "$seq" --steps $((steps - warm)) \
+  torchenv "$py" "$src/bench/train_step/torch_baseline.py" --config "$here/model/config.json" --batch 1 --seq "$seq" --steps $((steps - warm)) \
     --warmup $warm --threads "$threads" $pflag > "$out/$1.json" 2> "$out/$1.err" || { cat "$out/$1.err" >&2; exit 1; }
   "$py" -c "import json; print(json.loads(open('$out/$1.json').read().splitlines()[-1])['tokens_per_s'])"
 }
