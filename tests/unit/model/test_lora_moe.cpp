@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 
+#include "lora_fd_check.h"
 #include "io/safetensors.h"
 #include "io/token_lines.h"
 #include "model/hf_model.h"
@@ -123,23 +124,7 @@ TEST(LoraMoe, AdapterGradientsEqualCentralDifferences) {
     for (auto& p : m->lora_params().all()) {
       if (p.name.find("q_proj") != std::string::npos) continue;  // dense LoRA: tested elsewhere
       SCOPED_TRACE(p.name);
-      double peak = 0;
-      for (int64_t i = 0; i < p.grad.numel(); ++i) peak = std::max(peak, double(std::fabs(p.grad.data<float>()[i])));
-      ASSERT_GT(peak, 0);
-      const double h = 1e-2;
-      for (int k = 0; k < 6; ++k) {
-        const int64_t i = (k * 7919 + 13) % p.value.numel();
-        float& v = p.value.data<float>()[i];
-        const float v0 = v;
-        v = float(v0 + h);
-        const double lp = m->forward(ids, labels) / count;
-        v = float(v0 - h);
-        const double lm = m->forward(ids, labels) / count;
-        v = v0;
-        const double fd = (lp - lm) / (2 * h), g = p.grad.data<float>()[i];
-        worst = std::max(worst, std::fabs(fd - g) / peak);
-        EXPECT_NEAR(g, fd, 1e-2 * peak + 2e-4) << "element " << i;
-      }
+      worst = std::max(worst, test::adapter_grad_vs_central_difference(*m, p, ids, labels, count, 1e-2, 6));
     }
     std::printf("%s: worst |grad - central difference| / peak %.2e\n", kernels, worst);
   }

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lora_fd_check.h"
 #include "core/rng.h"
 #include "io/safetensors.h"
 #include "io/token_lines.h"
@@ -165,25 +166,10 @@ TEST(LoraQwen3_5Moe, AdapterGradientsEqualCentralDifferences) {
     std::string worst_name;
     for (auto& p : m->lora_params().all()) {
       SCOPED_TRACE(p.name);
-      double peak = 0;
-      for (int64_t i = 0; i < p.grad.numel(); ++i) peak = std::max(peak, double(std::fabs(p.grad.data<float>()[i])));
-      ASSERT_GT(peak, 0);
       const bool shared = p.name.find("shared_expert") != std::string::npos;
-      const double h = 1e-3;
-      for (int k = 0; k < (shared ? 8 : 4); ++k) {
-        const int64_t i = (k * 7919 + 13) % p.value.numel();
-        float& v = p.value.data<float>()[i];
-        const float v0 = v;
-        v = float(v0 + h);
-        const double lp = m->forward(ids, labels) / count;
-        v = float(v0 - h);
-        const double lm = m->forward(ids, labels) / count;
-        v = v0;
-        const double fd = (lp - lm) / (2 * h), g = p.grad.data<float>()[i];
-        if (std::fabs(fd - g) / peak > worst) worst = std::fabs(fd - g) / peak, worst_name = p.name;
-        if (shared) worst_shared = std::max(worst_shared, std::fabs(fd - g) / peak);
-        EXPECT_NEAR(g, fd, 1e-2 * peak + 2e-4) << "element " << i;
-      }
+      const double w = test::adapter_grad_vs_central_difference(*m, p, ids, labels, count, 1e-3, shared ? 8 : 4);
+      if (w > worst) worst = w, worst_name = p.name;
+      if (shared) worst_shared = std::max(worst_shared, w);
     }
     std::printf("%s: %zu adapter tensors, worst |grad - central difference| / peak %.2e (%s; the shared expert's "
                 "and its gate's worst: %.2e)\n", kernels, m->lora_params().all().size(), worst, worst_name.c_str(),
