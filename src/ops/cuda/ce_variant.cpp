@@ -4,6 +4,9 @@
 // [N, V] logits are never held whole. compute = bf16: h, W and dZ are rounded to bf16 bits on the
 // device and the GEMMs take bf16 inputs (f32 accumulation), the points where the reference rounds.
 // The loss is the sum of the per-row losses in row order, in double on the host.
+// Registered for DeviceType::CPU (host tensors, staged) and DeviceType::CUDA (h, W, labels, dh, dW
+// and logits_out on cuda:0 used in place; a host one staged all the same). Either way only the
+// per-row losses come back to the host (and the labels, for their range check, from the GPU).
 #include <algorithm>
 #include <vector>
 
@@ -46,9 +49,9 @@ struct Operands {
            DType compute)
       : d(dims),
         bf16(compute == DType::BF16),
-        h(ht.raw(), ht.nbytes()),
-        w(wt.raw(), wt.nbytes()),
-        labels(lt.raw(), lt.nbytes()),
+        h(ht, true),
+        w(wt, true),
+        labels(lt, true),
         h16(bf16 ? size_t(d.n * d.h) * 2 : 0),
         w16(bf16 && wt.dtype() == DType::F32 ? size_t(d.v * d.h) * 2 : 0),
         l64(lt.dtype() == DType::I64 ? labels.as<int64_t>() : nullptr),
@@ -67,10 +70,16 @@ int64_t chunk_rows(const ce_detail::Dims& d) {
   return std::max<int64_t>(1, std::min<int64_t>(d.n, (int64_t(1) << 22) / d.v));
 }
 
+// The labels where the host can read them for the range check: a host copy of GPU labels.
+Tensor host_labels(const Tensor& labels) {
+  return labels.defined() && labels.device().type == DeviceType::CUDA ? labels.to(cpu()) : labels;
+}
+
+template <DeviceType Dev>
 double forward(const ExecContext& ctx, const Tensor& h, const Tensor& w, const Tensor& labels, Tensor* logits_out,
                DType compute) {
-  opcheck::host_context(ctx, "cross_entropy.cuda");  // host tensors, staged
-  const ce_detail::Dims d = ce_detail::check_inputs(h, w, labels, compute);
+  cuda_staging::context<Dev>(ctx, "cross_entropy.cuda");
+  const ce_detail::Dims d = ce_detail::check_inputs(h, w, host_labels(labels), compute);
   if (logits_out) ce_detail::check_logits_out(*logits_out, d);
   if (d.n == 0) return 0.0;
   Operands o(ctx, h, w, labels, d, compute);
@@ -81,8 +90,13 @@ double forward(const ExecContext& ctx, const Tensor& h, const Tensor& w, const T
   for (int64_t r0 = 0; r0 < d.n; r0 += rows) {
     const int64_t rc = std::min(rows, d.n - r0);
     gemm_rm(ctx, false, true, rc, d.v, d.h, o.h_in(r0), d.h, o.w_in(), d.h, 0.f, z.as<float>(), d.v, o.bf16);
-    if (logits_out)
-      gpu::copy_to_host(logits_out->data<float>() + r0 * d.v, z.as<void>(), size_t(rc * d.v) * 4);
+    if (logits_out) {
+      float* dst = static_cast<float*>(logits_out->raw()) + r0 * d.v;
+      if (logits_out->device().type == DeviceType::CUDA)
+        gpu::copy_device(dst, z.as<void>(), size_t(rc * d.v) * 4);
+      else
+        gpu::copy_to_host(dst, z.as<void>(), size_t(rc * d.v) * 4);
+    }
     ck::ce_rows(z.as<float>(), rc, d.v, o.l64, o.l32, r0, loss.as<float>(), false, 0.f, nullptr, ctx.stream);
     gpu::copy_to_host(host_loss.data(), loss.as<void>(), size_t(rc) * 4);
     for (int64_t r = 0; r < rc; ++r) total += host_loss[size_t(r)];
@@ -90,17 +104,17 @@ double forward(const ExecContext& ctx, const Tensor& h, const Tensor& w, const T
   return total;
 }
 
+template <DeviceType Dev>
 double forward_backward(const ExecContext& ctx, const Tensor& h, const Tensor& w, const Tensor& labels,
                         float grad_scale, Tensor& dh, Tensor& dw, DType compute) {
-  opcheck::host_context(ctx, "cross_entropy.cuda");  // host tensors, staged
-  const ce_detail::Dims d = ce_detail::check_inputs(h, w, labels, compute);
+  cuda_staging::context<Dev>(ctx, "cross_entropy.cuda");
+  const ce_detail::Dims d = ce_detail::check_inputs(h, w, host_labels(labels), compute);
   ce_detail::check_grads(h, w, dh, dw);
   if (d.n == 0) return 0.0;
   Operands o(ctx, h, w, labels, d, compute);
   const int64_t rows = chunk_rows(d);
   Buf z(size_t(rows * d.v) * 4), z16(o.bf16 ? size_t(rows * d.v) * 2 : 0), loss(size_t(rows) * 4);
-  Buf dhd(size_t(d.n * d.h) * 4);
-  Buf dwd(dw.defined() ? dw.raw() : nullptr, dw.defined() ? dw.nbytes() : 0);
+  Buf dhd(dh, false), dwd(dw, true);  // dh overwritten, dW accumulated into
   std::vector<float> host_loss(static_cast<size_t>(rows));
   double total = 0;
   for (int64_t r0 = 0; r0 < d.n; r0 += rows) {
@@ -115,13 +129,15 @@ double forward_backward(const ExecContext& ctx, const Tensor& h, const Tensor& w
     gemm_rm(ctx, false, false, rc, d.h, d.v, dz, d.v, o.w_in(), d.h, 0.f, dhd.as<float>() + r0 * d.h, d.h, o.bf16);
     if (dwd.as<void>()) gemm_rm(ctx, true, false, d.v, d.h, rc, dz, d.v, o.h_in(r0), d.h, 1.f, dwd.as<float>(), d.h, o.bf16);
   }
-  gpu::copy_to_host(dh.raw(), dhd.as<void>(), dh.nbytes());
-  if (dwd.as<void>()) gpu::copy_to_host(dw.raw(), dwd.as<void>(), dw.nbytes());
+  dhd.to_host();
+  dwd.to_host();
   return total;
 }
 
-const CrossEntropyKernel kCrossEntropyCuda{"cuda", forward, forward_backward};
+template <DeviceType Dev>
+const CrossEntropyKernel kCrossEntropyCuda{"cuda", forward<Dev>, forward_backward<Dev>};
 
 }  // namespace
-TITAN_REGISTER_KERNEL(CrossEntropyKernel, "cuda", DeviceType::CPU, kCrossEntropyCuda);
+TITAN_REGISTER_KERNEL(CrossEntropyKernel, "cuda", DeviceType::CPU, kCrossEntropyCuda<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(CrossEntropyKernel, "cuda", DeviceType::CUDA, kCrossEntropyCuda<DeviceType::CUDA>);
 }  // namespace titan

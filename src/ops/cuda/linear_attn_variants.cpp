@@ -2,7 +2,9 @@
 // own argument checks, the operands staged through device memory (ops/cuda/staging.h), the
 // single-source kernels (ops/cuda/gated_delta.cuh, causal_conv1d.cuh, gated_rmsnorm.cuh)
 // launched through ops/cuda/launch.h, the outputs copied back. Under the grid emulator in a
-// build without a GPU; registered for DeviceType::CPU like the other cuda variants (docs/cuda.md).
+// build without a GPU. Registered for DeviceType::CPU (host tensors, staged) and DeviceType::CUDA
+// (tensors on cuda:0 used in place; the document starts `seg` stay a host array, copied in).
+// docs/cuda.md.
 #include <cstdint>
 
 #include "core/cuda_emu/cuda.h"
@@ -30,18 +32,20 @@ struct Segments {
 };
 
 // ---- gated_rmsnorm ----
+template <DeviceType Dev>
 void gated_rmsnorm_forward(const ExecContext& ctx, const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                            Tensor& y) {
-  opcheck::host_context(ctx, "gated_rmsnorm.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "gated_rmsnorm.cuda");
   const int64_t N = gated_rmsnorm::check(x, z, w, {&y}, "gated_rmsnorm.cuda forward"), D = w.numel();
   Staged sx(x, true), sz(z, true), sw(w, true), sy(y, false);
   ck::gated_rmsnorm_forward(sx.as<float>(), sz.as<float>(), sw.as<float>(), eps, sy.as<float>(), N, D, ctx.stream);
   sy.to_host();
 }
 
+template <DeviceType Dev>
 void gated_rmsnorm_backward(const ExecContext& ctx, const Tensor& x, const Tensor& z, const Tensor& w, float eps,
                             const Tensor& dy, Tensor& dx, Tensor& dz, Tensor& dw) {
-  opcheck::host_context(ctx, "gated_rmsnorm.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "gated_rmsnorm.cuda");
   const int64_t N = gated_rmsnorm::check(x, z, w, {&dy, &dx, &dz}, "gated_rmsnorm.cuda backward"), D = w.numel();
   if (dw.defined())
     TITAN_CHECK(dw.dtype() == DType::F32 && dw.numel() == D, "gated_rmsnorm.cuda backward: 'dw' must be f32 [D], got ",
@@ -55,7 +59,8 @@ void gated_rmsnorm_backward(const ExecContext& ctx, const Tensor& x, const Tenso
   sdw.to_host();
 }
 
-const GatedRMSNormKernel kGatedRMSNorm{"cuda", gated_rmsnorm_forward, gated_rmsnorm_backward};
+template <DeviceType Dev>
+const GatedRMSNormKernel kGatedRMSNorm{"cuda", gated_rmsnorm_forward<Dev>, gated_rmsnorm_backward<Dev>};
 
 // ---- causal_conv1d ----
 ck::Conv1dArgs conv_args(const conv1d::Dims& d, const Staged& x, const Staged& w, const Segments& seg,
@@ -66,9 +71,10 @@ ck::Conv1dArgs conv_args(const conv1d::Dims& d, const Staged& x, const Staged& w
   return a;
 }
 
+template <DeviceType Dev>
 void conv1d_forward(const ExecContext& ctx, const Tensor& x, const Tensor& w, const int64_t* seg, const Tensor& sin,
                     Tensor& y, Tensor& sout) {
-  opcheck::host_context(ctx, "causal_conv1d.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "causal_conv1d.cuda");
   const conv1d::Dims d = conv1d::check(x, w, seg, sin, y, sout, "causal_conv1d.cuda forward");
   TITAN_CHECK(y.defined(), "causal_conv1d.cuda forward: 'y' is required");
   Staged sx(x, true), sw(w, true), ssin(sin, true), sy(y, false), ssout(sout, false);
@@ -79,9 +85,10 @@ void conv1d_forward(const ExecContext& ctx, const Tensor& x, const Tensor& w, co
   ssout.to_host();
 }
 
+template <DeviceType Dev>
 void conv1d_backward(const ExecContext& ctx, const Tensor& x, const Tensor& w, const int64_t* seg, const Tensor& sin,
                      const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& dsin) {
-  opcheck::host_context(ctx, "causal_conv1d.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "causal_conv1d.cuda");
   const conv1d::Dims d = conv1d::check(x, w, seg, sin, dy, dsin, "causal_conv1d.cuda backward");
   conv1d::check(x, w, seg, sin, dx, Tensor(), "causal_conv1d.cuda backward");
   TITAN_CHECK(dw.defined() && dw.dtype() == DType::F32 && dw.shape() == w.shape(),
@@ -98,7 +105,8 @@ void conv1d_backward(const ExecContext& ctx, const Tensor& x, const Tensor& w, c
   sds.to_host();
 }
 
-const CausalConv1dKernel kConv1d{"cuda", conv1d_forward, conv1d_backward};
+template <DeviceType Dev>
+const CausalConv1dKernel kConv1d{"cuda", conv1d_forward<Dev>, conv1d_backward<Dev>};
 
 // ---- gated_delta ----
 struct GdOperands {
@@ -117,10 +125,11 @@ struct GdOperands {
   }
 };
 
+template <DeviceType Dev>
 void gated_delta_forward(const ExecContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                          const Tensor& beta, const int64_t* seg, const Tensor& init, const GatedDeltaOptions& o,
                          Tensor& out, Tensor& fin) {
-  opcheck::host_context(ctx, "gated_delta.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "gated_delta.cuda");
   const char* who = "gated_delta.cuda forward";
   const gated_delta::Dims d = gated_delta::check_forward(q, k, v, g, beta, seg, init, out, fin, who);
   TITAN_CHECK(out.defined(), who, ": 'out' is required");
@@ -132,11 +141,12 @@ void gated_delta_forward(const ExecContext& ctx, const Tensor& q, const Tensor& 
   sfin.to_host();
 }
 
+template <DeviceType Dev>
 void gated_delta_backward(const ExecContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                           const Tensor& beta, const int64_t* seg, const Tensor& init, const Tensor& dout,
                           const Tensor& dfin, const GatedDeltaOptions& o, Tensor& dq, Tensor& dk, Tensor& dv,
                           Tensor& dg, Tensor& dbeta, Tensor& dinit) {
-  opcheck::host_context(ctx, "gated_delta.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "gated_delta.cuda");
   const char* who = "gated_delta.cuda backward";
   const gated_delta::Dims d =
       gated_delta::check_backward(q, k, v, g, beta, seg, init, dout, dfin, dq, dk, dv, dg, dbeta, dinit, who);
@@ -152,9 +162,10 @@ void gated_delta_backward(const ExecContext& ctx, const Tensor& q, const Tensor&
 
 // One token on the state in place: the sequence form with S = 1 whose initial and final state are
 // the same device buffer (each element read first and written last by the same thread).
+template <DeviceType Dev>
 void gated_delta_step(const ExecContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                       const Tensor& beta, const GatedDeltaOptions& o, Tensor& state, Tensor& out) {
-  opcheck::host_context(ctx, "gated_delta.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "gated_delta.cuda");
   const char* who = "gated_delta.cuda step";
   const gated_delta::Dims d = gated_delta::check_step(q, k, v, g, beta, state, out, who);
   GdOperands op(d, q, k, v, g, beta, nullptr, state, o, who);
@@ -165,10 +176,14 @@ void gated_delta_step(const ExecContext& ctx, const Tensor& q, const Tensor& k, 
   op.init.to_host();  // the state, updated
 }
 
-const GatedDeltaKernel kGatedDelta{"cuda", gated_delta_forward, gated_delta_backward, gated_delta_step};
+template <DeviceType Dev>
+const GatedDeltaKernel kGatedDelta{"cuda", gated_delta_forward<Dev>, gated_delta_backward<Dev>, gated_delta_step<Dev>};
 
 }  // namespace
-TITAN_REGISTER_KERNEL(GatedRMSNormKernel, "cuda", DeviceType::CPU, kGatedRMSNorm);
-TITAN_REGISTER_KERNEL(CausalConv1dKernel, "cuda", DeviceType::CPU, kConv1d);
-TITAN_REGISTER_KERNEL(GatedDeltaKernel, "cuda", DeviceType::CPU, kGatedDelta);
+TITAN_REGISTER_KERNEL(GatedRMSNormKernel, "cuda", DeviceType::CPU, kGatedRMSNorm<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(GatedRMSNormKernel, "cuda", DeviceType::CUDA, kGatedRMSNorm<DeviceType::CUDA>);
+TITAN_REGISTER_KERNEL(CausalConv1dKernel, "cuda", DeviceType::CPU, kConv1d<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(CausalConv1dKernel, "cuda", DeviceType::CUDA, kConv1d<DeviceType::CUDA>);
+TITAN_REGISTER_KERNEL(GatedDeltaKernel, "cuda", DeviceType::CPU, kGatedDelta<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(GatedDeltaKernel, "cuda", DeviceType::CUDA, kGatedDelta<DeviceType::CUDA>);
 }  // namespace titan

@@ -14,6 +14,9 @@
 // are), f32 accumulation; the router stays f32. acts (the gate/up pre-activations [T K, 2I]) and
 // slot_pos (row of slot t K + k) are this variant's saved state, as in the grouped_gemm variant
 // but without padding rows.
+// Registered for DeviceType::CPU (host tensors, staged) and DeviceType::CUDA (operands on cuda:0
+// used in place; the saved state is made on the GPU then, except tokens_per_expert, which the
+// host computes from the counts it needs anyway and which stays a host tensor for its readers).
 #include <string>
 #include <vector>
 
@@ -108,20 +111,26 @@ void check_slots(int64_t T, int64_t K) {
   TITAN_CHECK(T * K < (int64_t(1) << 31), "moe.cuda: T * top_k = ", T * K, " exceeds its int32 slot index");
 }
 
+// A host copy of t (t itself when it is on the host): for the few reads the host makes of the
+// saved state.
+Tensor on_host(const Tensor& t) { return t.device().type == DeviceType::CPU ? t : t.to(cpu()); }
+
+template <DeviceType Dev>
 void forward(const ExecContext& ctx, const MoEArgs& a, Tensor& y, MoESaved& s) {
-  opcheck::host_context(ctx, "moe.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "moe.cuda");
   const auto [T, H, E, I, K] = moe_check_args(a, "cuda");
   opcheck::f32(y, "moe", "y");
   TITAN_CHECK(y.ndim() == 2 && y.dim(0) == T && y.dim(1) == H, "moe: y must be [", T, ", ", H, "], got ", y.str());
   check_slots(T, K);
   const int64_t R = T * K;
   const bool bf = a.compute == DType::BF16;
-  s.logits = Tensor::empty({T, E}, DType::F32);
-  s.topk_idx = Tensor::empty({T, K}, DType::I32);
-  s.topk_w = Tensor::empty({T, K}, DType::F32);
+  const Device dev = Dev == DeviceType::CPU ? cpu() : ctx.device;  // where the saved state lives
+  s.logits = Tensor::empty({T, E}, DType::F32, dev);
+  s.topk_idx = Tensor::empty({T, K}, DType::I32, dev);
+  s.topk_w = Tensor::empty({T, K}, DType::F32, dev);
   s.tokens_per_expert = Tensor::zeros({E}, DType::I64);
-  s.slot_pos = Tensor::empty({R}, DType::I32);
-  s.acts = Tensor::empty({R, 2 * I}, DType::F32);
+  s.slot_pos = Tensor::empty({R}, DType::I32, dev);
+  s.acts = Tensor::empty({R, 2 * I}, DType::F32, dev);
   if (T == 0) return;
   void* st = ctx.stream;
   // 1. Router and routing.
@@ -174,8 +183,9 @@ void forward(const ExecContext& ctx, const MoEArgs& a, Tensor& y, MoESaved& s) {
   sy.to_host();
 }
 
+template <DeviceType Dev>
 void backward(const ExecContext& ctx, const MoEArgs& a, const MoESaved& s, const Tensor& dy, const MoEGrads& gr) {
-  opcheck::host_context(ctx, "moe.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "moe.cuda");
   const auto [T, H, E, I, K] = moe_check_args(a, "cuda");
   opcheck::f32(dy, "moe", "dy");
   TITAN_CHECK(dy.ndim() == 2 && dy.dim(0) == T && dy.dim(1) == H, "moe: dy must be [", T, ", ", H, "], got ", dy.str());
@@ -190,12 +200,16 @@ void backward(const ExecContext& ctx, const MoEArgs& a, const MoESaved& s, const
   if (T == 0) return;
   const bool bf = a.compute == DType::BF16;
   void* st = ctx.stream;
-  const Groups G(s.tokens_per_expert.data<int64_t>(), E);
+  TITAN_CHECK(
+      s.topk_idx.dtype() == DType::I32 && s.slot_pos.dtype() == DType::I32 && s.tokens_per_expert.dtype() == DType::I64,
+      "moe.cuda: saved state has the wrong dtypes (pass this variant's forward state)");
+  const Tensor counts = on_host(s.tokens_per_expert);
+  const Groups G(counts.data<int64_t>(), E);
   {  // every slot's row inside its expert's group (the kernels index device memory by these rows)
-    const int32_t* idx = s.topk_idx.data<int32_t>();
-    const int32_t* pos = s.slot_pos.data<int32_t>();
-    bool ok = s.topk_idx.dtype() == DType::I32 && s.slot_pos.dtype() == DType::I32 &&
-              s.tokens_per_expert.dtype() == DType::I64;
+    const Tensor idx_t = on_host(s.topk_idx), pos_t = on_host(s.slot_pos);
+    const int32_t* idx = idx_t.data<int32_t>();
+    const int32_t* pos = pos_t.data<int32_t>();
+    bool ok = true;
     for (int64_t j = 0; ok && j < R; ++j) {
       const int64_t e = idx[j];
       ok = e >= 0 && e < E && pos[j] >= G.off[size_t(e)] && pos[j] < G.off[size_t(e)] + G.count[size_t(e)];
@@ -285,8 +299,10 @@ std::string constraint(const KernelShape& sh) {
   return "";
 }
 
-const MoEKernel kMoECuda{"cuda", forward, backward, constraint};
+template <DeviceType Dev>
+const MoEKernel kMoECuda{"cuda", forward<Dev>, backward<Dev>, constraint};
 
 }  // namespace
-TITAN_REGISTER_KERNEL(MoEKernel, "cuda", DeviceType::CPU, kMoECuda);
+TITAN_REGISTER_KERNEL(MoEKernel, "cuda", DeviceType::CPU, kMoECuda<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(MoEKernel, "cuda", DeviceType::CUDA, kMoECuda<DeviceType::CUDA>);
 }  // namespace titan

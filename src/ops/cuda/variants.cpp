@@ -8,7 +8,7 @@
 // memory per call (the kernel case table, `titan verify kernels --device cuda`, `[kernels]
 // replace`), and for DeviceType::CUDA, where they are tensors on cuda:0 used in place (a cuda:0
 // ExecContext; ops/cuda/staging.h). The same code serves both: Staged passes a GPU tensor through.
-// adamw is registered for the CPU only so far. docs/cuda.md.
+// docs/cuda.md.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -113,10 +113,15 @@ template <DeviceType Dev>
 const SwiGLUKernel kSwiGLU{"cuda", swiglu_forward<Dev>, swiglu_backward<Dev>};
 
 // ---- embedding ----
+// The ids where the host can read them for the range check: a host copy of GPU ids.
+Tensor host_ids(const Tensor& ids) {
+  return ids.defined() && ids.device().type == DeviceType::CUDA ? ids.to(cpu()) : ids;
+}
+
 template <DeviceType Dev>
 void embedding_forward(const ExecContext& ctx, const Tensor& ids, const Tensor& weight, Tensor& out) {
   cuda_staging::context<Dev>(ctx, "embedding.cuda");
-  const int64_t N = embedding_detail::check(ids, weight, out, "out");
+  const int64_t N = embedding_detail::check(host_ids(ids), weight, out, "out");
   const int64_t H = weight.dim(1);
   const bool i64 = ids.dtype() == DType::I64;
   Staged si(ids, true), sw(weight, true), so(out, false);
@@ -128,7 +133,7 @@ void embedding_forward(const ExecContext& ctx, const Tensor& ids, const Tensor& 
 template <DeviceType Dev>
 void embedding_backward(const ExecContext& ctx, const Tensor& ids, const Tensor& dout, Tensor& dweight) {
   cuda_staging::context<Dev>(ctx, "embedding.cuda");
-  const int64_t N = embedding_detail::check(ids, dweight, dout, "dout");
+  const int64_t N = embedding_detail::check(host_ids(ids), dweight, dout, "dout");
   const int64_t H = dweight.dim(1);
   const bool i64 = ids.dtype() == DType::I64;
   Staged si(ids, true), sd(dout, true), sw(dweight, true);
@@ -141,9 +146,10 @@ template <DeviceType Dev>
 const EmbeddingKernel kEmbedding{"cuda", embedding_forward<Dev>, embedding_backward<Dev>};
 
 // ---- adamw ----
+template <DeviceType Dev>
 void adamw_step(const ExecContext& ctx, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                 const AdamWParams& hp) {
-  opcheck::host_context(ctx, "adamw.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "adamw.cuda");
   adamw_detail::check(param, grad, m, v, hp);
   Staged sp(param, true), sg(grad, true), sm(m, true), sv(v, true);
   const adamw_detail::Hyper hy(hp);
@@ -156,9 +162,11 @@ void adamw_step(const ExecContext& ctx, Tensor& param, const Tensor& grad, Tenso
 }
 
 // The list form: every non-empty tensor staged, a device table of them and of their
-// adamw_multi_chunk()-element chunks, one launch.
+// adamw_multi_chunk()-element chunks, one launch. On the GPU the tensors are used in place and only
+// the two small tables are copied in.
+template <DeviceType Dev>
 void adamw_step_multi(const ExecContext& ctx, const std::vector<AdamWTensors>& ts, const AdamWParams& hp) {
-  opcheck::host_context(ctx, "adamw.cuda");  // host tensors, staged
+  cuda_staging::context<Dev>(ctx, "adamw.cuda");
   for (size_t i = 0; i < ts.size(); ++i) {   // every entry checked before any is updated
     const AdamWTensors& t = ts[i];
     TITAN_CHECK(t.param && t.grad && t.m && t.v, "adamw: list entry ", i,
@@ -197,7 +205,8 @@ void adamw_step_multi(const ExecContext& ctx, const std::vector<AdamWTensors>& t
     if (i % 4 != 1) staged[i]->to_host();  // p, m, v (not the gradient)
 }
 
-const AdamWKernel kAdamW{"cuda", adamw_step, adamw_step_multi};
+template <DeviceType Dev>
+const AdamWKernel kAdamW{"cuda", adamw_step<Dev>, adamw_step_multi<Dev>};
 
 // ---- rope ----
 void rope_rotate(const ExecContext& ctx, const RowView& x, int64_t seq, int64_t start, const RopeCache& cache,
@@ -343,5 +352,6 @@ TITAN_REGISTER_KERNEL(SwiGLUKernel, "cuda", DeviceType::CPU, kSwiGLU<DeviceType:
 TITAN_REGISTER_KERNEL(SwiGLUKernel, "cuda", DeviceType::CUDA, kSwiGLU<DeviceType::CUDA>);
 TITAN_REGISTER_KERNEL(EmbeddingKernel, "cuda", DeviceType::CPU, kEmbedding<DeviceType::CPU>);
 TITAN_REGISTER_KERNEL(EmbeddingKernel, "cuda", DeviceType::CUDA, kEmbedding<DeviceType::CUDA>);
-TITAN_REGISTER_KERNEL(AdamWKernel, "cuda", DeviceType::CPU, kAdamW);
+TITAN_REGISTER_KERNEL(AdamWKernel, "cuda", DeviceType::CPU, kAdamW<DeviceType::CPU>);
+TITAN_REGISTER_KERNEL(AdamWKernel, "cuda", DeviceType::CUDA, kAdamW<DeviceType::CUDA>);
 }  // namespace titan

@@ -34,6 +34,10 @@ Tensor operand(const Tensor& t, DType compute, const char* what) {
   return to_bf16(t);
 }
 
+// The f32 memory of a checked f32 output or addend: a device pointer when it lives on the GPU (the
+// GPU registration of a GEMM kernel takes device pointers).
+float* f32_ptr(const Tensor& t) { return static_cast<float*>(t.raw()); }
+
 }  // namespace
 
 void linear_forward_with(const ExecContext& ctx, const GemmKernel& gk, const Tensor& x, const Tensor& w, Tensor& y,
@@ -52,8 +56,8 @@ void linear_forward_with(const ExecContext& ctx, const GemmKernel& gk, const Ten
   GemmArgs g;
   g.trans_b = true;
   g.m = m, g.n = n, g.k = k;
-  g.a = xa.raw(), g.b = wa.raw(), g.c = y.data<float>();
-  if (residual) g.add = residual->data<float>();
+  g.a = xa.raw(), g.b = wa.raw(), g.c = f32_ptr(y);
+  if (residual) g.add = f32_ptr(*residual);
   g.in_dtype = xa.dtype();
   gemm(ctx, gk, g);
 }
@@ -71,7 +75,7 @@ void linear_backward_with(const ExecContext& ctx, const GemmKernel& gk, const Te
     Tensor wa = operand(w, compute, "weight");
     GemmArgs g;
     g.m = m, g.n = k, g.k = n;
-    g.a = dya.raw(), g.b = wa.raw(), g.c = dx->data<float>();
+    g.a = dya.raw(), g.b = wa.raw(), g.c = f32_ptr(*dx);
     g.in_dtype = dya.dtype();
     gemm(ctx, gk, g);
   }
@@ -85,7 +89,7 @@ void linear_backward_with(const ExecContext& ctx, const GemmKernel& gk, const Te
     g.trans_a = true;
     g.m = n, g.n = k, g.k = m;
     g.beta = 1.f;
-    g.a = dya.raw(), g.b = xa.raw(), g.c = dw->data<float>();
+    g.a = dya.raw(), g.b = xa.raw(), g.c = f32_ptr(*dw);
     g.in_dtype = xa.dtype();
     gemm(ctx, gk, g);
   }
