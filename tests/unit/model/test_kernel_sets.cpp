@@ -21,8 +21,11 @@ TEST(KernelSet, OneVariantOfEveryOpOnTheDevice) {
   EXPECT_STREQ(cu.moe->variant, "cuda");
   EXPECT_STREQ(cu.gated_delta->variant, "cuda");
   EXPECT_EQ(kernel_sets(DeviceType::CPU), (std::vector<std::string>{"cpu", "cuda", "reference"}));
-  // On the GPU only the layer ops take GPU tensors so far: no whole set.
-  EXPECT_TRUE(kernel_sets(DeviceType::CUDA).empty());
+  // On the GPU every op's cuda variant also takes GPU tensors in place: a whole set there too.
+  EXPECT_EQ(kernel_sets(DeviceType::CUDA), (std::vector<std::string>{"cuda"}));
+  const KernelSet g = kernel_set("cuda", DeviceType::CUDA);
+  EXPECT_STREQ(g.linear->variant, "cuda");
+  EXPECT_NE(g.linear, cu.linear);  // the GPU registration, not the staging one
 }
 
 TEST(KernelSet, RefusesAVariantSomeOpLacksOnTheDevice) {
@@ -33,13 +36,8 @@ TEST(KernelSet, RefusesAVariantSomeOpLacksOnTheDevice) {
   EXPECT_EQ(e.find("moe"), std::string::npos) << e;  // it has that one
   EXPECT_NE(e.find("(kernel sets on cpu: cpu, cuda, reference)"), std::string::npos) << e;
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
-  // On the GPU the cuda variants of the layer ops take GPU tensors; the rest not yet.
-  const std::string g = error_of([] { kernel_set("cuda", DeviceType::CUDA); });
-  EXPECT_NE(g.find("kernel set 'cuda' has no cuda kernels for "), std::string::npos) << g;
-  EXPECT_NE(g.find("linear"), std::string::npos) << g;
-  EXPECT_EQ(g.find("embedding"), std::string::npos) << g;  // registered for the GPU
   EXPECT_ERROR_HAS(kernel_set("cpu", DeviceType::CUDA),
                    "kernel set 'cpu' has no cuda kernels for embedding, linear, rmsnorm");
-  EXPECT_ERROR_HAS(kernel_set("cpu", DeviceType::CUDA), "(kernel sets on cuda: none)");
+  EXPECT_ERROR_HAS(kernel_set("cpu", DeviceType::CUDA), "(kernel sets on cuda: cuda)");
   EXPECT_ERROR_HAS(kernel_set("fast"), "kernel set 'fast' has no cpu kernels for embedding");
 }
