@@ -63,9 +63,23 @@ InitScheme parse_init_scheme(const std::string& s) {
 
 DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant, bool deferred, bool frozen,
                            DType weight_dtype, const TensorParallel& tp, const ExpertParallel& ep,
-                           const PipelineStages& pp)
+                           const PipelineStages& pp, Device device)
     : cfg_(cfg), tp_(tp), ep_(ep), pp_(pp), deferred_(deferred), base_frozen_(frozen) {
   cfg_.validate(cfg.flavor.empty() ? "model config" : "flavor " + cfg.flavor);
+  exec_.device = device;
+  if (on_gpu()) {  // the device-aware path (docs/cuda.md "The model on the GPU")
+    TITAN_CHECK(device.type == DeviceType::CUDA && device.index == 0, "model: device ", device.str(),
+                " is not supported (cpu or cuda:0)");
+    const std::string why = " (the model on the GPU runs the dense path only; docs/cuda.md)";
+    TITAN_CHECK(!cfg_.is_moe() && !cfg_.is_qwen3_5(), "model on ", device.str(), ": MoE and Qwen3.5 layers are not",
+                " device-aware yet", why);
+    TITAN_CHECK(cfg_.has_qk_norm(), "model on ", device.str(), ": families without the q/k norm copy q/k out",
+                " with a host op (take_columns)", why);
+    TITAN_CHECK(!tp.on() && !ep.on() && !pp.on(), "model on ", device.str(), ": no tensor, expert or pipeline",
+                " parallelism", why);
+    TITAN_CHECK(!deferred && !frozen && weight_dtype == DType::F32, "model on ", device.str(),
+                ": f32 weights, trainable, not deferred (no FSDP, LoRA or bf16 weights)", why);
+  }
   // This rank's widths: whole KV groups (and the query heads that read them), a slice of the
   // MLP and of the vocabulary.
   const int64_t n = tp_.size(), r = tp_.rank();
@@ -135,7 +149,13 @@ RopeCache DecoderModel::rope_cache(int64_t max_pos) const {
     s.factor = r.factor, s.low_freq_factor = r.low_freq_factor, s.high_freq_factor = r.high_freq_factor;
     s.original_max_position_embeddings = r.original_max_position_embeddings;
   }
-  return make_rope_cache(cfg_.rope_theta, cfg_.is_qwen3_5() ? cfg_.rotary_dim() : cfg_.head_dim, max_pos, s);
+  RopeCache c = make_rope_cache(cfg_.rope_theta, cfg_.is_qwen3_5() ? cfg_.rotary_dim() : cfg_.head_dim, max_pos, s);
+  if (on_gpu()) c.cos = c.cos.to(dev()), c.sin = c.sin.to(dev());  // built on the host, kept where the kernels run
+  return c;
+}
+
+void DecoderModel::check_host(const char* what) const {
+  TITAN_CHECK(!on_gpu(), "model on ", exec_.device.str(), ": ", what, " is not device-aware yet (docs/cuda.md)");
 }
 
 DecoderModel::~DecoderModel() = default;
@@ -148,7 +168,7 @@ void DecoderModel::build_params() {
   auto pair = [&](const Shape& s, DType dt = DType::F32) {
     if (deferred_)
       return std::make_pair(Tensor::deferred(s, dt), base_frozen_ ? Tensor() : Tensor::deferred(s, DType::F32));
-    return std::make_pair(Tensor::zeros(s, dt), base_frozen_ ? Tensor() : Tensor::zeros(s, DType::F32));
+    return std::make_pair(Tensor::zeros(s, dt, dev()), base_frozen_ ? Tensor() : Tensor::zeros(s, DType::F32, dev()));
   };
   const DType wdt = weight_dtype_;
   // A frozen base has no gradients: slicing an undefined gradient gives an undefined one.
@@ -341,9 +361,9 @@ void DecoderModel::init_weights(InitScheme scheme, uint64_t seed, int64_t unit) 
         tp_take_shard(w, specs_[i].placement.tp_dim, tp_.rank(), tp_.size(), b, specs_[i].placement.tp_segments);
         p.value.copy_(b);
       }
-    } else if (p.value.dtype() == DType::F32) {
+    } else if (p.value.dtype() == DType::F32 && !on_gpu()) {
       init(p.value, specs_[i]);
-    } else {
+    } else {  // bf16 or on the GPU: drawn in f32 on the host, then converted / copied over
       Tensor w = Tensor::empty(p.value.shape(), DType::F32);
       init(w, specs_[i]);
       p.value.copy_(w);  // RNE
@@ -415,6 +435,7 @@ DecoderModel::Hidden DecoderModel::forward_layers(const Tensor& ids, Positions p
   TITAN_CHECK(end <= cfg_.max_position_embeddings, "sequence length ", end, " exceeds max_position_embeddings ",
               cfg_.max_position_embeddings);
   if (end > rope_.max_pos()) rope_ = rope_cache(end);
+  if (cache) check_host("generation (a KV cache)");
   Hidden out;
   Tensor x;  // the residual stream: the embedding, then each layer's output
   steps.at(0, Phase::Forward);
@@ -494,7 +515,8 @@ double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* lo
   hk.rmsnorm->forward(exec_, hid.x, norm_weight(params_.at("model.norm.weight").value), float(cfg_.rms_norm_eps), xf,
                       rstd);
   xf = tp_gather_rows(xf);  // sequence parallel: the head reads every token
-  const std::vector<int64_t> rows = logits_out ? std::vector<int64_t>() : sparse_label_rows(labels);
+  // On the GPU every row goes through the head (exact too: an ignored row adds nothing); the row gather is host code.
+  const std::vector<int64_t> rows = logits_out || on_gpu() ? std::vector<int64_t>() : sparse_label_rows(labels);
   // A head stored in bf16 (an untied lm_head of a bf16 model) is read as it is (compute is bf16).
   const Tensor& head = lm_head_weight();
   double loss = 0;
@@ -521,6 +543,7 @@ double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* lo
 }
 
 void DecoderModel::set_context_parallel(const ContextParallel& cp) {
+  if (cp.on()) check_host("context parallelism");
   if (cp.on()) {
     const char* why = " ([parallelism] context_parallel_degree = 1)";
     TITAN_CHECK(!cfg_.is_qwen3_5(), "context parallelism: not for ", cfg_.model_type,
@@ -536,6 +559,7 @@ void DecoderModel::set_context_parallel(const ContextParallel& cp) {
 void DecoderModel::set_compute_dtype(DType d) {
   TITAN_CHECK(weight_dtype_ == DType::F32 || d == weight_dtype_, "model: weights stored in ", dtype_name(weight_dtype_),
               " cannot compute in ", dtype_name(d));
+  if (d != DType::F32) check_host("bf16 compute");
   compute_ = d;
 }
 
@@ -678,7 +702,7 @@ double DecoderModel::head_forward_backward(const Tensor& xl, const Tensor& label
   } else {
     Tensor xf = f32({T, H}), rstd = f32({T}), dxf = f32({T, H});
     hk.rmsnorm->forward(exec_, xl, norm_weight(norm.value), float(cfg_.rms_norm_eps), xf, rstd);
-    const std::vector<int64_t> rows = sparse_label_rows(labels);
+    const std::vector<int64_t> rows = on_gpu() ? std::vector<int64_t>() : sparse_label_rows(labels);  // as in forward
     if (rows.empty()) {
       loss = hk.cross_entropy->forward_backward(exec_, xf, lm_head_weight(), labels.view({T}), grad_scale, dxf,
                                                 lm_head_grad(), compute_);

@@ -72,9 +72,13 @@ class DecoderModel {
   // tp: tensor parallelism (model/tensor_parallel.h): the parameters get their local shapes and
   // the layers run the tp group's collectives; training and scoring only (no generation); LoRA
   // adapters are split like their linears (model/lora.h).
+  // device: where parameters, gradients, the RoPE tables and activations live and the kernels run
+  // (kernel_set(kernel_variant, device.type)). cuda:0 (docs/cuda.md "The model on the GPU"): the
+  // dense f32 or bf16-compute path with the q/k norm, training and scoring only, no parallelism,
+  // LoRA, MoE or Qwen3.5 layers; the rest refuses in one line.
   DecoderModel(const ModelConfig& cfg, const std::string& kernel_variant = default_variant(), bool deferred = false,
                bool frozen = false, DType weight_dtype = DType::F32, const TensorParallel& tp = {},
-               const ExpertParallel& ep = {}, const PipelineStages& pp = {});
+               const ExpertParallel& ep = {}, const PipelineStages& pp = {}, Device device = cpu());
   ~DecoderModel();
 
   const ModelConfig& config() const { return cfg_; }
@@ -275,6 +279,12 @@ class DecoderModel {
   std::pair<Tensor, Tensor> new_param(const Shape& s, DType dt) const;
   void build_qwen3_5_layer(size_t l);
   Tensor norm_weight(const Tensor& w) const;
+  // An f32 activation on the model's device: inside the model's members this hides layer_util's
+  // host f32(), so every activation buffer is allocated where the kernels run.
+  Tensor f32(const Shape& s) const { return Tensor::empty(s, DType::F32, exec_.device); }
+  Device dev() const { return exec_.device; }
+  bool on_gpu() const { return exec_.device.type != DeviceType::CPU; }
+  void check_host(const char* what) const;  // refuses a GPU model in one line
   void gated_deltanet_forward(size_t l, const Tensor& x, LayerActs& a, int64_t B, int64_t S, Positions pos,
                               InferenceState* cache);
   void gated_deltanet_backward(size_t l, const Tensor& x, LayerActs& a, Tensor& dx, int64_t B, int64_t S,

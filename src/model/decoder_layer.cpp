@@ -25,7 +25,7 @@ void DecoderModel::layer_forward(size_t l, const Tensor& x, Tensor* out, LayerAc
     a.have_attn = true;
   }
   // A MoE layer's xn2 also feeds the router (f32), so only a dense one is kept in bf16.
-  a.xn2 = Tensor::empty({Tr, H}, L.moe() ? DType::F32 : gemm_input_dtype(compute_));
+  a.xn2 = Tensor::empty({Tr, H}, L.moe() ? DType::F32 : gemm_input_dtype(compute_), dev());
   a.rstd2 = f32({Tr});
   kernels_[l].rmsnorm->forward(exec_, a.h, norm_weight(L.w_post), float(cfg_.rms_norm_eps), a.xn2, a.rstd2);
   a.xn2 = tp_gather_rows(a.xn2);  // sequence parallel: the MLP reads every token
@@ -54,7 +54,7 @@ void DecoderModel::layer_backward(size_t l, const Tensor& x, LayerActs& a, Tenso
       dense_mlp_backward(l, a, dy, dxn2, T);
     Tensor d = tp_reduce_rows(dxn2);
     if (tp_norm_grads_partial()) {
-      Tensor part = Tensor::zeros({H}, DType::F32);
+      Tensor part = Tensor::zeros({H}, DType::F32, dev());
       kernels_[l].rmsnorm->backward_add(exec_, a.h, norm_weight(L.w_post), a.rstd2, d, dx, part);
       tp_grad_sum(part, L.g_post);
     } else {

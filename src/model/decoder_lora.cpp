@@ -16,6 +16,7 @@ const GemmKernel& lora_gemm(const LinearKernel& lin) {
 }  // namespace
 
 void DecoderModel::enable_lora(const LoraConfig& c, uint64_t seed) {
+  check_host("LoRA");
   TITAN_CHECK(lora_.empty(), "LoRA is already enabled on this model");
   c.validate("lora");
   lora_cfg_ = c;

@@ -37,7 +37,7 @@ void DecoderModel::attention_forward(size_t l, const Tensor& x, LayerActs& a, in
   const int64_t nh = loc_.heads, nkv = loc_.kv_heads;
   const float eps = float(cfg_.rms_norm_eps);
   const DType gemm_in = compute_ == DType::BF16 ? DType::BF16 : DType::F32;  // dtype of inputs only a GEMM reads
-  a.xn1 = Tensor::empty({Tr, H}, gemm_in);
+  a.xn1 = Tensor::empty({Tr, H}, gemm_in, dev());
   a.rstd1 = f32({Tr});
   k.rmsnorm->forward(exec_, x, L.w_in, eps, a.xn1, a.rstd1);
   a.xn1 = tp_gather_rows(a.xn1);  // sequence parallel: the projections read every token
@@ -120,7 +120,7 @@ void DecoderModel::attention_backward(size_t l, const Tensor& x, LayerActs& a, T
     rope_rows(exec_, *k.rope, true, dq, S, pos, rope_);
     rope_rows(exec_, *k.rope, true, dk, S, pos, rope_);
     if (cfg_.has_qk_norm() && tp_.on()) {  // each rank's heads: partial gradients of the norm weights
-      Tensor pq = Tensor::zeros({D}, DType::F32), pk = Tensor::zeros({D}, DType::F32);
+      Tensor pq = Tensor::zeros({D}, DType::F32, dev()), pk = Tensor::zeros({D}, DType::F32, dev());
       k.rmsnorm->backward_rows(exec_, RowView::columns(a.qkv, 0, nh, D), L.w_qn, a.rstd_q, dq, dq, pq, false);
       k.rmsnorm->backward_rows(exec_, RowView::columns(a.qkv, Q, nkv, D), L.w_kn, a.rstd_k, dk, dk, pk, false);
       tp_grad_sum(pq, L.g_qn);
@@ -135,7 +135,7 @@ void DecoderModel::attention_backward(size_t l, const Tensor& x, LayerActs& a, T
     lora_backward_group(l, LoraGroup::Qkv, a.xn1, a, dqkv, dxn1);
     Tensor d = tp_reduce_rows(dxn1);  // column-parallel: the input gradient summed over tp
     if (tp_norm_grads_partial()) {
-      Tensor part = Tensor::zeros({H}, DType::F32);
+      Tensor part = Tensor::zeros({H}, DType::F32, dev());
       k.rmsnorm->backward_add(exec_, x, L.w_in, a.rstd1, d, dx, part);
       tp_grad_sum(part, L.g_in);
     } else {

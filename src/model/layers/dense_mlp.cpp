@@ -14,7 +14,7 @@ void DecoderModel::dense_mlp_forward(size_t l, LayerActs& a, const Tensor& resid
   a.gu = f32({T, 2 * I});
   k.linear->forward(exec_, a.xn2, wbf_ ? wbf_->gu[l] : L.w_gu, a.gu, compute_);
   lora_forward_group(l, LoraGroup::GateUp, a.xn2, &a.gu, a);
-  a.act = Tensor::empty({T, I}, compute_ == DType::BF16 ? DType::BF16 : DType::F32);
+  a.act = Tensor::empty({T, I}, compute_ == DType::BF16 ? DType::BF16 : DType::F32, dev());
   k.swiglu->forward(exec_, a.gu, a.act);
   if (out && tp_.on()) {  // row-parallel down_proj: partial sums reduced over tp, then the residual
     Tensor part = f32({T, cfg_.hidden_size});
@@ -37,7 +37,7 @@ void DecoderModel::dense_mlp_backward(size_t l, LayerActs& a, const Tensor& dy, 
   lora_backward_group(l, LoraGroup::Down, a.act, a, dy, dact);
   a.act = Tensor();
   // d(gate/up): in bf16 straight from SwiGLU's backward for the bf16 GEMMs; in f32 in place of gu.
-  Tensor dgu = compute_ == DType::BF16 ? Tensor::empty({T, 2 * I}, DType::BF16) : a.gu;
+  Tensor dgu = compute_ == DType::BF16 ? Tensor::empty({T, 2 * I}, DType::BF16, dev()) : a.gu;
   k.swiglu->backward(exec_, a.gu, dact, dgu);
   a.gu = Tensor();
   dact = Tensor();

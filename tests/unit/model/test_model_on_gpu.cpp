@@ -1,0 +1,115 @@
+// The model on cuda:0 (docs/cuda.md "The model on the GPU"): parameters, gradients, the RoPE
+// tables and activations on the device, every kernel the cuda variant's GPU registration. Without a
+// GPU the kernels run under the grid emulator with device memory in host memory, and
+// Tensor::data<T>() refuses host access to a GPU tensor, so a host loop left on the path fails.
+// Reference: the same model on the CPU with the cpu kernels, from the same init.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/test_util.h"
+#include "model/decoder.h"
+
+using namespace titan;
+using namespace titan::test;
+
+namespace {
+
+const Device kGpu{DeviceType::CUDA, 0};
+
+std::vector<float> host_floats(const Tensor& t) {
+  const Tensor h = t.device().type == DeviceType::CPU ? t : t.to(cpu());
+  return std::vector<float>(h.data<float>(), h.data<float>() + h.numel());
+}
+
+DecoderModel gpu_model(const ModelConfig& c) {
+  return DecoderModel(c, "cuda", false, false, DType::F32, {}, {}, {}, kGpu);
+}
+
+// ids and labels [B, S] on the host; with `sparse`, most labels are ignored (-100), which sends the
+// CPU model's head down its row-gather path while the GPU model runs every row.
+void make_batch(const ModelConfig& c, int64_t B, int64_t S, bool sparse, Tensor& ids, Tensor& labels) {
+  ids = Tensor::empty({B, S}, DType::I64), labels = Tensor::empty({B, S}, DType::I64);
+  for (int64_t i = 0; i < B * S; ++i) {
+    ids.data<int64_t>()[i] = (i * 37 + 11) % c.vocab_size;
+    labels.data<int64_t>()[i] = sparse && i % 3 != 0 ? -100 : (i * 53 + 5) % c.vocab_size;
+  }
+}
+
+void expect_same_step(const ModelConfig& c, Checkpointing mode, bool sparse) {
+  SCOPED_TRACE(testing::Message() << "checkpointing " << int(mode) << (sparse ? ", sparse labels" : ""));
+  const int64_t B = 2, S = 24;
+  Tensor ids, labels;
+  make_batch(c, B, S, sparse, ids, labels);
+  DecoderModel ref(c, "cpu");
+  ref.init_weights(InitScheme::Torchtitan, 11);
+  DecoderModel gpu = gpu_model(c);
+  gpu.init_weights(InitScheme::Torchtitan, 11);  // drawn on the host, copied over: the same values
+  ASSERT_EQ(gpu.params().all().size(), ref.params().all().size());
+  for (size_t i = 0; i < ref.params().all().size(); ++i) {
+    const Param& g = gpu.params().all()[i];
+    ASSERT_EQ(g.value.device(), kGpu) << g.name;
+    ASSERT_EQ(g.grad.device(), kGpu) << g.name;
+    ASSERT_EQ(host_floats(g.value), host_floats(ref.params().all()[i].value)) << g.name;
+  }
+  ref.set_checkpointing(mode);
+  gpu.set_checkpointing(mode);
+  const float scale = 1.0f / float(B * S);
+  const double l_ref = ref.forward_backward(ids, labels, scale);
+  const double l_gpu = gpu.forward_backward(ids, labels, scale);
+  EXPECT_NEAR(l_gpu, l_ref, 1e-5 * std::abs(l_ref));
+  for (size_t i = 0; i < ref.params().all().size(); ++i) {
+    const std::vector<float> r = host_floats(ref.params().all()[i].grad);
+    const std::vector<float> g = host_floats(gpu.params().all()[i].grad);
+    float peak = 0, err = 0;
+    for (size_t j = 0; j < r.size(); ++j)
+      peak = std::max(peak, std::abs(r[j])), err = std::max(err, std::abs(r[j] - g[j]));
+    EXPECT_GT(peak, 0.0f) << ref.params().all()[i].name;
+    EXPECT_LE(err, 1e-4f * peak) << ref.params().all()[i].name << ": max |diff| " << err << ", peak " << peak;
+  }
+  // Scoring (no gradients) on the GPU model gives the training pass's loss.
+  EXPECT_NEAR(gpu.forward(ids, labels), l_ref, 1e-5 * std::abs(l_ref));
+}
+
+}  // namespace
+
+TEST(ModelOnGpu, DenseF32StepMatchesTheCpuModel) {
+  ModelConfig c = flavor_config("debug-tiny");  // qwen3: q/k norm, tied head
+  ASSERT_TRUE(c.tie_word_embeddings);
+  expect_same_step(c, Checkpointing::None, false);
+  expect_same_step(c, Checkpointing::None, true);
+}
+
+TEST(ModelOnGpu, CheckpointingModesMatchTheCpuModel) {
+  ModelConfig c = flavor_config("debug-tiny");
+  expect_same_step(c, Checkpointing::Selective, false);
+  expect_same_step(c, Checkpointing::Full, false);
+}
+
+TEST(ModelOnGpu, UntiedHead) {
+  ModelConfig c = flavor_config("debug-tiny");
+  c.tie_word_embeddings = false;
+  expect_same_step(c, Checkpointing::None, false);
+}
+
+TEST(ModelOnGpu, RefusesWhatIsNotDeviceAwareInOneLine) {
+  EXPECT_ERROR_HAS(gpu_model(flavor_config("debug-moe")), "model on cuda:0: MoE and Qwen3.5 layers are not");
+  ModelConfig llama = flavor_config("debug-tiny");
+  llama.model_type = "llama";
+  EXPECT_ERROR_HAS(gpu_model(llama), "model on cuda:0: families without the q/k norm");
+  const ModelConfig c = flavor_config("debug-tiny");
+  EXPECT_ERROR_HAS(DecoderModel(c, "cuda", true, false, DType::F32, {}, {}, {}, kGpu), "not deferred");
+  EXPECT_ERROR_HAS(DecoderModel(c, "cpu", false, false, DType::F32, {}, {}, {}, kGpu),
+                   "kernel set 'cpu' has no cuda kernels");
+  DecoderModel m = gpu_model(c);
+  EXPECT_ERROR_HAS(m.set_compute_dtype(DType::BF16), "model on cuda:0: bf16 compute is not device-aware yet");
+  LoraConfig lc;
+  lc.target_modules = {"q_proj"};
+  EXPECT_ERROR_HAS(m.enable_lora(lc, 1), "model on cuda:0: LoRA is not device-aware yet");
+  // The CPU model still computes in bf16 as before.
+  DecoderModel h(c, "cpu");
+  h.set_compute_dtype(DType::BF16);
+  EXPECT_EQ(h.compute_dtype(), DType::BF16);
+}
