@@ -14,7 +14,9 @@ namespace titan {
 void DecoderModel::round_weights_for_compute() {
   if (hold_wbf_ && wbf_) return;
   wbf_.reset();
-  if (compute_ != DType::BF16) return;
+  // On the GPU the linear and cross-entropy kernels round f32 weights to bf16 on the device (the
+  // same RNE values as this host copy), so no bf16 copy is kept there.
+  if (compute_ != DType::BF16 || on_gpu()) return;
   wbf_ = std::make_unique<Bf16Weights>();
   const size_t n = layers_.size();
   wbf_->qkv.resize(n), wbf_->o.resize(n), wbf_->gu.resize(n), wbf_->down.resize(n);
@@ -559,7 +561,6 @@ void DecoderModel::set_context_parallel(const ContextParallel& cp) {
 void DecoderModel::set_compute_dtype(DType d) {
   TITAN_CHECK(weight_dtype_ == DType::F32 || d == weight_dtype_, "model: weights stored in ", dtype_name(weight_dtype_),
               " cannot compute in ", dtype_name(d));
-  if (d != DType::F32) check_host("bf16 compute");
   compute_ = d;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "common/test_util.h"
@@ -38,8 +39,10 @@ void make_batch(const ModelConfig& c, int64_t B, int64_t S, bool sparse, Tensor&
   }
 }
 
-void expect_same_step(const ModelConfig& c, Checkpointing mode, bool sparse) {
-  SCOPED_TRACE(testing::Message() << "checkpointing " << int(mode) << (sparse ? ", sparse labels" : ""));
+void expect_same_step(const ModelConfig& c, Checkpointing mode, bool sparse, DType compute = DType::F32,
+                      double loss_tol = 1e-5, float grad_tol = 1e-4f) {
+  SCOPED_TRACE(testing::Message() << "checkpointing " << int(mode) << (sparse ? ", sparse labels" : "") << ", compute "
+                                  << dtype_name(compute));
   const int64_t B = 2, S = 24;
   Tensor ids, labels;
   make_batch(c, B, S, sparse, ids, labels);
@@ -56,10 +59,13 @@ void expect_same_step(const ModelConfig& c, Checkpointing mode, bool sparse) {
   }
   ref.set_checkpointing(mode);
   gpu.set_checkpointing(mode);
+  ref.set_compute_dtype(compute);
+  gpu.set_compute_dtype(compute);
   const float scale = 1.0f / float(B * S);
   const double l_ref = ref.forward_backward(ids, labels, scale);
   const double l_gpu = gpu.forward_backward(ids, labels, scale);
-  EXPECT_NEAR(l_gpu, l_ref, 1e-5 * std::abs(l_ref));
+  double worst = 0;
+  EXPECT_NEAR(l_gpu, l_ref, loss_tol * std::abs(l_ref));
   for (size_t i = 0; i < ref.params().all().size(); ++i) {
     const std::vector<float> r = host_floats(ref.params().all()[i].grad);
     const std::vector<float> g = host_floats(gpu.params().all()[i].grad);
@@ -67,10 +73,13 @@ void expect_same_step(const ModelConfig& c, Checkpointing mode, bool sparse) {
     for (size_t j = 0; j < r.size(); ++j)
       peak = std::max(peak, std::abs(r[j])), err = std::max(err, std::abs(r[j] - g[j]));
     EXPECT_GT(peak, 0.0f) << ref.params().all()[i].name;
-    EXPECT_LE(err, 1e-4f * peak) << ref.params().all()[i].name << ": max |diff| " << err << ", peak " << peak;
+    EXPECT_LE(err, grad_tol * peak) << ref.params().all()[i].name << ": max |diff| " << err << ", peak " << peak;
+    worst = std::max(worst, double(err / peak));
   }
+  std::printf("compute %s: loss %.9g (cpu) vs %.9g (gpu), worst gradient error / peak %.3g\n", dtype_name(compute),
+              l_ref, l_gpu, worst);
   // Scoring (no gradients) on the GPU model gives the training pass's loss.
-  EXPECT_NEAR(gpu.forward(ids, labels), l_ref, 1e-5 * std::abs(l_ref));
+  EXPECT_NEAR(gpu.forward(ids, labels), l_ref, loss_tol * std::abs(l_ref));
 }
 
 }  // namespace
@@ -94,6 +103,16 @@ TEST(ModelOnGpu, UntiedHead) {
   expect_same_step(c, Checkpointing::None, false);
 }
 
+// bf16 compute: the GPU rounds the f32 weights on the device per GEMM, the CPU model its bf16 copy;
+// the same values, but the GEMMs sum in a different order, so a bf16 rounding of an activation
+// can differ: a looser gradient bound (the loss still agrees to 1e-5, while an f32 step's loss is
+// 7e-5 away from the bf16 one, so compute left in f32 on either side fails).
+TEST(ModelOnGpu, Bf16ComputeMatchesTheCpuModel) {
+  const ModelConfig c = flavor_config("debug-tiny");
+  expect_same_step(c, Checkpointing::None, false, DType::BF16, 1e-5, 5e-3f);
+  expect_same_step(c, Checkpointing::Full, false, DType::BF16, 1e-5, 5e-3f);
+}
+
 TEST(ModelOnGpu, RefusesWhatIsNotDeviceAwareInOneLine) {
   EXPECT_ERROR_HAS(gpu_model(flavor_config("debug-moe")), "model on cuda:0: MoE and Qwen3.5 layers are not");
   ModelConfig llama = flavor_config("debug-tiny");
@@ -104,12 +123,7 @@ TEST(ModelOnGpu, RefusesWhatIsNotDeviceAwareInOneLine) {
   EXPECT_ERROR_HAS(DecoderModel(c, "cpu", false, false, DType::F32, {}, {}, {}, kGpu),
                    "kernel set 'cpu' has no cuda kernels");
   DecoderModel m = gpu_model(c);
-  EXPECT_ERROR_HAS(m.set_compute_dtype(DType::BF16), "model on cuda:0: bf16 compute is not device-aware yet");
   LoraConfig lc;
   lc.target_modules = {"q_proj"};
   EXPECT_ERROR_HAS(m.enable_lora(lc, 1), "model on cuda:0: LoRA is not device-aware yet");
-  // The CPU model still computes in bf16 as before.
-  DecoderModel h(c, "cpu");
-  h.set_compute_dtype(DType::BF16);
-  EXPECT_EQ(h.compute_dtype(), DType::BF16);
 }
