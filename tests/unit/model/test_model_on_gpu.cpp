@@ -12,6 +12,7 @@
 
 #include "common/test_util.h"
 #include "model/decoder.h"
+#include "model/positions.h"
 
 using namespace titan;
 using namespace titan::test;
@@ -111,6 +112,30 @@ TEST(ModelOnGpu, Bf16ComputeMatchesTheCpuModel) {
   const ModelConfig c = flavor_config("debug-tiny");
   expect_same_step(c, Checkpointing::None, false, DType::BF16, 1e-5, 5e-3f);
   expect_same_step(c, Checkpointing::Full, false, DType::BF16, 1e-5, 5e-3f);
+}
+
+// Packed documents: the positions stay a host tensor (the document starts a host array).
+TEST(ModelOnGpu, PackedDocumentsMatchTheCpuModel) {
+  const ModelConfig c = flavor_config("debug-tiny");
+  Tensor ids, labels;
+  make_batch(c, 2, 24, false, ids, labels);
+  for (int64_t i = 0; i < ids.numel(); i += 7) ids.data<int64_t>()[i] = 0;  // separators
+  const Tensor pos = positions_after_separator(ids, 0);
+  DecoderModel ref(c, "cpu");
+  ref.init_weights(InitScheme::Torchtitan, 5);
+  DecoderModel gpu = gpu_model(c);
+  gpu.init_weights(InitScheme::Torchtitan, 5);
+  const double l_ref = ref.forward_backward(ids, labels, 1.0f, &pos);
+  EXPECT_NEAR(gpu.forward_backward(ids, labels, 1.0f, &pos), l_ref, 1e-5 * std::abs(l_ref));
+  for (size_t i = 0; i < ref.params().all().size(); ++i) {
+    const std::vector<float> r = host_floats(ref.params().all()[i].grad);
+    const std::vector<float> g = host_floats(gpu.params().all()[i].grad);
+    float peak = 0, err = 0;
+    for (size_t j = 0; j < r.size(); ++j)
+      peak = std::max(peak, std::abs(r[j])), err = std::max(err, std::abs(r[j] - g[j]));
+    EXPECT_LE(err, 1e-4f * peak) << ref.params().all()[i].name;
+  }
+  EXPECT_GT(std::abs(ref.forward(ids, labels) - l_ref), 1e-3 * std::abs(l_ref));  // the documents matter
 }
 
 TEST(ModelOnGpu, RefusesWhatIsNotDeviceAwareInOneLine) {
