@@ -13,6 +13,7 @@
 #include "../op_test_util.h"
 #include "core/allocator.h"
 #include "core/exec_context.h"
+#include "device_test_util.h"
 #include "ops/attention/attention.h"
 #include "ops/bias/bias.h"
 #include "ops/embedding/embedding.h"
@@ -26,13 +27,8 @@ using optest::randn;
 
 namespace {
 
-const Device kGpu{DeviceType::CUDA, 0};
-
-ExecContext gpu_context() {
-  ExecContext c;
-  c.device = kGpu;
-  return c;
-}
+using test::gpu_context;
+using test::kGpu;
 
 std::vector<float> host_values(const Tensor& t) {
   const Tensor h = t.device().type == DeviceType::CPU ? t : t.to(cpu());
@@ -112,8 +108,7 @@ TEST(DeviceKernels, LayerOpsOnGpuTensorsMatchTheCpu) {
   Allocator& a = cuda_allocator();
   const int64_t B = 2, S = 12, Hq = 4, Hkv = 2, D = 16, H = 32, V = 50;
   const auto close = [](const Tensor& got, const Tensor& want, double tol, const char* what) {
-    const Tensor g = got.to(cpu());
-    EXPECT_LE(test::rel_err(g, want), tol) << what;
+    test::expect_gpu_close(got, want, tol, what);
   };
   // embedding
   Tensor ids = Tensor::empty({B * S}, DType::I64);

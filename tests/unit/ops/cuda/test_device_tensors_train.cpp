@@ -14,6 +14,7 @@
 #include "../op_test_util.h"
 #include "core/allocator.h"
 #include "core/exec_context.h"
+#include "device_test_util.h"
 #include "ops/adamw/adamw.h"
 #include "ops/causal_conv1d/causal_conv1d.h"
 #include "ops/cross_entropy/cross_entropy.h"
@@ -27,20 +28,14 @@ using optest::randn;
 
 namespace {
 
-const Device kGpu{DeviceType::CUDA, 0};
-
-ExecContext gpu_context() {
-  ExecContext c;
-  c.device = kGpu;
-  return c;
-}
+using test::gpu_context;
+using test::kGpu;
 
 Tensor gpu(const Tensor& t) { return t.to(kGpu); }
 Tensor gpu_empty(const Tensor& like) { return Tensor::empty(like.shape(), like.dtype(), kGpu); }
 
 void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.device(), kGpu) << what << " did not stay on the GPU";
-  EXPECT_LE(test::rel_err(got.to(cpu()), want), tol) << what;
+  test::expect_gpu_close(got, want, tol, what);
 }
 
 size_t allocs() { return cuda_allocator().stats().alloc_count; }
