@@ -1,9 +1,18 @@
 // attention_cached (cached.h): one task per (row, kv head, query); the kv head's group of query
 // heads is done together so each cached key and value row is read once per query token. Scores
 // for the visible keys go to a per-thread buffer, then one softmax and one weighted sum of V rows
-// (two passes over the keys; the cache of one row and head is small next to the weights a decode
-// step reads).
+// (two passes over the keys).
+//
+// The passes are explicit AVX2 (this build's baseline): q.k for eight keys at a time into eight
+// accumulators reduced together (lane c % 8 of key j sums q[c] k_j[c] over c, then the pairs,
+// quads and halves: the order of the scalar 8-part dot product it replaces), the softmax's
+// exponentials eight at a time (exp8, vec_math.h), and p.V with the output rows of up to three
+// query heads held in registers 32 columns at a time. Measured on the Qwen3-0.6B-shaped bench
+// model, 2 threads, 256 new tokens after a 512-token prompt (perf): this function was 22% of a
+// bf16 decode step as plain C++ (GCC's vectorisation of the dot product and a scalar exp).
 #include "ops/attention/cached.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,9 +20,23 @@
 
 #include "core/error.h"
 #include "core/team.h"
+#include "ops/vec_math.h"
 
 namespace titan {
 namespace {
+
+using namespace vmath;
+
+// The 8-lane sum of each of eight accumulators, as one vector: lane i = ((a0+a1)+(a2+a3)) +
+// ((a4+a5)+(a6+a7)) of acc[i].
+inline __m256 reduce8(const __m256* acc) {
+  const __m256 h01 = _mm256_hadd_ps(acc[0], acc[1]), h23 = _mm256_hadd_ps(acc[2], acc[3]);
+  const __m256 h45 = _mm256_hadd_ps(acc[4], acc[5]), h67 = _mm256_hadd_ps(acc[6], acc[7]);
+  const __m256 q0123 = _mm256_hadd_ps(h01, h23), q4567 = _mm256_hadd_ps(h45, h67);
+  // q0123 lanes: [a0 lo, a1 lo, a2 lo, a3 lo, a0 hi, a1 hi, a2 hi, a3 hi] (lo: columns 0..3 summed)
+  const __m256 lo = _mm256_permute2f128_ps(q0123, q4567, 0x20), hi = _mm256_permute2f128_ps(q0123, q4567, 0x31);
+  return _mm256_add_ps(lo, hi);
+}
 
 inline float dot(const float* __restrict a, const float* __restrict b, int64_t n) {
   float part[8] = {};
@@ -22,6 +45,91 @@ inline float dot(const float* __restrict a, const float* __restrict b, int64_t n
     for (int u = 0; u < 8; ++u) part[u] += a[i + u] * b[i + u];
   for (; i < n; ++i) part[0] += a[i] * b[i];
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
+// p[j] = scale * q.k_j for the nk keys k_j = k + j * kstride (D columns).
+void scores(const float* q, const float* k, int64_t kstride, int64_t nk, int64_t D, float scale, float* p) {
+  int64_t j = 0;
+  if (D % 8 == 0) {
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (; j + 8 <= nk; j += 8) {
+      __m256 acc[8];
+      for (int t = 0; t < 8; ++t) acc[t] = _mm256_setzero_ps();
+      for (int64_t c = 0; c < D; c += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + c);
+        for (int t = 0; t < 8; ++t) acc[t] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + (j + t) * kstride + c), acc[t]);
+      }
+      _mm256_storeu_ps(p + j, _mm256_mul_ps(sv, reduce8(acc)));
+    }
+  }
+  for (; j < nk; ++j) p[j] = scale * dot(q, k + j * kstride, D);
+}
+
+// p[0..n) -> softmax(p), in place.
+void softmax(float* p, int64_t n) {
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(p + j));
+  float m = hmax(mv);
+  for (; j < n; ++j) m = std::max(m, p[j]);
+  const __m256 mb = _mm256_set1_ps(m);
+  __m256 lv = _mm256_setzero_ps();
+  for (j = 0; j + 8 <= n; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), mb));
+    _mm256_storeu_ps(p + j, e);
+    lv = _mm256_add_ps(lv, e);
+  }
+  if (j < n) {
+    const __m256i mask = first_lanes(n - j);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(p + j, mask), mb));
+    _mm256_maskstore_ps(p + j, mask, e);
+    lv = _mm256_add_ps(lv, _mm256_and_ps(e, _mm256_castsi256_ps(mask)));
+  }
+  const float inv = 1.f / hsum(lv);
+  const __m256 iv = _mm256_set1_ps(inv);
+  for (j = 0; j + 8 <= n; j += 8) _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), iv));
+  for (; j < n; ++j) p[j] *= inv;
+}
+
+// o[u][c] = sum_j p[u * nk + j] v_j[c] for U query heads (output rows D apart), columns [c0, c0 + 32).
+template <int U>
+void weighted_v32(const float* p, int64_t nk, const float* v, int64_t vstride, int64_t c0, float* o, int64_t D) {
+  __m256 acc[U][4];
+  for (int u = 0; u < U; ++u)
+    for (int t = 0; t < 4; ++t) acc[u][t] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < nk; ++j) {
+    const float* vj = v + j * vstride + c0;
+    const __m256 v0 = _mm256_loadu_ps(vj), v1 = _mm256_loadu_ps(vj + 8), v2 = _mm256_loadu_ps(vj + 16),
+                 v3 = _mm256_loadu_ps(vj + 24);
+    for (int u = 0; u < U; ++u) {
+      const __m256 w = _mm256_set1_ps(p[u * nk + j]);
+      acc[u][0] = _mm256_fmadd_ps(w, v0, acc[u][0]);
+      acc[u][1] = _mm256_fmadd_ps(w, v1, acc[u][1]);
+      acc[u][2] = _mm256_fmadd_ps(w, v2, acc[u][2]);
+      acc[u][3] = _mm256_fmadd_ps(w, v3, acc[u][3]);
+    }
+  }
+  for (int u = 0; u < U; ++u)
+    for (int t = 0; t < 4; ++t) _mm256_storeu_ps(o + u * D + c0 + 8 * t, acc[u][t]);
+}
+
+void weighted_v(const float* p, int64_t nk, int64_t group, const float* v, int64_t vstride, int64_t D, float* o) {
+  int64_t c0 = 0;
+  for (; c0 + 32 <= D; c0 += 32)
+    for (int64_t u = 0; u < group;) {
+      const int64_t U = std::min<int64_t>(3, group - u);
+      if (U == 3) weighted_v32<3>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
+      else if (U == 2) weighted_v32<2>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
+      else weighted_v32<1>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
+      u += U;
+    }
+  if (c0 == D) return;
+  for (int64_t u = 0; u < group; ++u) std::fill(o + u * D + c0, o + u * D + D, 0.f);
+  for (int64_t j = 0; j < nk; ++j)
+    for (int64_t u = 0; u < group; ++u) {
+      const float w = p[u * nk + j];
+      for (int64_t c = c0; c < D; ++c) o[u * D + c] += w * v[j * vstride + c];
+    }
 }
 
 }  // namespace
@@ -60,27 +168,12 @@ void attention_cached(const RowView& q, const Tensor& kc, const Tensor& vc, cons
       const float* krow = K + ((b * cap + j0) * Hkv + g) * D;
       const float* vrow = V + ((b * cap + j0) * Hkv + g) * D;
       const int64_t kstride = Hkv * D;
-      for (int64_t j = 0; j < nk; ++j)
-        for (int64_t u = 0; u < group; ++u)
-          p[size_t(u * nk + j)] = scale * dot(qp.vec((b * S + s) * Hq + g * group + u), krow + j * kstride, D);
       for (int64_t u = 0; u < group; ++u) {
         float* pu = p.data() + u * nk;
-        const float m = *std::max_element(pu, pu + nk);
-        float l = 0;
-        for (int64_t j = 0; j < nk; ++j) l += (pu[j] = std::exp(pu[j] - m));
-        const float inv = 1.f / l;
-        for (int64_t j = 0; j < nk; ++j) pu[j] *= inv;
+        scores(qp.vec((b * S + s) * Hq + g * group + u), krow, kstride, nk, D, scale, pu);
+        softmax(pu, nk);
       }
-      float* orow = O + ((b * S + s) * Hq + g * group) * D;
-      std::fill_n(orow, group * D, 0.f);
-      for (int64_t j = 0; j < nk; ++j) {
-        const float* vj = vrow + j * kstride;
-        for (int64_t u = 0; u < group; ++u) {
-          const float w = p[size_t(u * nk + j)];
-          float* o = orow + u * D;
-          for (int64_t c = 0; c < D; ++c) o[c] += w * vj[c];
-        }
-      }
+      weighted_v(p.data(), nk, group, vrow, kstride, D, O + ((b * S + s) * Hq + g * group) * D);
     }
   });
 }

@@ -20,7 +20,8 @@ struct Shape3 {
   int64_t m, k, n;
 };
 const Shape3 kShapes[] = {{1, 1, 1}, {1, 7, 3}, {2, 17, 5}, {3, 33, 9}, {4, 100, 13},
-                          {1, 257, 70}, {4, 1000, 37}, {5, 31, 6}, {9, 64, 11}, {2, 301, 1030}};
+                          {1, 257, 70}, {4, 1000, 37}, {5, 31, 6}, {9, 64, 11}, {2, 301, 1030},
+                          {1, 200, 19}, {1, 1024, 21}};  // m = 1 bf16: whole 128-column steps and the masked rest
 
 // Code paths: 0 the AVX2 body, 1 AVX-512 (bf16 W on vdpbf16ps where the CPU has AVX512_BF16),
 // 2 AVX-512 with bf16 W widened to f32 (the form of AVX-512 CPUs without AVX512_BF16).

@@ -48,7 +48,10 @@ Tensor row_reference(const Tensor& q, const Tensor& k, const Tensor& v, int64_t 
 }  // namespace
 
 TEST(AttentionCached, EqualsCausalAttentionOnEachUnpaddedRow) {
-  for (const Case& c : {Case{3, 37, 4, 2, 16, {0, 5, 36}}, Case{1, 70, 6, 3, 8, {0}}, Case{2, 20, 2, 2, 64, {3, 0}}}) {
+  // D 128 with groups of 4 (the AVX2 passes: 8-key score blocks, 3 + 1 heads of p.V), D 12 (no
+  // 8-column vectors) with groups of 3, and small shapes.
+  for (const Case& c : {Case{3, 37, 4, 2, 16, {0, 5, 36}}, Case{1, 70, 6, 3, 8, {0}}, Case{2, 20, 2, 2, 64, {3, 0}},
+                        Case{1, 41, 8, 2, 128, {0}}, Case{2, 19, 6, 2, 12, {2, 0}}, Case{1, 45, 4, 2, 40, {0}}}) {
     SCOPED_TRACE("B" + std::to_string(c.B) + " S" + std::to_string(c.S) + " Hq" + std::to_string(c.Hq));
     const int64_t cap = c.S + 5, row = c.Hkv * c.D;
     const float scale = 1.f / std::sqrt(float(c.D));
