@@ -16,7 +16,7 @@
 # --dry-run: the CPU parts on this machine's emulator build (BUILD, default build/): the spill
 # gate, verify kernels --device cuda under the emulator, the kernel tests, and 2 steps of the
 # recipe with the cuda variants of the norms, SwiGLU, embedding, RoPE and attention (the GEMMs
-# stay on the CPU: the emulator's scalar GEMM would take minutes), 2 steps of the MoE model with
+# stay on the CPU), 2 steps of the MoE model with
 # moe.cuda (its small expert GEMMs run on the emulator); no nvidia-smi, no
 # compute-sanitizer.
 set -uo pipefail

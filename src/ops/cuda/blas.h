@@ -37,4 +37,17 @@ const char* check_blas(const BlasGemm& g);
 // Runs the GEMM on `stream` (cudaStream_t) with `handle` (cublasLtHandle_t; null under the emulator).
 void blas_gemm(const BlasGemm& g, void* handle, void* stream);
 
+#ifndef TITAN_CUDA_RUNTIME
+// Emulator build: the two forms blas_gemm chooses between. The tiled reference kernel
+// (gemm_ref.cuh) runs on the emulator's fibers; the host form computes the same products bit for
+// bit (each D(i, j) sums op(A)(i, l) op(B)(l, j) over l in order in f32 fused multiply-adds, then
+// alpha and the beta term) on host threads, eight output rows to a vector,
+// a hundred or more times faster. blas_gemm takes the host form from kEmuHostGemmWork
+// multiply-adds, so that whole training steps run under the emulator (the lm_head's GEMMs are
+// billions of them) while the kernel tests' small shapes keep the kernel.
+inline constexpr int64_t kEmuHostGemmWork = int64_t(1) << 20;
+void blas_gemm_reference(const BlasGemm& g, void* stream);
+void blas_gemm_host(const BlasGemm& g);
+#endif
+
 }  // namespace titan::cuda_kernels
