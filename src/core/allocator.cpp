@@ -8,6 +8,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "core/gpu_memory.h"
 
 namespace titan {
 
@@ -111,6 +112,10 @@ size_t machine_memory_bytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+}
+
+size_t device_memory_bytes(Device d) {
+  return d.type == DeviceType::CPU ? machine_memory_bytes() : gpu::total_memory();
 }
 
 }  // namespace titan

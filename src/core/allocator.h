@@ -45,5 +45,8 @@ inline Allocator& cpu_allocator() { return allocator_for(cpu()); }
 
 // Physical memory of this machine in bytes (for "% of machine memory").
 size_t machine_memory_bytes();
+// The memory of device d: the machine's for the CPU, the GPU's total for cuda:0 (0: unknown, as
+// under the grid emulator).
+size_t device_memory_bytes(Device d);
 
 }  // namespace titan

@@ -1,5 +1,5 @@
-// Where a tensor lives. Only the CPU is implemented; CUDA is a reserved seam: kernels register per
-// device in the op registry, and the allocator is chosen per device.
+// Where a tensor lives: the CPU, or cuda:0 (docs/cuda.md; under the grid emulator without a GPU).
+// Kernels register per device in the op registry, and the allocator is chosen per device.
 #pragma once
 #include <string>
 

@@ -16,4 +16,6 @@ void zero(void* dst, size_t bytes);  // cudaMemset(dst, 0, bytes)
 // without the gaps between them, which may belong to another operand.
 void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, size_t rows);
 void synchronize();
+// The device's total memory in bytes (cudaMemGetInfo); 0 under the emulator, which has no such limit.
+size_t total_memory();
 }  // namespace titan::gpu

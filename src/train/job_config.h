@@ -21,8 +21,9 @@
 #include <vector>
 
 #include "comm/parallel_dims.h"
-#include "distributed/pp_schedule.h"
+#include "core/device.h"
 #include "core/dtype.h"
+#include "distributed/pp_schedule.h"
 
 namespace titan {
 
@@ -96,6 +97,10 @@ template <>
 struct OptionNames<DatasetStreaming> {
   static constexpr std::pair<DatasetStreaming, const char*> values[] = {
       {DatasetStreaming::Auto, "auto"}, {DatasetStreaming::On, "on"}, {DatasetStreaming::Off, "off"}};
+};
+template <>
+struct OptionNames<DeviceType> {
+  static constexpr std::pair<DeviceType, const char*> values[] = {{DeviceType::CPU, "cpu"}, {DeviceType::CUDA, "cuda"}};
 };
 // Floating dtypes by torch's names; a key may allow a subset (its field's allowed values).
 template <>
@@ -260,6 +265,10 @@ struct LoraSection {
 struct ComputeSection {
   // 0: leave the thread count as is (TITAN_NUM_THREADS or all cores). At most kMaxThreads.
   int64_t threads = 0;
+  // Where the model, its gradients and the AdamW state live and the kernels run: "cpu", or "cuda"
+  // (cuda:0, kernel set "cuda"; docs/cuda.md "Training on the GPU"). Not a trajectory key: a
+  // checkpoint written on one device resumes on the other.
+  DeviceType device = DeviceType::CPU;
 };
 
 // Upper bounds that validate() enforces, each far above any real run and low enough that every

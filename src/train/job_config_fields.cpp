@@ -271,6 +271,9 @@ std::vector<Field> fields_of(JobConfig& c) {
                   " (0 = leave as is; more threads than the machine has only slow a run down, and far more crash the "
                   "OpenMP runtime)"}}),
 
+      field("compute", "device", &c.compute.device,
+            "where model, gradients, optimizer state live and kernels run (cuda: cuda:0, docs/cuda.md)"),
+
       field("comm", "init_timeout_seconds", &c.comm.init_timeout_seconds,
             "a collective unfinished after this long, until the first step ends, means a hung rank: the job ends",
             {positive_seconds}),

@@ -90,6 +90,7 @@ MetricsOptions metrics_options_from(const JobConfig& cfg, double flops_per_token
   o.total_steps = cfg.training.steps;
   o.perf_warmup_steps = cfg.metrics.perf_warmup_steps;
   o.flops_per_token = flops_per_token;
+  o.device = Device{cfg.compute.device, 0};
   o.peak_flops = cfg.metrics.peak_tflops * 1e12;  // 0: the trainer measures it (train/peak_flops.h)
   o.tensorboard = cfg.metrics.enable_tensorboard;
   o.tb_folder = cfg.tensorboard_folder();
@@ -133,8 +134,8 @@ void MetricsLogger::write_jsonl(const std::string& line) {
 }
 
 LogLine MetricsLogger::make_line(const StepRecord& r) {
-  MemoryStats m = cpu_allocator().stats();
-  size_t machine = machine_memory_bytes();
+  MemoryStats m = allocator_for(opt_.device).stats();
+  size_t machine = device_memory_bytes(opt_.device);
   LogLine l;
   l.step = r.step;
   l.loss = r.loss;
@@ -181,7 +182,7 @@ std::optional<LogLine> MetricsLogger::record(const StepRecord& r) {
     steady_tps_.push_back(tps);
     steady_fps_.push_back(all_fps_.back());
   }
-  max_peak_bytes_ = std::max(max_peak_bytes_, double(cpu_allocator().stats().peak_bytes));
+  max_peak_bytes_ = std::max(max_peak_bytes_, double(allocator_for(opt_.device).stats().peak_bytes));
 
   bool log = r.step == 1 || r.step % opt_.log_freq == 0 || r.step == opt_.perf_warmup_steps ||
              (opt_.total_steps > 0 && r.step == opt_.total_steps);
@@ -270,9 +271,9 @@ RunSummary MetricsLogger::summary() const {
   const double fps = median(steady_fps_.empty() ? all_fps_ : steady_fps_);
   s.median_tflops = fps / 1e12;
   s.median_mfu = opt_.peak_flops > 0 ? 100.0 * fps / opt_.peak_flops : 0;
-  double peak = std::max(max_peak_bytes_, double(cpu_allocator().stats().peak_bytes));
+  double peak = std::max(max_peak_bytes_, double(allocator_for(opt_.device).stats().peak_bytes));
   s.peak_memory_gib = peak / kGiB;
-  size_t machine = machine_memory_bytes();
+  size_t machine = device_memory_bytes(opt_.device);
   s.peak_memory_pct = machine ? 100.0 * peak / double(machine) : 0;
   s.total_seconds = now_seconds() - start_;
   s.final_loss = last_loss_;

@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+
 namespace titan {
 
 class TensorBoardWriter;
@@ -79,6 +81,7 @@ struct MetricsOptions {
   int64_t perf_warmup_steps = 2;
   double flops_per_token = 0;
   double peak_flops = 0;          // FLOP/s for MFU; 0 leaves mfu at 0
+  Device device;                  // whose allocator the memory columns read ([compute] device)
   bool tensorboard = false;
   std::string tb_folder;
   ColorMode color = ColorMode::Auto;

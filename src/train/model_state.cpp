@@ -75,7 +75,9 @@ JobModel build_job_model(const JobConfig& cfg, bool deferred, const TensorParall
   // [lora] base_dtype bf16: an HF load converts while reading (a bf16 file copies as is); a base
   // initialised here gets its f32 init rounded once (init_weights), one unit at a time when sharded.
   const DType wdt = cfg.lora.enable ? cfg.lora.base_dtype : DType::F32;
-  jm.model = std::make_unique<DecoderModel>(mc, default_variant(), deferred, /*frozen=*/cfg.lora.enable, wdt, tp, ep, pp);
+  const DeviceType dev = cfg.compute.device;
+  jm.model = std::make_unique<DecoderModel>(mc, default_variant(dev), deferred, /*frozen=*/cfg.lora.enable, wdt, tp, ep,
+                                            pp, Device{dev, 0});
   if (cfg.model.load_balance_coeff > 0) {
     TITAN_CHECK(mc.num_sparse_layers() > 0, "[model] load_balance_coeff applies to qwen3_moe models with sparse layers");
     jm.model->enable_expert_bias();
@@ -110,6 +112,21 @@ std::unique_ptr<ModelState> make_model_state(const JobConfig& cfg, comm::DeviceM
               "[lora] base_dtype = \"bfloat16\" needs [lora] enable = true (only a frozen LoRA base is kept in bf16)");
   TITAN_CHECK(cfg.lora.enable || cfg.lora.round_adapters,
               "[lora] round_adapters = false needs [lora] enable = true (it sets the adapters' GEMM precision)");
+  // [compute] device = "cuda": one process holding the whole model on cuda:0 (docs/cuda.md "Training
+  // on the GPU"); the layouts below are CPU-only for now, each refused here in one line.
+  if (cfg.compute.device == DeviceType::CUDA) {
+    const comm::ParallelDims& d = mesh.dims();
+    const char* what = d.fsdp() > 1 ? "data_parallel_shard_degree > 1 (FSDP)"
+                       : d.tp > 1   ? "tensor_parallel_degree > 1"
+                       : d.pp > 1   ? "pipeline_parallel_degree > 1"
+                       : d.cp > 1   ? "context_parallel_degree > 1"
+                       : d.ep > 1   ? "expert_parallel_degree > 1"
+                                    : nullptr;
+    TITAN_CHECK(!what, "[compute] device = \"cuda\" does not support [parallelism] ", what,
+                " yet; train on the CPU, or on one GPU (data-parallel replicas only)");
+    TITAN_CHECK(!cfg.lora.enable,
+                "[compute] device = \"cuda\" does not support [lora] enable yet; train LoRA on the CPU");
+  }
   // Tensor parallelism always takes the sharded path (an fsdp group of one rank when dp_shard is 1):
   // its pieces place each rank's shards in the whole tensors (sharded_state.cpp).
   if (mesh.dims().fsdp() > 1 || mesh.dims().tp > 1 || mesh.dims().pp > 1) return make_sharded_state(cfg, mesh);
@@ -120,7 +137,8 @@ namespace {
 
 class FullState final : public ModelState {
  public:
-  FullState(const JobConfig& cfg, comm::Comm& comm) : comm_(comm), adamw_(kernel<AdamWKernel>(default_variant())) {
+  FullState(const JobConfig& cfg, comm::Comm& comm)
+      : comm_(comm), adamw_(kernel<AdamWKernel>(default_variant(cfg.compute.device), cfg.compute.device)) {
     JobModel jm = build_job_model(cfg, false);
     jm.fill(-1, uint64_t(cfg.training.seed));
     loaded_ = jm.hf != nullptr;
@@ -134,11 +152,15 @@ class FullState final : public ModelState {
         lora_fp_ = base_fingerprint(lora_base_);
       }
     }
+    // The AdamW moments live with the parameters (cuda:0 in a GPU run).
     for (auto& p : trained().all()) {
-      m_.push_back(Tensor::zeros(p.value.shape(), DType::F32));
-      v_.push_back(Tensor::zeros(p.value.shape(), DType::F32));
+      m_.push_back(Tensor::zeros(p.value.shape(), DType::F32, p.value.device()));
+      v_.push_back(Tensor::zeros(p.value.shape(), DType::F32, p.value.device()));
       grads_.push_back({p.name, p.grad});
     }
+    TITAN_CHECK(comm.size() == 1 || cfg.compute.device == DeviceType::CPU,
+                "[compute] device = \"cuda\" trains on one process for now (", comm.size(),
+                " ranks asked for data-parallel replicas)");
     if (comm.size() > 1) dp_ = std::make_unique<distributed::DataParallel>(trained(), comm);
   }
   bool sharded() const override { return false; }

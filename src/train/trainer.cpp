@@ -120,6 +120,8 @@ void Trainer::build_model() {
   m.set_compute_dtype(m.weight_dtype() == DType::BF16 ? DType::BF16 : cfg_.training.mixed_precision_param);
   m.set_checkpointing(model_checkpointing(cfg_.activation_checkpoint.mode));
   if (!cfg_.kernels.replace.empty()) {
+    TITAN_CHECK(cfg_.compute.device == DeviceType::CPU,
+                "[kernels] replace applies to [compute] device = \"cpu\" (a GPU run uses kernel set cuda throughout)");
     // The kernel path: swap module kernels by name pattern, one log line per replaced module.
     auto modules = decoder_kernel_modules(m, local_batch_, seq_);
     std::vector<std::string> lines;
@@ -169,6 +171,10 @@ void Trainer::log_model() const {
                state_->model().weight_dtype() == DType::BF16 ? "bf16 matmuls, frozen base in bf16, adapters f32"
                : cfg_.training.mixed_precision_param == DType::BF16 ? "bf16 matmuls, f32 master weights"
                                                                      : "f32");
+  if (cfg_.compute.device != DeviceType::CPU)
+    std::fprintf(stderr,
+                 "[titan] device: %s (kernel set %s; parameters, gradients, AdamW state and activations there)\n",
+                 state_->model().exec().device.str().c_str(), default_variant(cfg_.compute.device));
 }
 
 // With [checkpoint] enable: the manager, and the resume from [checkpoint] load_step or the latest
@@ -196,9 +202,10 @@ void Trainer::resume() {
 
 void Trainer::log_memory() const {
   if (!lead_) return;
-  const double live = double(cpu_allocator().stats().live_bytes);
-  std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live (%.2f MiB: weights, grads, optimizer)\n",
-               live / double(1ull << 30), live / double(1 << 20));
+  const Device dev = state_->model().exec().device;
+  const double live = double(allocator_for(dev).stats().live_bytes);
+  std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live on %s (%.2f MiB: weights, grads, optimizer)\n",
+               live / double(1ull << 30), dev.str().c_str(), live / double(1 << 20));
   const double mib = double(1 << 20);
   DecoderModel& model = state_->model();
   if (model.lora_enabled()) {
@@ -240,7 +247,11 @@ void Trainer::log_memory() const {
 // ([metrics] peak_tflops, or measured here and cached); other ranks record nothing.
 void Trainer::init_metrics() {
   MetricsOptions mo = metrics_options_from(cfg_, flops_per_token_);
-  if (lead_) {
+  if (lead_ && cfg_.compute.device != DeviceType::CPU && cfg_.metrics.peak_tflops <= 0) {
+    // This machine's CPU peak says nothing of a GPU's; no GPU peak is assumed either.
+    std::fprintf(stderr, "[titan] MFU: not reported for %s (set [metrics] peak_tflops to the GPU's peak)\n",
+                 state_->model().exec().device.str().c_str());
+  } else if (lead_) {
     PeakOptions po;
     po.override_tflops = cfg_.metrics.peak_tflops;
     po.bf16 = cfg_.training.mixed_precision_param == DType::BF16;
@@ -345,7 +356,9 @@ StepRecord Trainer::train_step() {
   rec.tp_bytes = mesh_->tp().sent_bytes() - tp0, rec.cp_bytes = mesh_->cp().sent_bytes() - cp0;
   if (pp_run_s_ > 0) rec.pp_bubble = 1.0 - pp_compute_s_ / pp_run_s_;
   pp_compute_s_ = pp_run_s_ = 0;
-  if (world_ > 1) rec.max_rank_peak_bytes = comm_.all_reduce_max(double(cpu_allocator().stats().peak_bytes));
+  if (world_ > 1)
+    rec.max_rank_peak_bytes =
+        comm_.all_reduce_max(double(allocator_for(state_->model().exec().device).stats().peak_bytes));
   rec.step_seconds = t1 - t0;
   rec.data_seconds = t_data;
   rec.dataset_tokens = data_->dataset_tokens();

@@ -27,6 +27,7 @@ void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, siz
     std::memcpy(static_cast<char*>(dst) + r * pitch, static_cast<const char*>(src) + r * pitch, width);
 }
 void synchronize() {}
+size_t total_memory() { return 0; }
 
 }  // namespace titan::gpu
 #endif  // TITAN_CUDA_RUNTIME

@@ -51,5 +51,10 @@ void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, siz
   if (rows) TITAN_CUDA_CHECK(cudaMemcpy2D(dst, pitch, src, pitch, width, rows, cudaMemcpyDeviceToHost));
 }
 void synchronize() { TITAN_CUDA_CHECK(cudaDeviceSynchronize()); }
+size_t total_memory() {
+  size_t free_bytes = 0, total = 0;
+  TITAN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  return total;
+}
 
 }  // namespace titan::gpu

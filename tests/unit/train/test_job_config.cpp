@@ -241,8 +241,8 @@ TEST(JobConfig, RenderRoundTrips) {
   // dataset_format, train_on_prompt, skip_bad_rows, dataset_column, dataset_mix, dataset_streaming,
   // dataset_threads + 9 [validation] keys + 11 [lora] keys + [parallelism] enable_sequence_parallel
   // + [parallelism] pipeline_parallel_schedule, _microbatch_size, _layers_per_stage, _stages_per_rank
-  // + [parallelism] context_parallel_load_balancer
-  EXPECT_EQ(job_config_keys().size(), 91u);
+  // + [parallelism] context_parallel_load_balancer + [compute] device
+  EXPECT_EQ(job_config_keys().size(), 92u);
 }
 
 TEST(JobConfig, HashCoversTheTrajectoryOnly) {
@@ -361,8 +361,8 @@ TEST(JobConfig, TrajectoryConfigLeavesOutWhatAResumeMayChange) {
   EXPECT_EQ(trajectory_config(a, 4).at("training.global_batch_size"), "32");
   for (const char* k : {"training.steps", "training.local_batch_size", "training.seed", "training.dataset_path",
                         "model.hf_assets_path", "checkpoint.interval", "checkpoint.keep_latest_k", "metrics.log_freq",
-                        "comm.train_timeout_seconds", "compute.threads", "activation_checkpoint.mode", "job.dump_folder",
-                        "parallelism.data_parallel_shard_degree"})
+                        "comm.train_timeout_seconds", "compute.threads", "compute.device", "activation_checkpoint.mode",
+                        "job.dump_folder", "parallelism.data_parallel_shard_degree"})
     EXPECT_EQ(ra.count(k), 0u) << k;
   JobConfig b = a;
   b.training.steps = 123456;

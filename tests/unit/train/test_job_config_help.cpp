@@ -113,9 +113,9 @@ TEST(JobConfigHelp, AllowedValuesAreExactlyWhatTheParsersAccept) {
     EXPECT_NE(e.find("is not one of: " + join(k.allowed)), std::string::npos) << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
-  EXPECT_EQ(enums, 12);  // model/optimizer name, decay_type, mixed precision, reshard, export dtype,
+  EXPECT_EQ(enums, 13);  // model/optimizer name, decay_type, mixed precision, reshard, export dtype,
                          // checkpointing, attn_mask_type, dataset_format, dataset_streaming, [lora] base_dtype,
-                         // context_parallel_load_balancer
+                         // context_parallel_load_balancer, [compute] device
   // A subset of an enum: f16 is an export dtype, not a mixed-precision dtype.
   JobConfig c;
   EXPECT_NE(error_of([&] { apply_override(c, "training.mixed_precision_param", "float16"); })
