@@ -8,6 +8,12 @@
 namespace titan::gpu {
 void* alloc(size_t bytes);
 void free(void* p);
+// Page-locked host memory (cudaHostAlloc / cudaFreeHost): the host side of a copy the DMA engine
+// does without a bounce buffer. Checkpoint I/O stages GPU tensors through one bounded buffer of it
+// (core/pinned_staging.h). Under the emulator: 64-byte aligned host memory, counted apart from
+// device memory (cuda_emu::pinned_live_bytes).
+void* alloc_pinned(size_t bytes);
+void free_pinned(void* p);
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
 void copy_device(void* dst, const void* src, size_t bytes);

@@ -10,6 +10,8 @@ namespace titan::gpu {
 
 void* alloc(size_t bytes) { return cuda_emu::device_malloc(bytes); }
 void free(void* p) { cuda_emu::device_free(p); }
+void* alloc_pinned(size_t bytes) { return cuda_emu::pinned_malloc(bytes); }
+void free_pinned(void* p) { cuda_emu::pinned_free(p); }
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);
 }

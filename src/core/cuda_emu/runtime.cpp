@@ -93,6 +93,8 @@ std::mutex g_mu;
 std::map<const void*, size_t> g_max_dynamic;  // cudaFuncAttributeMaxDynamicSharedMemorySize
 std::map<void*, size_t> g_device;             // live emulated device allocations
 size_t g_device_bytes = 0;
+std::map<void*, size_t> g_pinned;  // live emulated pinned host allocations
+size_t g_pinned_bytes = 0;
 
 uint64_t initial_seed() {
   if (const char* s = std::getenv("TITAN_CUDA_EMU_SEED")) {
@@ -549,6 +551,33 @@ void device_free(void* p) {
 size_t device_live_bytes() {
   std::lock_guard<std::mutex> lk(g_mu);
   return g_device_bytes;
+}
+
+void* pinned_malloc(size_t bytes) {
+  constexpr size_t kAlign = 64;
+  void* p = std::aligned_alloc(kAlign, (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign);
+  TITAN_CHECK(p != nullptr, "cuda emulator: out of memory allocating ", bytes, " bytes of pinned host memory");
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_pinned[p] = bytes;
+  g_pinned_bytes += bytes;
+  return p;
+}
+
+void pinned_free(void* p) {
+  if (!p) return;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    auto it = g_pinned.find(p);
+    TITAN_CHECK(it != g_pinned.end(), "cuda emulator: cudaFreeHost of a pointer that is not a live pinned allocation");
+    g_pinned_bytes -= it->second;
+    g_pinned.erase(it);
+  }
+  std::free(p);
+}
+
+size_t pinned_live_bytes() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_pinned_bytes;
 }
 
 }  // namespace titan::cuda_emu

@@ -126,5 +126,10 @@ T shfl(const char* f, int l, WarpOp op, unsigned mask, T v, int arg, int width) 
 void* device_malloc(size_t bytes);
 void device_free(void* p);
 size_t device_live_bytes();
+// Pinned (page-locked) host memory under the emulator: plain host memory aligned to 64 bytes,
+// tracked the same way (a free of an unknown pointer fails; pinned_live_bytes() shows a leak).
+void* pinned_malloc(size_t bytes);
+void pinned_free(void* p);
+size_t pinned_live_bytes();
 
 }  // namespace titan::cuda_emu

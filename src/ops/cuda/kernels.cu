@@ -35,6 +35,14 @@ void* alloc(size_t bytes) {
   return p;
 }
 void free(void* p) { TITAN_CUDA_CHECK(cudaFree(p)); }
+void* alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  TITAN_CUDA_CHECK(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault));
+  return p;
+}
+void free_pinned(void* p) {
+  if (p) TITAN_CUDA_CHECK(cudaFreeHost(p));
+}
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   TITAN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }

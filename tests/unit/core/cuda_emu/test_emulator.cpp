@@ -309,6 +309,21 @@ TEST(CudaEmu, DeviceMemoryIsTracked) {
   EXPECT_EQ(emu::device_live_bytes(), live);
 }
 
+TEST(CudaEmu, PinnedMemoryIsTrackedAndAligned) {
+  const size_t live = emu::pinned_live_bytes(), device = emu::device_live_bytes();
+  void* p = emu::pinned_malloc(100);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  EXPECT_EQ(emu::pinned_live_bytes(), live + 100);
+  EXPECT_EQ(emu::device_live_bytes(), device);  // counted apart from device memory
+  int x = 0;
+  EXPECT_THROW(emu::pinned_free(&x), Error);
+  void* d = emu::device_malloc(8);
+  EXPECT_THROW(emu::pinned_free(d), Error);  // device memory is not pinned host memory
+  emu::device_free(d);
+  emu::pinned_free(p);
+  EXPECT_EQ(emu::pinned_live_bytes(), live);
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 // In the ASan build (test_core_cuda_emu_asan), a shared array is its own heap block, so an
 // access one past its end is a heap-buffer-overflow report.
