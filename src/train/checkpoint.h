@@ -28,6 +28,12 @@
 // ignores and the next save removes. Pruning renames a folder to step-<N>.deleting before
 // removing it, for the same reason. "Latest" is found by scanning for step-<N> folders that hold
 // a state.json. All ranks must see the same checkpoint folder (a shared file system).
+//
+// Devices: the tensors saved and the tensors loaded into may be on the CPU or on cuda:0, mixed
+// freely. A GPU tensor is written and read through one bounded pinned buffer per file group
+// (core/pinned_staging.h), never a whole host copy, and the files do not record the device: a
+// GPU model's checkpoint is byte for byte the one the same values on the CPU give, so a run saved
+// on the GPU resumes on the CPU and the other way round.
 #pragma once
 #include <cstdint>
 #include <functional>

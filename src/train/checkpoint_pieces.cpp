@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <set>
 
 #include "core/error.h"
+#include "core/gpu_memory.h"
+#include "core/pinned_staging.h"
 #include "train/tensor_region.h"
 
 namespace titan {
@@ -14,14 +17,22 @@ std::string range_str(int64_t b, int64_t e) { return "[" + std::to_string(b) + "
 
 std::string typed_shape(DType dt, const Shape& s) { return dtype_name(dt) + shape_str(s); }
 
-// Copy the overlap of source elements [src_first, src_first + src_count) (bytes at `src`) with
-// the destination piece's range into the piece.
+bool on_gpu(const TensorPiece& p) { return p.data.device().type == DeviceType::CUDA; }
+
+// How host bytes reach a piece's memory: memcpy, or a copy to the device for a piece on the GPU.
+ByteCopy copy_into(const TensorPiece& p) {
+  if (on_gpu(p)) return gpu::copy_to_device;
+  return [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); };
+}
+
+// Copy the overlap of source elements [src_first, src_first + src_count) (host bytes at `src`)
+// with the destination piece's range into the piece.
 void copy_overlap(const char* src, int64_t src_first, int64_t src_count, TensorPiece& dst, size_t esize) {
   const int64_t b = std::max(src_first, dst.offset);
   const int64_t e = std::min(src_first + src_count, dst.offset + dst.data.numel());
   if (b >= e) return;
   char* out = static_cast<char*>(dst.data.raw()) + size_t(b - dst.offset) * esize;
-  std::memcpy(out, src + size_t(b - src_first) * esize, size_t(e - b) * esize);
+  copy_into(dst)(out, src + size_t(b - src_first) * esize, size_t(e - b) * esize);
 }
 
 }  // namespace
@@ -110,8 +121,6 @@ void CheckpointPieces::fill(std::vector<TensorPiece>& pieces) const {
                 ": tensor '", p.name, "' is ", typed_shape(first.dtype, first.full_shape), " but the destination is ",
                 p.data.defined() ? typed_shape(p.data.dtype(), p.full_shape) : std::string("undefined"),
                 whole ? "" : " " + p.region().str());
-    TITAN_CHECK(p.data.device().type == DeviceType::CPU, label_, ": destination of tensor '", p.name,
-                "' is not on the CPU");
     if (box) {
       const std::string why = region_outside(p.region(), p.full_shape);
       TITAN_CHECK(why.empty(), label_, ": requested ", why.substr(0, why.find(" lies")), " of tensor '", p.name, "'",
@@ -135,35 +144,54 @@ void CheckpointPieces::fill(std::vector<TensorPiece>& pieces) const {
       job.pieces.push_back(i);
     }
   }
+  // Entries read for a piece on the GPU stream through one pinned buffer (at most the staging
+  // bound, sized for the largest of them) and go on to the device chunk by chunk.
+  const auto to_gpu = [&](const Job& job) {
+    return std::any_of(job.pieces.begin(), job.pieces.end(), [&](size_t i) { return on_gpu(pieces[i]); });
+  };
+  uint64_t largest_gpu = 0;
+  for (auto& [key, job] : jobs)
+    if (to_gpu(job)) largest_gpu = std::max(largest_gpu, job.ref.entry->nbytes);
+  PinnedStaging staging(largest_gpu);
   for (auto& [key, job] : jobs) {
     const TensorFileEntry& e = *job.ref.entry;
     const TensorFileReader& file = *files_[job.ref.file];
     const size_t esize = dtype_size(e.dtype);
+    const bool via_gpu = to_gpu(job);
+    const auto stream = [&](const std::function<void(int64_t, const char*, int64_t)>& sink) {
+      if (via_gpu)
+        file.stream_entry(e, staging.data(), staging.size(), sink);
+      else
+        file.stream_entry(e, sink);
+    };
     const bool any_box = e.box() || std::any_of(job.pieces.begin(), job.pieces.end(),
                                                 [&](size_t i) { return !pieces[i].box_shape.empty(); });
     if (any_box) {  // boxes: the entry streamed, each chunk's runs copied into each piece's runs
       const std::vector<TensorRun> src = region_runs(e.region(), e.full_shape);
       std::vector<std::vector<TensorRun>> dst;
       for (size_t i : job.pieces) dst.push_back(region_runs(pieces[i].region(), pieces[i].full_shape));
-      file.stream_entry(e, [&](int64_t first, const char* bytes, int64_t count) {
-        for (size_t k = 0; k < job.pieces.size(); ++k)
-          copy_runs(src, bytes, first, count, dst[k], static_cast<char*>(pieces[job.pieces[k]].data.raw()), esize);
+      stream([&](int64_t first, const char* bytes, int64_t count) {
+        for (size_t k = 0; k < job.pieces.size(); ++k) {
+          const TensorPiece& p = pieces[job.pieces[k]];
+          copy_runs(src, bytes, first, count, dst[k], static_cast<char*>(p.data.raw()), esize, copy_into(p));
+        }
       });
       continue;
     }
     const int64_t eb = e.elem_offset, ee = eb + e.numel();
     // A piece that holds the whole entry takes it straight from the file; the others copy from it.
+    // (Not for a job with a GPU piece: host code cannot read the device copy back.)
     auto holder = std::find_if(job.pieces.begin(), job.pieces.end(), [&](size_t i) {
       return pieces[i].offset <= eb && ee <= pieces[i].offset + pieces[i].data.numel();
     });
-    if (holder != job.pieces.end()) {
+    if (!via_gpu && holder != job.pieces.end()) {
       TensorPiece& h = pieces[*holder];
       char* at = static_cast<char*>(h.data.raw()) + size_t(eb - h.offset) * esize;
       file.read_entry(e, at);
       for (size_t i : job.pieces)
         if (i != *holder) copy_overlap(at, eb, e.numel(), pieces[i], esize);
     } else {
-      file.stream_entry(e, [&](int64_t first, const char* bytes, int64_t count) {
+      stream([&](int64_t first, const char* bytes, int64_t count) {
         for (size_t i : job.pieces) copy_overlap(bytes, eb + first, count, pieces[i], esize);
       });
     }

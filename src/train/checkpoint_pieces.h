@@ -23,9 +23,11 @@ class CheckpointPieces {
   // that holds it, a missing one an error naming the group.
   void check_names(const std::vector<std::string>& names) const;
 
-  // Fill each piece (same dtype and full shape as stored, range within it) from the stored
-  // entries that overlap it. Each overlapping entry is read once (in file order) and its CRC
-  // verified; entries no piece overlaps are not read.
+  // Fill each piece (same dtype and full shape as stored, range within it; on the CPU or on
+  // cuda:0) from the stored entries that overlap it. Each overlapping entry is read once (in file
+  // order) and its CRC verified; entries no piece overlaps are not read. An entry that feeds a
+  // piece on the GPU is read in chunks into one bounded pinned buffer (core/pinned_staging.h),
+  // each chunk copied on to the device; on a CRC mismatch what reached the pieces is garbage.
   void fill(std::vector<TensorPiece>& pieces) const;
 
   std::vector<std::string> names() const;

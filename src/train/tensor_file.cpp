@@ -12,6 +12,8 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/gpu_memory.h"
+#include "core/pinned_staging.h"
 #include "train/crc32c.h"
 
 namespace titan {
@@ -123,7 +125,6 @@ void write_tensor_pieces(const std::string& path, const std::vector<TensorPiece>
     const TensorPiece& p = pieces[i];
     TITAN_CHECK(!p.name.empty(), path, ": tensor with an empty name");
     TITAN_CHECK(p.data.defined(), path, ": tensor '", p.name, "' is undefined");
-    TITAN_CHECK(p.data.device().type == DeviceType::CPU, path, ": tensor '", p.name, "' is not on the CPU");
     const int64_t full = checked_numel(p.full_shape), n = p.data.numel();
     TITAN_CHECK(full >= 0, path, ": tensor '", p.name, "' has a bad full shape ", shape_str(p.full_shape));
     const bool is_box = !p.box_shape.empty();
@@ -161,6 +162,13 @@ void write_tensor_pieces(const std::string& path, const std::vector<TensorPiece>
   const bool any_piece = std::find(partial.begin(), partial.end(), true) != partial.end();
   const bool any_box = std::find(boxed.begin(), boxed.end(), true) != boxed.end();
 
+  // GPU tensors go through one pinned buffer, sized for the largest of them (at most the bound).
+  uint64_t largest_gpu = 0;
+  for (size_t i = 0; i < pieces.size(); ++i)
+    if (write[i] && pieces[i].data.device().type == DeviceType::CUDA)
+      largest_gpu = std::max<uint64_t>(largest_gpu, pieces[i].data.nbytes());
+  PinnedStaging staging(largest_gpu);
+
   Fd f(path);
   f.write(kMagic, 8);
   nlohmann::json index = {
@@ -170,13 +178,24 @@ void write_tensor_pieces(const std::string& path, const std::vector<TensorPiece>
     const TensorPiece& p = pieces[i];
     f.pad_to(kAlign);
     uint64_t off = f.pos(), n = p.data.nbytes();
-    f.write(p.data.raw(), n);
+    uint32_t crc = 0;
+    if (p.data.device().type == DeviceType::CUDA) {  // the same bytes and CRC, piece by piece
+      staging.from_device(p.data.raw(), n, [&](const char* bytes, uint64_t m, uint64_t) {
+        crc = crc32c(bytes, m, crc);
+        f.write(bytes, m);
+      });
+    } else {
+      f.write(p.data.raw(), n);
+      crc = crc32c(p.data.raw(), n);
+    }
     nlohmann::json e = {{"name", p.name},
                         {"dtype", dtype_name(p.data.dtype())},
-                        {"shape", boxed[i] ? p.box_shape : partial[i] ? Shape{p.data.numel()} : p.full_shape},
+                        {"shape", boxed[i]     ? p.box_shape
+                                  : partial[i] ? Shape{p.data.numel()}
+                                               : p.full_shape},
                         {"offset", off},
                         {"nbytes", n},
-                        {"crc32c", crc32c(p.data.raw(), n)}};
+                        {"crc32c", crc}};
     if (boxed[i]) {
       e["full_shape"] = p.full_shape;
       e["box_offset"] = p.box_offset;
@@ -318,14 +337,21 @@ void TensorFileReader::read_entry(const TensorFileEntry& e, void* dst) const {
 void TensorFileReader::stream_entry(
     const TensorFileEntry& e, const std::function<void(int64_t, const char*, int64_t)>& sink) const {
   constexpr uint64_t kChunk = uint64_t(4) << 20;  // a multiple of every dtype size
-  const uint64_t esize = dtype_size(e.dtype);
   std::vector<char> buf(size_t(std::min(kChunk, e.nbytes)));
+  stream_entry(e, buf.data(), buf.size(), sink);
+}
+
+void TensorFileReader::stream_entry(const TensorFileEntry& e, char* buf, uint64_t buf_bytes,
+                                    const std::function<void(int64_t, const char*, int64_t)>& sink) const {
+  const uint64_t esize = dtype_size(e.dtype);
+  const uint64_t chunk = buf_bytes >= e.nbytes ? e.nbytes : buf_bytes / esize * esize;
+  TITAN_ASSERT(chunk > 0 || e.nbytes == 0, path_, ": a read buffer of ", buf_bytes, " bytes for ", dtype_name(e.dtype));
   uint32_t crc = 0;
   for (uint64_t done = 0; done < e.nbytes;) {
-    const uint64_t n = std::min(kChunk, e.nbytes - done);
-    pread_all(fd_, buf.data(), n, e.offset + done, path_);
-    crc = crc32c(buf.data(), n, crc);
-    sink(int64_t(done / esize), buf.data(), int64_t(n / esize));
+    const uint64_t n = std::min(chunk, e.nbytes - done);
+    pread_all(fd_, buf, n, e.offset + done, path_);
+    crc = crc32c(buf, n, crc);
+    sink(int64_t(done / esize), buf, int64_t(n / esize));
     done += n;
   }
   TITAN_CHECK(crc == e.crc32c, path_, ": tensor '", e.name, "' checksum mismatch (file corrupt)");
@@ -345,6 +371,15 @@ void TensorFileReader::read_into(const std::string& name, Tensor& dst) const {
   TITAN_CHECK(dst.defined() && dst.dtype() == e.dtype && dst.shape() == e.shape, path_, ": tensor '", name,
               "' is ", dtype_name(e.dtype), shape_str(e.shape), " but the destination is ",
               dst.defined() ? dst.str() : std::string("undefined"));
+  if (dst.device().type == DeviceType::CUDA) {  // through a pinned buffer, piece by piece
+    PinnedStaging staging(e.nbytes);
+    char* d = static_cast<char*>(dst.raw());
+    const size_t esize = dtype_size(e.dtype);
+    stream_entry(e, staging.data(), staging.size(), [&](int64_t first, const char* bytes, int64_t count) {
+      gpu::copy_to_device(d + size_t(first) * esize, bytes, size_t(count) * esize);
+    });
+    return;
+  }
   read_entry(e, dst.raw());
 }
 

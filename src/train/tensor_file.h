@@ -52,7 +52,9 @@ struct TensorPiece {
   }
 };
 
-// Write (and fsync) `path`. Names non-empty; data CPU and contiguous; each piece within its full
+// Write (and fsync) `path`. Names non-empty; data on the CPU or on cuda:0 (a GPU tensor is copied
+// through one bounded pinned buffer, core/pinned_staging.h, piece by piece: the file is the one
+// the same tensors on the CPU give, byte for byte); each piece within its full
 // shape; pieces of one name share full shape and dtype and do not overlap. Empty pieces of a
 // non-empty tensor carry nothing and are not written.
 void write_tensor_pieces(const std::string& path, const std::vector<TensorPiece>& pieces);
@@ -98,9 +100,14 @@ class TensorFileReader {
   // so whatever the sink copied must then be treated as garbage.
   void stream_entry(const TensorFileEntry& e,
                     const std::function<void(int64_t first, const char* bytes, int64_t count)>& sink) const;
+  // The same, each chunk read into `buf` (buf_bytes: at least one element, or the whole entry):
+  // the pinned staging buffer when the bytes go on to a GPU.
+  void stream_entry(const TensorFileEntry& e, char* buf, uint64_t buf_bytes,
+                    const std::function<void(int64_t first, const char* bytes, int64_t count)>& sink) const;
 
   // Whole tensors only (an error for a name stored as pieces). read_into: same dtype and shape,
-  // else an error naming file and tensor. Both verify the CRC.
+  // else an error naming file and tensor; a destination on cuda:0 is filled through a pinned
+  // buffer. Both verify the CRC.
   void read_into(const std::string& name, Tensor& dst) const;
   Tensor read(const std::string& name) const;  // new owned tensor
   const std::string& path() const { return path_; }

@@ -120,7 +120,8 @@ std::pair<int64_t, int64_t> region_bounds(const TensorRegion& r, const Shape& fu
 }
 
 void copy_runs(const std::vector<TensorRun>& src_runs, const char* src, int64_t src_local0, int64_t src_count,
-               const std::vector<TensorRun>& dst_runs, char* dst, size_t esize) {
+               const std::vector<TensorRun>& dst_runs, char* dst, size_t esize, ByteCopy copy) {
+  if (!copy) copy = [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); };
   // Source runs within the available local window, then their overlap with the destination runs
   // (both sorted by flat): two pointers.
   size_t j = 0;
@@ -133,8 +134,8 @@ void copy_runs(const std::vector<TensorRun>& src_runs, const char* src, int64_t 
       const TensorRun& d = dst_runs[t];
       const int64_t b = std::max(fb, d.flat), e = std::min(fe, d.flat + d.len);
       if (b >= e) continue;
-      std::memcpy(dst + size_t(d.local + (b - d.flat)) * esize, src + size_t(lb - src_local0 + (b - fb)) * esize,
-                  size_t(e - b) * esize);
+      copy(dst + size_t(d.local + (b - d.flat)) * esize, src + size_t(lb - src_local0 + (b - fb)) * esize,
+           size_t(e - b) * esize);
     }
   }
 }

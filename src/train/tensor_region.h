@@ -45,8 +45,10 @@ std::vector<TensorRegion> range_boxes(const Shape& shape, int64_t offset, int64_
 
 // Copies the overlap of source runs (elements at src, in the source piece's local order) with the
 // destination runs into dst; esize bytes per element. `src_local0`: the local index of src[0]
-// (a chunk of a streamed source), `src_count` elements available from there.
+// (a chunk of a streamed source), `src_count` elements available from there. `copy` moves each
+// run's bytes (memcpy when null; gpu::copy_to_device for a destination on the GPU).
+using ByteCopy = void (*)(void* dst, const void* src, size_t bytes);
 void copy_runs(const std::vector<TensorRun>& src_runs, const char* src, int64_t src_local0, int64_t src_count,
-               const std::vector<TensorRun>& dst_runs, char* dst, size_t esize);
+               const std::vector<TensorRun>& dst_runs, char* dst, size_t esize, ByteCopy copy = nullptr);
 
 }  // namespace titan
