@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <vector>
 
+#include "core/pinned_staging.h"
 #include "io/file_writer.h"
 #include "util/json_util.h"
 #include "util/strings.h"
@@ -266,7 +268,7 @@ void SafetensorsFile::prefault(const std::string& name) const {
     sink = sink ^ *reinterpret_cast<const uint8_t*>(p);
 }
 
-void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
+void SafetensorsFile::read_into(const std::string& name, Tensor& dst, PinnedStaging* staging) const {
   const SafetensorsEntry& e = entry(name);
   const DType st = dtype(name);
   TITAN_CHECK(dst.shape() == e.shape, origin_, ": tensor ", quote(name), " has shape ", shape_str(e.shape), ", expected ",
@@ -276,6 +278,33 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
   const uint8_t* src = data_ + e.begin;
   const size_t n = size_t(dst.numel());
   if (n == 0) return;
+  if (dst.device().type == DeviceType::CUDA) {
+    // Chunks of the destination's bytes: copied (or converted, from any byte offset: the source
+    // bytes of a chunk are copied out first when misaligned) into the pinned buffer, then over.
+    PinnedStaging own;
+    PinnedStaging& buf = staging ? *staging : own;
+    const size_t se = dtype_size(st), de = dtype_size(dst.dtype());
+    const bool aligned = reinterpret_cast<uintptr_t>(src) % se == 0;
+    std::vector<char> realign;
+    buf.to_device(
+        dst.raw(), n * de,
+        [&](char* chunk, uint64_t bytes, uint64_t at) {
+          const size_t first = size_t(at / de), m = size_t(bytes / de);
+          const uint8_t* from = src + first * se;
+          if (st == dst.dtype()) {
+            std::memcpy(chunk, from, bytes);
+            return;
+          }
+          if (!aligned) {
+            realign.resize(m * se);
+            std::memcpy(realign.data(), from, m * se);
+            from = reinterpret_cast<const uint8_t*>(realign.data());
+          }
+          convert_parallel(from, st, chunk, dst.dtype(), m);
+        },
+        de);
+    return;
+  }
   if (st == dst.dtype()) {
     std::memcpy(dst.raw(), src, n * dtype_size(st));
     return;
@@ -295,7 +324,8 @@ namespace {
 // The source tensor can be stored as dtype dt (undefined, off-CPU and non-convertible refused).
 void check_source(const std::string& path, const std::string& name, const Tensor& t, DType dt) {
   TITAN_CHECK(t.defined(), path, ": tensor ", quote(name), " is undefined");
-  TITAN_CHECK(t.device().type == DeviceType::CPU, path, ": tensor ", quote(name), " is not on the CPU");
+  TITAN_CHECK(t.device().type == DeviceType::CPU || t.device() == (Device{DeviceType::CUDA, 0}), path, ": tensor ",
+              quote(name), " is on ", t.device().str(), ", neither the CPU nor cuda:0");
   TITAN_CHECK(dt == t.dtype() || (is_float(dt) && is_float(t.dtype())), path, ": tensor ", quote(name), " is ",
               dtype_name(t.dtype()), " and cannot be written as ", dtype_name(dt));
 }
@@ -362,7 +392,24 @@ void SafetensorsStreamWriter::write(const std::string& name, const Tensor& t) {
               ", the layout says ", shape_str(slot.shape));
   const size_t n = size_t(t.numel());
   const DType dt = slot.dtype;
-  if (n > 0 && dt == t.dtype()) {
+  if (n > 0 && t.device().type == DeviceType::CUDA) {  // through the pinned buffer, chunk by chunk
+    const size_t se = dtype_size(t.dtype()), de = dtype_size(dt);
+    if (!staging_) staging_ = std::make_unique<PinnedStaging>();
+    std::vector<char> conv;
+    staging_->from_device(
+        t.raw(), n * se,
+        [&](const char* chunk, uint64_t bytes, uint64_t at) {
+          if (dt == t.dtype()) {
+            file_->write_at(slot.offset + at, chunk, bytes);
+            return;
+          }
+          const size_t m = size_t(bytes / se);
+          conv.resize(m * de);
+          convert_parallel(chunk, t.dtype(), conv.data(), dt, m);
+          file_->write_at(slot.offset + at / se * de, conv.data(), m * de);
+        },
+        se);
+  } else if (n > 0 && dt == t.dtype()) {
     file_->write_at(slot.offset, t.raw(), n * dtype_size(dt));
   } else if (n > 0) {
     const size_t chunk = size_t(1) << 20;  // elements converted per write
@@ -387,6 +434,7 @@ void SafetensorsStreamWriter::commit() {
   }
   file_->commit();
   file_.reset();
+  staging_.reset();
 }
 
 void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors, std::optional<DType> as,

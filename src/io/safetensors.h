@@ -32,6 +32,8 @@ struct SafetensorsEntry {
   uint64_t begin = 0, end = 0;  // byte range inside the data section
 };
 
+class PinnedStaging;
+
 class SafetensorsFile {
  public:
   // Maps and validates `path`; every error is one line naming the file and the reason.
@@ -54,8 +56,10 @@ class SafetensorsFile {
   // converted copy. Floating types convert among themselves; integer types only load as themselves.
   Tensor get(const std::string& name, DType dt) const;
   Tensor get(const std::string& name) const { return get(name, dtype(name)); }
-  // Copies (converting) tensor `name` into dst; dst's shape must equal the stored shape.
-  void read_into(const std::string& name, Tensor& dst) const;
+  // Copies (converting) tensor `name` into dst; dst's shape must equal the stored shape. A dst on
+  // cuda:0 is filled through pinned staging (converted on the host chunk by chunk): `staging`, or
+  // a buffer of this call's own when null (a loader of many tensors passes one for them all).
+  void read_into(const std::string& name, Tensor& dst, PinnedStaging* staging = nullptr) const;
   // The stored bytes of tensor `name` (valid while this object or a tensor from it lives).
   std::string_view bytes(const std::string& name) const;
   // After a copy of `name` has been taken: gives the file pages lying wholly inside its bytes
@@ -115,7 +119,9 @@ class SafetensorsStreamWriter {
   SafetensorsStreamWriter& operator=(const SafetensorsStreamWriter&) = delete;
 
   // `t` must have the spec's shape and a dtype convertible to the spec's (floating types among
-  // themselves; integer types only as themselves). Each tensor once.
+  // themselves; integer types only as themselves). Each tensor once. A `t` on cuda:0 goes through
+  // one bounded pinned buffer (core/pinned_staging.h) held by the writer until commit, converted on
+  // the host chunk by chunk: the same bytes as the tensor on the CPU gives.
   void write(const std::string& name, const Tensor& t);
   void commit();
   const std::string& path() const { return path_; }
@@ -131,6 +137,7 @@ class SafetensorsStreamWriter {
   std::string path_;
   std::unique_ptr<FileWriter> file_;
   std::map<std::string, Slot> slots_;
+  std::unique_ptr<PinnedStaging> staging_;  // for GPU tensors, taken at the first
   uint64_t file_size_ = 0;
   size_t remaining_ = 0;  // tensors not written yet
 };

@@ -52,8 +52,11 @@ bool same_values(const SafetensorsFile& fa, const std::string& a, const Safetens
   return equal_as_f32(x.data(), ta, y.data(), tb, x.size() / dtype_size(ta));
 }
 
-bool same_values(const Tensor& x, const Tensor& y) {
-  if (x.shape() != y.shape()) return false;
+bool same_values(const Tensor& x_in, const Tensor& y_in) {
+  if (x_in.shape() != y_in.shape()) return false;
+  // A parameter on the GPU (a tied model's optional lm_head copy) is compared on a host copy.
+  const auto host = [](const Tensor& t) { return t.device().type == DeviceType::CPU ? t : t.to(cpu()); };
+  const Tensor x = host(x_in), y = host(y_in);
   if (x.raw() == y.raw() && x.dtype() == y.dtype()) return true;
   return equal_as_f32(x.raw(), x.dtype(), y.raw(), y.dtype(), size_t(x.numel()));
 }
@@ -181,8 +184,8 @@ Tensor HfCheckpoint::get(const std::string& name, DType dt) const {
   return one.slice0(x.row0, x.row0 + x.rows).clone();
 }
 
-void HfCheckpoint::read_into(const std::string& name, Tensor& dst) const {
-  if (!fused_.count(name)) return file_of(name).read_into(stored(name), dst);
+void HfCheckpoint::read_into(const std::string& name, Tensor& dst, PinnedStaging* staging) const {
+  if (!fused_.count(name)) return file_of(name).read_into(stored(name), dst, staging);
   Tensor src = get(name, dst.dtype());
   TITAN_CHECK(src.shape() == dst.shape(), dir_, ": tensor ", quote(name), " has shape ", shape_str(src.shape()),
               ", expected ", shape_str(dst.shape()));

@@ -48,8 +48,9 @@ class HfCheckpoint {
 
   // One parameter in dtype dt (zero-copy when stored in dt: it then borrows the mapping).
   Tensor get(const std::string& name, DType dt = DType::F32) const;
-  // Copies (converting) a parameter into a caller-provided tensor of the spec's shape.
-  void read_into(const std::string& name, Tensor& dst) const;
+  // Copies (converting) a parameter into a caller-provided tensor of the spec's shape; one on
+  // cuda:0 through pinned staging (SafetensorsFile::read_into: `staging`, or the call's own).
+  void read_into(const std::string& name, Tensor& dst, PinnedStaging* staging = nullptr) const;
   // Gives back the mapped file pages of a stored tensor (a parameter, or a fused expert tensor's
   // name) once a copy of it has been taken (SafetensorsFile::drop_pages); per-expert names of a
   // fused layer: nothing (their bytes lie inside the fused tensor).

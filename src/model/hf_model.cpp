@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "core/pinned_staging.h"
 #include "util/json_util.h"
 
 namespace titan {
@@ -36,9 +37,12 @@ void load_weights(DecoderModel& model, const HfCheckpoint& ckpt, int64_t unit) {
   // stored in the parameter's dtype and aligned, else the converted copy get() makes) instead of
   // memory of its own; any other gets memory here, is copied into, and the file pages it was
   // copied from are given back.
+  // A model on the GPU: every parameter through one pinned buffer (core/pinned_staging.h), taken
+  // at the first and freed on return.
+  PinnedStaging staging;
   const auto take = [&](const std::string& name, Tensor& dst) {
     const std::shared_ptr<Storage>& s = dst.storage();
-    if (s->resident()) return ckpt.read_into(name, dst);
+    if (s->resident()) return ckpt.read_into(name, dst, &staging);
     if (uint64_t(s->bytes()) == shape_nbytes(dst.shape(), dst.dtype())) {  // the whole storage
       Tensor src = ckpt.get(name, dst.dtype());
       TITAN_CHECK(src.shape() == dst.shape(), ckpt.dir(), ": tensor ", quote(name), " has shape ",
