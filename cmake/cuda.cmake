@@ -28,7 +28,7 @@ set(TITAN_CUDA AUTO CACHE STRING "Compile the CUDA kernels with nvcc: AUTO (wher
 set_property(CACHE TITAN_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(TITAN_CUDA_ARCHS 80 90 CACHE STRING "GPU architectures (sm_XX) the .cu files are compiled for")
 # Kernels that must not spill registers (regex over mangled names).
-set(TITAN_CUDA_HOT_KERNELS "rmsnorm|swiglu|adamw|attention|attn|gemm|epilogue|cross_entropy|ce_rows|gd_|conv1d|moe_"
+set(TITAN_CUDA_HOT_KERNELS "rmsnorm|swiglu|adamw|attention|attn|gemm|epilogue|cross_entropy|ce_rows|gd_|conv1d|moe_|foreach_"
     CACHE STRING "Regex of the kernels cuda_register_spills checks")
 if(NOT TITAN_CUDA MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "TITAN_CUDA must be AUTO, ON or OFF, got '${TITAN_CUDA}'")
@@ -112,7 +112,8 @@ if(TITAN_CUDA_RUNTIME)
   # object's command line, and the compiler cache would miss them all).
   set_source_files_properties(${CMAKE_SOURCE_DIR}/src/core/cuda_emu/gpu_memory.cpp
     ${CMAKE_SOURCE_DIR}/src/ops/cuda/kernels_emu.cpp ${CMAKE_SOURCE_DIR}/tests/unit/ops/cuda/test_cuda_kernels.cpp
-    ${CMAKE_SOURCE_DIR}/tests/unit/ops/cuda/test_blas_gemm.cpp PROPERTIES COMPILE_DEFINITIONS TITAN_CUDA_RUNTIME=1)
+    ${CMAKE_SOURCE_DIR}/tests/unit/ops/cuda/test_blas_gemm.cpp
+    ${CMAKE_SOURCE_DIR}/tests/unit/distributed/test_data_parallel_gpu.cpp PROPERTIES COMPILE_DEFINITIONS TITAN_CUDA_RUNTIME=1)
   target_link_libraries(titan_ops PUBLIC CUDA::cudart CUDA::cublasLt)
   if(TITAN_NCCL_INCLUDE)
     find_library(TITAN_NCCL_LIBRARY nccl HINTS $ENV{NCCL_HOME}/lib ${TITAN_NCCL_INCLUDE}/../lib ${TITAN_NCCL_INCLUDE}/../lib64)
@@ -120,5 +121,8 @@ if(TITAN_CUDA_RUNTIME)
       message(FATAL_ERROR "TITAN_CUDA_RUNTIME=ON: nccl.h found in ${TITAN_NCCL_INCLUDE} but no libnccl (set NCCL_HOME)")
     endif()
     target_link_libraries(titan_ops PUBLIC ${TITAN_NCCL_LIBRARY})
+    # distributed::make_nccl_comm offers NCCL only where cuda_nccl_api() is linked.
+    set_source_files_properties(${CMAKE_SOURCE_DIR}/src/distributed/backends.cpp PROPERTIES
+      COMPILE_DEFINITIONS TITAN_NCCL_RUNTIME=1)
   endif()
 endif()

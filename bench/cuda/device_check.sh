@@ -59,7 +59,7 @@ fi
 
 logs=$(ls "$BUILD"/cuda/*.ptxas.txt 2> /dev/null)
 if [ -n "$logs" ]; then
-  step ptxas bash tools/cuda/ptxas_report.sh --hot 'rmsnorm|swiglu|adamw|attention|attn|gemm|epilogue|cross_entropy|ce_rows|gd_|conv1d|moe_' $logs
+  step ptxas bash tools/cuda/ptxas_report.sh --hot 'rmsnorm|swiglu|adamw|attention|attn|gemm|epilogue|cross_entropy|ce_rows|gd_|conv1d|moe_|foreach_' $logs
   cp "$OUT/ptxas.log" "$OUT/ptxas_table.txt"
 else
   say "skip  ptxas: no nvcc logs in $BUILD/cuda (TITAN_CUDA=OFF or no nvcc)"

@@ -1,7 +1,7 @@
 // The part of NCCL and the CUDA runtime the NCCL Comm backend (comm/nccl_comm.h) uses, as an
 // interface: comm/nccl_runtime.cu implements it over <nccl.h> and <cuda_runtime.h> (compiled by
 // nvcc where the NCCL headers are found, linked only into a TITAN_CUDA_RUNTIME=ON build), and the
-// tests implement it in process (tests/unit/comm/fake_nccl.h: N ranks as N threads, host memory as
+// tests implement it in process (tests/common/fake_nccl.h: N ranks as N threads, host memory as
 // device memory), so the backend's host logic — the unique-id bootstrap, which NCCL calls a Comm
 // primitive becomes, the grouping, the stream and event order — runs and is tested on a machine
 // without a GPU. The calls mean what the NCCL / CUDA calls of the same name mean; counts are in

@@ -2,7 +2,7 @@
 // communicator (MPI in a job; the threaded backend in the tests) carries rank 0's ncclUniqueId to
 // every rank, then each rank joins with ncclCommInitRank. Every NCCL and CUDA call goes through
 // comm/nccl_api.h, so the same code runs over the real library (comm/nccl_runtime.cu, a GPU
-// build) and over the tests' in-process fake (tests/unit/comm/fake_nccl.h), where its host logic
+// build) and over the tests' in-process fake (tests/common/fake_nccl.h), where its host logic
 // is unit-tested without a GPU.
 //
 // The Comm primitives (host buffers, as every backend takes them) are staged through device

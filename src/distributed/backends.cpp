@@ -23,4 +23,28 @@ std::unique_ptr<comm::Comm> make_comm() {
   return std::make_unique<comm::LocalComm>();
 }
 
+// TITAN_NCCL_RUNTIME: set on this file alone by cmake/cuda.cmake when TITAN_CUDA_RUNTIME=ON links
+// libnccl (comm/nccl_runtime.cu's cuda_nccl_api() exists only then).
+bool nccl_available() {
+#ifdef TITAN_NCCL_RUNTIME
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<comm::NcclComm> make_nccl_comm(comm::Comm& bootstrap) {
+#ifdef TITAN_NCCL_RUNTIME
+  // Stateless calls into NCCL and the CUDA runtime: one for the process, never destroyed (a
+  // communicator may outlive static destruction order).
+  static comm::nccl::Api* api = comm::nccl::cuda_nccl_api().release();
+  return std::make_unique<comm::NcclComm>(bootstrap, *api);
+#else
+  (void)bootstrap;
+  fail(
+      "data parallelism on the GPU needs NCCL, which this build lacks: configure with -DTITAN_CUDA_RUNTIME=ON where "
+      "the CUDA toolkit and NCCL are installed (the grid emulator runs one process)");
+#endif
+}
+
 }  // namespace titan::distributed

@@ -16,12 +16,23 @@
 // Either way every rank ends the step with bitwise identical parameters (each reduction's result
 // is the same on every rank, see comm.h), which equal the one-process update up to f32
 // reduction-order rounding of the gradient sum (and of the norm).
+//
+// A ParamStore on the GPU (a model on cuda:0) takes the device path instead: its gradients are
+// summed in place by NCCL, one all_reduce per run of adjacent gradients (the parameters of a fused
+// buffer are one), all issued as ONE NCCL group (comm::NcclStepGroup) on the communicator's stream
+// after the compute stream's work so far, which then waits for the group's end: no host staging,
+// no host wait. The communicator must be the NCCL backend (make_nccl_comm, backends.h). The sums
+// are NCCL's (ring/tree order, the same result on every rank), not Comm's rank order. The
+// ZeRO-2 halves (reduce_scatter_grads, all_gather_*, read_value_chunk) are host-only and refuse a
+// GPU store.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
-#include "core/tensor.h"
 #include "comm/comm.h"
+#include "comm/nccl_comm.h"
+#include "core/tensor.h"
 #include "model/params.h"
 
 namespace titan::distributed {
@@ -31,14 +42,19 @@ using comm::ReduceOp;
 
 class DataParallel {
  public:
-  DataParallel(ParamStore& ps, Comm& comm);
+  // compute_stream: the stream a GPU model's kernels run on (its exec().stream; null, the default
+  // stream); unused for a host store.
+  DataParallel(ParamStore& ps, Comm& comm, void* compute_stream = nullptr);
+  bool on_device() const { return nccl_ != nullptr; }
 
   int64_t total() const { return total_; }   // P
   int64_t chunk() const { return chunk_; }   // elements reduced per rank
 
   // Sum the gradients over ranks, in place in every Param::grad: reduce_scatter_grads() then
-  // all_gather_grads().
+  // all_gather_grads(); for a GPU store one NCCL group of all_reduces (above).
   void all_reduce_grads();
+  // The device path's all_reduces (pointer, count), in issue order: runs of adjacent gradients.
+  const std::vector<std::pair<float*, int64_t>>& device_runs() const { return runs_; }
   // grad_chunk() = this rank's chunk [rank x chunk, (rank+1) x chunk) of the summed flat gradient
   // (rank order; elements past P are 0).
   void reduce_scatter_grads();
@@ -53,14 +69,20 @@ class DataParallel {
 
   static constexpr int64_t kBucket = int64_t(1) << 20;  // elements per rank per collective call
 
-  // Bytes this object holds: staging (N x bucket) and the reduced gradient chunk.
-  int64_t staging_bytes() const { return stage_.nbytes() + g_.nbytes(); }
-  double comm_seconds() const { return comm_seconds_; }  // accumulated time inside collectives
+  // Bytes this object holds: staging (N x bucket) and the reduced gradient chunk (none on the GPU).
+  int64_t staging_bytes() const { return int64_t(stage_.nbytes() + g_.nbytes()); }
+  // Accumulated time inside collectives; on the GPU only the host's time to issue the group (the
+  // collectives themselves run asynchronously on the communication stream).
+  double comm_seconds() const { return comm_seconds_; }
 
  private:
   ParamStore& ps_;
   void gather_into(bool grads, const float* mine);
+  void host_only(const char* what) const;
   Comm& comm_;
+  comm::NcclComm* nccl_ = nullptr;                // the device path's communicator (a GPU store)
+  void* stream_ = nullptr;                        // its compute stream
+  std::vector<std::pair<float*, int64_t>> runs_;  // its all_reduces
   int64_t total_ = 0, chunk_ = 0;
   int64_t bucket_ = 0;
   Tensor stage_;           // N x bucket f32

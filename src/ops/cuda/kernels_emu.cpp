@@ -16,6 +16,7 @@
 #include "ops/cuda/cross_entropy.cuh"
 #include "ops/cuda/elementwise.cuh"
 #include "ops/cuda/embedding.cuh"
+#include "ops/cuda/foreach.cuh"
 #include "ops/cuda/gated_delta.cuh"
 #include "ops/cuda/gated_rmsnorm.cuh"
 #include "ops/cuda/gemm_ref.cuh"

@@ -55,6 +55,24 @@ int64_t adamw_multi_chunk();
 void adamw_multi_step(const AdamWTensor* tensors, const AdamWChunk* chunks, int64_t n_chunks, float beta1, float beta2,
                       float eps, float decay, float step_size, float inv_sqrt_bc2, void* stream);
 
+// The multi-tensor ops of ops/foreach/foreach.h over f32 ranges in device memory: a device table of
+// the ranges and one (range, first element) entry per foreach_chunk()-element piece of every
+// non-empty range, one block per piece.
+struct ForeachRange {
+  float* data = nullptr;
+  int64_t n = 0;
+};
+struct ForeachChunk {
+  int64_t range = 0, start = 0;
+};
+int64_t foreach_chunk();
+// *out (device, one double) = the sum of x^2 over the chunks, in double, the same bits for every
+// block and thread order. partial: device scratch of n_chunks doubles.
+void foreach_sum_squares(const ForeachRange* ranges, const ForeachChunk* chunks, int64_t n_chunks, double* partial,
+                         double* out, void* stream);
+// Every element of the chunks becomes x * c (f32).
+void foreach_scale(const ForeachRange* ranges, const ForeachChunk* chunks, int64_t n_chunks, float c, void* stream);
+
 // RoPE (ops/rope/rope.h) in place on `rows` token rows (row r at position start + r mod seq);
 // cos/sin: the [P, D] caches; backward: the transposed rotation.
 void rope_rotate(float* x, Rows xr, int64_t rows, int64_t seq, int64_t start, const float* cos_cache,

@@ -1,12 +1,14 @@
-// foreach_sum_squares / foreach_scale on the CPU (foreach.h): AVX2 over fixed chunks.
+// foreach_sum_squares / foreach_scale (foreach.h): AVX2 over fixed chunks on the CPU; ranges in GPU
+// memory (ctx.device cuda:0) go to the kernels of ops/cuda/foreach.cuh (device.h).
 #include <immintrin.h>
 
 #include <algorithm>
 
 #include "core/error.h"
 #include "core/threading.h"
-#include "ops/op_checks.h"
+#include "ops/foreach/device.h"
 #include "ops/foreach/foreach.h"
+#include "ops/op_checks.h"
 
 namespace titan {
 namespace {
@@ -52,6 +54,7 @@ void check_cpu(const ExecContext& ctx, const char* who) {
 }  // namespace
 
 double foreach_sum_squares(const ExecContext& ctx, const std::vector<FloatRange>& ranges) {
+  if (ctx.device.type == DeviceType::CUDA) return foreach_detail::sum_squares_cuda(ctx, ranges);
   check_cpu(ctx, "foreach_sum_squares");
   const std::vector<FloatRange> cs = chunks(ranges);
   std::vector<double> part(cs.size());
@@ -64,6 +67,7 @@ double foreach_sum_squares(const ExecContext& ctx, const std::vector<FloatRange>
 }
 
 void foreach_scale(const ExecContext& ctx, const std::vector<FloatRange>& ranges, float c) {
+  if (ctx.device.type == DeviceType::CUDA) return foreach_detail::scale_cuda(ctx, ranges, c);
   check_cpu(ctx, "foreach_scale");
   const std::vector<FloatRange> cs = chunks(ranges);
   parallel_for(int64_t(cs.size()), 1, [&](int64_t b, int64_t e) {

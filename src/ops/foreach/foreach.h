@@ -4,7 +4,14 @@
 //
 // Deterministic for any thread count: each range is cut into fixed 64Ki-element chunks, each
 // chunk's sum of squares is accumulated in double (AVX2, 8 lanes, fixed lane order), and the chunk
-// sums are added in order. CPU only (ctx.device must be the CPU).
+// sums are added in order.
+//
+// ctx.device says where the ranges live: the CPU, or cuda:0 (ranges in GPU memory, e.g. a GPU
+// model's gradients through Tensor::raw()). On the GPU all ranges go to one launch
+// (ops/cuda/foreach.cuh: per 8Ki-element chunk a fixed-shape block tree in double, the chunk sums
+// added in a fixed order; no atomics), so the sum is the same bits for every block and thread
+// order and equals the CPU's up to the order of the double additions; the scaling is the CPU's f32
+// product, the same bits.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -13,7 +20,7 @@
 
 namespace titan {
 
-// f32 elements [data, data + n).
+// f32 elements [data, data + n): host memory, or device memory for a cuda:0 context.
 struct FloatRange {
   float* data;
   int64_t n;

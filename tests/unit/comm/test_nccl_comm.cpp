@@ -14,10 +14,10 @@
 
 #include "comm/nccl_comm.h"
 #include "comm/thread_comm.h"
+#include "common/fake_nccl.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "unit/comm/comm_cases.h"
-#include "unit/comm/fake_nccl.h"
 
 using namespace titan;
 using namespace titan::comm;

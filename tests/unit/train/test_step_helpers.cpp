@@ -7,9 +7,11 @@
 #include <cstring>
 #include <limits>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/threading.h"
+#include "model/params.h"
 #include "train/grad_utils.h"
 #include "train/signals.h"
 
@@ -95,6 +97,74 @@ TEST(NonFinite, NamesTheFirstOffender) {
   static_cast<uint16_t*>(h.raw())[2] = 0x7bff;  // 65504: the largest finite f16
   static_cast<uint16_t*>(bf.raw())[69999] = 0x7f7f;  // the largest finite bf16
   EXPECT_FALSE(first_non_finite(mixed).has_value());
+}
+
+// The clipping of a model on cuda:0: a ParamStore whose gradients live on the GPU, clipped through
+// grad_ranges and clip_grad_norm with a cuda:0 context (the GPU foreach kernels), against the same
+// store on the CPU: the norm within 1e-12 relative, the clipped gradients the same bits; a
+// non-finite gradient is named by first_non_finite (a host copy) and leaves the gradients alone.
+namespace {
+struct TwinStores {
+  ParamStore cpu_ps, gpu_ps;
+  std::vector<NamedTensor> cpu_g, gpu_g;
+  explicit TwinStores(double scale) {
+    const Device gpu{DeviceType::CUDA, 0};
+    for (NamedTensor& t : random_grads(scale)) {
+      // A fused buffer's two row views, as the model's q/k/v: ranges inside one allocation.
+      Tensor v = Tensor::zeros(t.tensor.shape(), DType::F32);
+      cpu_ps.add(t.name, v, t.tensor);
+      gpu_ps.add(t.name, v.to(gpu), t.tensor.to(gpu));
+    }
+    Tensor fused = Tensor::empty({6, 5}, DType::F32);
+    fill_normal(fused, 0.0, scale, Philox{7, 7});
+    Tensor gfused = fused.to(gpu);
+    cpu_ps.add("fused.a", Tensor::zeros({2, 5}, DType::F32), fused.slice0(0, 2));
+    cpu_ps.add("fused.b", Tensor::zeros({4, 5}, DType::F32), fused.slice0(2, 6));
+    gpu_ps.add("fused.a", Tensor::zeros({2, 5}, DType::F32, gpu), gfused.slice0(0, 2));
+    gpu_ps.add("fused.b", Tensor::zeros({4, 5}, DType::F32, gpu), gfused.slice0(2, 6));
+    for (const Param& p : cpu_ps.all()) cpu_g.push_back({p.name, p.grad});
+    for (const Param& p : gpu_ps.all()) gpu_g.push_back({p.name, p.grad});
+  }
+};
+ExecContext gpu_ctx() {
+  ExecContext c;
+  c.device = Device{DeviceType::CUDA, 0};
+  return c;
+}
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+}  // namespace
+
+TEST(GradClip, GpuParamStoreClipsLikeTheCpuOne) {
+  for (double scale : {1.0, 1e-4}) {  // clipped, and below the limit (untouched)
+    TwinStores s(scale);
+    const double want = distributed::clip_grad_norm(ExecContext::host(), grad_ranges(s.cpu_g, "gradient norm"), 1.0);
+    const double got = distributed::clip_grad_norm(gpu_ctx(), grad_ranges(s.gpu_g, "gradient norm"), 1.0);
+    EXPECT_NEAR(got, want, 1e-12 * want) << scale;
+    EXPECT_EQ(scale == 1.0, want > 1.0);
+    for (size_t i = 0; i < s.gpu_g.size(); ++i) {
+      ASSERT_EQ(s.gpu_g[i].tensor.device().type, DeviceType::CUDA);
+      EXPECT_TRUE(same_bits(s.gpu_g[i].tensor.to(cpu()), s.cpu_g[i].tensor)) << scale << " " << s.gpu_g[i].name;
+    }
+    const double after = global_l2_norm(s.gpu_g);  // on the GPU: the tensors' device
+    EXPECT_NEAR(after, global_l2_norm(s.cpu_g), 1e-12 * after);
+  }
+}
+
+TEST(NonFinite, GpuGradientsAreNamedAndLeftAlone) {
+  TwinStores s(1.0);
+  EXPECT_FALSE(first_non_finite(s.gpu_g).has_value());
+  Tensor bad = s.cpu_g[5].tensor.clone();
+  bad.data<float>()[70] = std::numeric_limits<float>::infinity();
+  s.gpu_g[5].tensor.copy_(bad);
+  const Tensor before = s.gpu_g[0].tensor.to(cpu());
+  EXPECT_TRUE(std::isinf(distributed::clip_grad_norm(gpu_ctx(), grad_ranges(s.gpu_g, "gradient norm"), 1.0)));
+  EXPECT_TRUE(same_bits(s.gpu_g[0].tensor.to(cpu()), before));
+  EXPECT_EQ(first_non_finite(s.gpu_g).value_or(""), s.gpu_g[5].name);
+  // One call's ranges live on one device.
+  std::vector<NamedTensor> mixed = {s.cpu_g[0], s.gpu_g[1]};
+  EXPECT_ERROR_HAS(grad_ranges(mixed, "gradient norm"), "tensor 'grad.7' is on cuda:0, tensor 'grad.1' on cpu");
 }
 
 TEST(Signals, FirstSignalSetsTheFlag) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/cuda_emu/cuda.h"
@@ -387,3 +388,46 @@ TEST(CudaKernelsRaw, MoePermutationIsAStableCountingSort) {
 }
 
 }  // namespace
+
+// The foreach kernels over a table of ranges of odd lengths (one ending inside a chunk, one a chunk
+// and one element), two of them in one buffer: the sum of squares against a plain double loop, the
+// scaling elementwise; the elements outside every range untouched.
+TEST(CudaKernelsRaw, ForeachSumOfSquaresAndScale) {
+  const int64_t chunk = ck::foreach_chunk();
+  const Vec a = random_vec(size_t(chunk + 1), 31), b = random_vec(size_t(2 * chunk + 100), 32);
+  Dev a_(a), b_(b);
+  // a whole; b's [3, 3 + chunk - 7) and [chunk + 50, 2 chunk + 99): b's other elements in no range.
+  const std::vector<std::pair<int64_t, int64_t>> spans = {{3, chunk - 7}, {chunk + 50, chunk + 49}};
+  std::vector<ck::ForeachRange> ranges = {{a_.p, chunk + 1}};
+  for (const auto& [at, n] : spans) ranges.push_back({b_.p + at, n});
+  std::vector<ck::ForeachChunk> chunks;
+  for (int64_t r = 0; r < int64_t(ranges.size()); ++r)
+    for (int64_t at = 0; at < ranges[size_t(r)].n; at += chunk) chunks.push_back({r, at});
+  auto table = [](const void* h, size_t bytes) {
+    void* d = titan::gpu::alloc(bytes);
+    titan::gpu::copy_to_device(d, h, bytes);
+    return d;
+  };
+  void* dr = table(ranges.data(), ranges.size() * sizeof(ck::ForeachRange));
+  void* dc = table(chunks.data(), chunks.size() * sizeof(ck::ForeachChunk));
+  double* partial = static_cast<double*>(titan::gpu::alloc(chunks.size() * sizeof(double)));
+  double* out = static_cast<double*>(titan::gpu::alloc(sizeof(double)));
+  const auto* rt = static_cast<const ck::ForeachRange*>(dr);
+  const auto* ct = static_cast<const ck::ForeachChunk*>(dc);
+  ck::foreach_sum_squares(rt, ct, int64_t(chunks.size()), partial, out, nullptr);
+  double got = 0, want = 0;
+  titan::gpu::copy_to_host(&got, out, sizeof got);
+  for (float x : a) want += double(x) * x;
+  for (const auto& [at, n] : spans)
+    for (int64_t i = at; i < at + n; ++i) want += double(b[size_t(i)]) * b[size_t(i)];
+  EXPECT_NEAR(got, want, 1e-12 * want);
+  ck::foreach_scale(rt, ct, int64_t(chunks.size()), -0.75f, nullptr);
+  const Vec a2 = a_.get(), b2 = b_.get();
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a2[i], a[i] * -0.75f) << i;
+  for (int64_t i = 0; i < int64_t(b.size()); ++i) {
+    bool in = false;
+    for (const auto& [at, n] : spans) in = in || (i >= at && i < at + n);
+    ASSERT_EQ(b2[size_t(i)], in ? b[size_t(i)] * -0.75f : b[size_t(i)]) << i;
+  }
+  for (void* p : {dr, dc, static_cast<void*>(partial), static_cast<void*>(out)}) titan::gpu::free(p);
+}

@@ -1,4 +1,4 @@
-#include "unit/comm/fake_nccl.h"
+#include "common/fake_nccl.h"
 
 #include <chrono>
 #include <condition_variable>
