@@ -27,30 +27,37 @@ DataParallel::DataParallel(ParamStore& ps, Comm& comm, void* compute_stream)
     TITAN_CHECK(nccl_ != nullptr, "data parallelism of a model on ", dev.str(),
                 ": its gradients are summed by NCCL, but the communicator is '", comm.backend(),
                 "' (distributed::make_nccl_comm gives the NCCL one)");
-    // Every rank must issue the same collectives: runs are joined by the model's structure (views
-    // of one fused buffer, adjacent), never by where an allocator happened to place two tensors.
-    const Storage* prev = nullptr;
-    for (auto& p : ps.all()) {
-      const int64_t k = p.grad.numel();
-      if (k == 0) continue;
-      float* g = static_cast<float*>(p.grad.raw());
-      if (prev == p.grad.storage().get() && runs_.back().first + runs_.back().second == g)
-        runs_.back().second += k;
-      else
-        runs_.push_back({g, k});
-      prev = p.grad.storage().get();
-    }
     // The same verdict on every rank (max == min over the ranks), so no rank is left waiting.
+    const size_t runs = grad_runs().size();
     auto agree = [&](double v) { return comm.all_reduce_max(v) == -comm.all_reduce_max(-v); };
-    const bool same_runs = agree(double(runs_.size())), same_total = agree(double(total_));
+    const bool same_runs = agree(double(runs)), same_total = agree(double(total_));
     TITAN_CHECK(same_runs && same_total, "data parallelism of a model on ", dev.str(),
-                ": the ranks' gradients differ (rank ", comm.rank(), " has ", total_, " elements in ", runs_.size(),
+                ": the ranks' gradients differ (rank ", comm.rank(), " has ", total_, " elements in ", runs,
                 " buffers)");
     return;
   }
   bucket_ = std::max<int64_t>(1, std::min(chunk_, kBucket));
   stage_ = Tensor::zeros({bucket_ * n}, DType::F32);
   g_ = Tensor::zeros({chunk_}, DType::F32);
+}
+
+std::vector<std::pair<float*, int64_t>> DataParallel::grad_runs() const {
+  // Every rank must issue the same collectives: runs are joined by the model's structure (views of
+  // one fused buffer, adjacent), never by where an allocator happened to place two tensors. Taken
+  // at each step, so a gradient tensor replaced between steps is still the one reduced.
+  std::vector<std::pair<float*, int64_t>> runs;
+  const Storage* prev = nullptr;
+  for (const Param& p : ps_.all()) {
+    const int64_t k = p.grad.numel();
+    if (k == 0) continue;
+    float* g = static_cast<float*>(p.grad.raw());
+    if (prev == p.grad.storage().get() && runs.back().first + runs.back().second == g)
+      runs.back().second += k;
+    else
+      runs.push_back({g, k});
+    prev = p.grad.storage().get();
+  }
+  return runs;
 }
 
 void DataParallel::host_only(const char* what) const {
@@ -61,7 +68,7 @@ void DataParallel::all_reduce_grads() {
   if (nccl_) {
     const double t0 = now_seconds();
     comm::NcclStepGroup group(*nccl_);
-    for (const auto& [g, k] : runs_) group.all_reduce(g, k, ReduceOp::Sum);
+    for (const auto& [g, k] : grad_runs()) group.all_reduce(g, k, ReduceOp::Sum);
     group.issue(stream_);
     group.join(stream_);  // the compute stream's next work (clipping, AdamW) sees the sums
     comm_seconds_ += now_seconds() - t0;

@@ -53,8 +53,6 @@ class DataParallel {
   // Sum the gradients over ranks, in place in every Param::grad: reduce_scatter_grads() then
   // all_gather_grads(); for a GPU store one NCCL group of all_reduces (above).
   void all_reduce_grads();
-  // The device path's all_reduces (pointer, count), in issue order: runs of adjacent gradients.
-  const std::vector<std::pair<float*, int64_t>>& device_runs() const { return runs_; }
   // grad_chunk() = this rank's chunk [rank x chunk, (rank+1) x chunk) of the summed flat gradient
   // (rank order; elements past P are 0).
   void reduce_scatter_grads();
@@ -79,10 +77,11 @@ class DataParallel {
   ParamStore& ps_;
   void gather_into(bool grads, const float* mine);
   void host_only(const char* what) const;
+  // The device path's all_reduces (pointer, count), in issue order: runs of adjacent gradients.
+  std::vector<std::pair<float*, int64_t>> grad_runs() const;
   Comm& comm_;
-  comm::NcclComm* nccl_ = nullptr;                // the device path's communicator (a GPU store)
-  void* stream_ = nullptr;                        // its compute stream
-  std::vector<std::pair<float*, int64_t>> runs_;  // its all_reduces
+  comm::NcclComm* nccl_ = nullptr;  // the device path's communicator (a GPU store)
+  void* stream_ = nullptr;          // its compute stream
   int64_t total_ = 0, chunk_ = 0;
   int64_t bucket_ = 0;
   Tensor stage_;           // N x bucket f32
