@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include "comm/nccl_comm.h"
+#include "distributed/backends.h"
 #include "distributed/data_parallel.h"
 #include "model/base_fingerprint.h"
 #include "model/hf_model.h"
@@ -158,10 +160,15 @@ class FullState final : public ModelState {
       v_.push_back(Tensor::zeros(p.value.shape(), DType::F32, p.value.device()));
       grads_.push_back({p.name, p.grad});
     }
-    TITAN_CHECK(comm.size() == 1 || cfg.compute.device == DeviceType::CPU,
-                "[compute] device = \"cuda\" trains on one process for now (", comm.size(),
-                " ranks asked for data-parallel replicas)");
-    if (comm.size() > 1) dp_ = std::make_unique<distributed::DataParallel>(trained(), comm);
+    // Data-parallel replicas: gradients summed over the ranks, through the job's communicator on
+    // the CPU; on the GPU through NCCL (one rank per GPU, bootstrapped over it), summed in place as
+    // one NCCL group after the compute stream (distributed/data_parallel.h).
+    if (comm.size() > 1 && cfg.compute.device != DeviceType::CPU) {
+      nccl_ = distributed::make_nccl_comm(comm);
+      dp_ = std::make_unique<distributed::DataParallel>(trained(), *nccl_, model_->exec().stream);
+    } else if (comm.size() > 1) {
+      dp_ = std::make_unique<distributed::DataParallel>(trained(), comm);
+    }
   }
   bool sharded() const override { return false; }
   void zero_grad() override { trained().zero_grad(); }
@@ -238,6 +245,7 @@ class FullState final : public ModelState {
   const AdamWKernel& adamw_;
   std::vector<Tensor> m_, v_;
   std::vector<NamedTensor> grads_;
+  std::unique_ptr<comm::NcclComm> nccl_;  // a GPU run's data-parallel communicator (before dp_: outlives it)
   std::unique_ptr<distributed::DataParallel> dp_;
   std::string lora_base_;  // the base HF folder of a LoRA run ("" when initialised here)
   std::string lora_fp_;    // its fingerprint (model/base_fingerprint.h)
