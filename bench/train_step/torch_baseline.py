@@ -6,6 +6,9 @@ shape flags, or, with --config CONFIG_JSON, whatever causal LM that config.json 
 the FLA / causal-conv1d kernel packages are absent; the JSON line records which were importable).
 Prints one JSON line with the median step time and tokens/s after warm-up.
 
+--device cuda runs it on the GPU (CUDA events are not needed: the step ends with a synchronize);
+--compile wraps the model in torch.compile (the first steps, warm-up, include the compilation).
+
 Best settings are the caller's job (bench/train_step/run.sh): OPENBLAS_CORETYPE unset, jemalloc
 preloaded, torch threads = the thread count given here.
 """
@@ -41,25 +44,34 @@ def main():
     ap.add_argument("--moe-ffn", type=int, default=768)
     ap.add_argument("--untied", action="store_true")
     ap.add_argument("--config", help="a config.json: build that model instead of the shape flags' Qwen3")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = from_config(args.config) if args.config else from_flags(args)
+    model = model.to(args.device)
     vocab = model.config.vocab_size
+    step_model = torch.compile(model) if args.compile else model
+    cuda = args.device.startswith("cuda")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, foreach=True)
     g = torch.Generator().manual_seed(1)
     times, losses = [], []
     for step in range(args.warmup + args.steps):
         ids = torch.randint(0, vocab, (args.batch, args.seq + 1), generator=g)
-        x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+        x, y = ids[:, :-1].contiguous().to(args.device), ids[:, 1:].contiguous().to(args.device)
+        if cuda:
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            logits = model(input_ids=x).logits
+        with torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            logits = step_model(input_ids=x).logits
         loss = torch.nn.functional.cross_entropy(logits.float().view(-1, vocab), y.view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         losses.append(loss.item())
         if step >= args.warmup:
@@ -71,6 +83,8 @@ def main():
     print(json.dumps({"impl": "pytorch", "model": type(model).__name__, "tokens_per_s": args.batch * args.seq / med,
                       "step_s": med, "step_times": times, "loss_first": losses[0], "loss_last": losses[-1],
                       "threads": args.threads, "bf16": args.bf16, "kernel_packages": hub,
+                      "device": args.device, "compile": args.compile,
+                      "max_cuda_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else 0,
                       "params": sum(p.numel() for p in model.parameters()),
                       "max_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                       "torch": torch.__version__}))
