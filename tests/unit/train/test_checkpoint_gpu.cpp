@@ -12,10 +12,13 @@
 #include <vector>
 
 #include "checkpoint_test_util.h"
+#include "comm/comm.h"
 #include "core/cuda_emu/runtime.h"
 #include "core/pinned_staging.h"
 #include "model/decoder.h"
+#include "model/hf_model.h"
 #include "train/checkpoint.h"
+#include "train/model_state.h"
 #include "util/strings.h"
 
 using namespace titan;
@@ -217,4 +220,53 @@ TEST(CheckpointOnGpu, DamagedFileIsRefusedAndNothingLeaks) {
     EXPECT_ERROR_HAS(ckm.load(2, v, o), "model.tensors: tensor 'w' checksum mismatch (file corrupt)");
   }
   EXPECT_EQ(cuda_emu::pinned_live_bytes(), pinned0);
+}
+
+// The trainer's own entry points ([compute] device = "cuda", FullState: save, load, export_hf) on
+// the debug-tiny job: the GPU state's checkpoint and HF export are the CPU state's byte for byte;
+// after a GPU step (non-zero moments on the device) its checkpoint resumes on the CPU and back,
+// each saving the same files again.
+TEST(CheckpointOnGpu, TrainerStatesSaveExportAndResumeAcrossDevices) {
+  ScopedChunk bound(kBound);
+  JobConfig cfg;
+  cfg.model.flavor = "debug-tiny";
+  cfg.training.seed = 7;
+  JobConfig gcfg = cfg;
+  gcfg.compute.device = DeviceType::CUDA;
+  comm::LocalComm comm;
+  const std::unique_ptr<ModelState> on_cpu = make_full_state(cfg, comm), on_gpu = make_full_state(gcfg, comm);
+  ASSERT_EQ(on_gpu->model().params().all()[0].value.device(), kGpu);
+  const std::string root = temp_dir("ckpt_gpu_trainer");
+  CheckpointManager a(root + "/cpu", 0), b(root + "/gpu", 0);
+  on_cpu->save(a, state_at(4));
+  on_gpu->save(b, state_at(4));
+  expect_same_files(a.step_dir(4), b.step_dir(4));
+  on_cpu->export_hf(root + "/cpu-hf", HfExportOptions{});
+  on_gpu->export_hf(root + "/gpu-hf", HfExportOptions{});
+  expect_same_files(root + "/cpu-hf", root + "/gpu-hf");
+
+  // One step on the GPU: parameters and both moments change there.
+  const ModelConfig& mc = on_gpu->model().config();
+  Tensor ids = Tensor::empty({2, 16}, DType::I64), labels = Tensor::empty({2, 16}, DType::I64);
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    ids.data<int64_t>()[i] = (i * 37 + 11) % mc.vocab_size;
+    labels.data<int64_t>()[i] = (i * 53 + 5) % mc.vocab_size;
+  }
+  on_gpu->zero_grad();
+  on_gpu->model().forward_backward(ids, labels, 1.0f / 32);
+  on_gpu->step(1, 1.0, AdamWParams{});
+  CheckpointManager e(root + "/gpu-step", 0), f(root + "/cpu-resumed", 0), g(root + "/gpu-resumed", 0);
+  on_gpu->save(e, state_at(5));
+  EXPECT_FALSE(read_file(e.step_dir(5) + "/optimizer.tensors") == read_file(b.step_dir(4) + "/optimizer.tensors"));
+
+  JobConfig other_cpu = cfg, other_gpu = gcfg;
+  other_cpu.training.seed = other_gpu.training.seed = 99;
+  const std::unique_ptr<ModelState> cpu2 = make_full_state(other_cpu, comm), gpu2 = make_full_state(other_gpu, comm);
+  EXPECT_EQ(cpu2->load(e, 5).step, 5);  // the GPU's checkpoint on the CPU
+  cpu2->save(f, state_at(5));
+  expect_same_files(e.step_dir(5), f.step_dir(5));
+  EXPECT_EQ(gpu2->load(f, 5).step, 5);  // and back on the GPU
+  gpu2->save(g, state_at(5));
+  expect_same_files(e.step_dir(5), g.step_dir(5));
+  EXPECT_EQ(PinnedStaging::stats().live_bytes, 0u);
 }
