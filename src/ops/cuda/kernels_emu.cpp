@@ -9,7 +9,9 @@
 
 #include "core/cuda_emu/cuda.h"
 #include "core/error.h"
+#ifdef _OPENMP  // the ASan emulator test builds this file without OpenMP: its host GEMM runs serially
 #include "core/threading.h"
+#endif
 #include "ops/cuda/adamw.cuh"
 #include "ops/cuda/attention.cuh"
 #include "ops/cuda/causal_conv1d.cuh"
@@ -37,6 +39,18 @@ void blas_gemm(const BlasGemm& g, void* handle, void* stream) {
   blas_gemm_reference(g, stream);
 }
 
+namespace {
+// fn(begin, end) over [0, n) in chunks of `grain`: on the OpenMP team when there is one.
+template <class F>
+void host_chunks(int64_t n, int64_t grain, F&& fn) {
+#ifdef _OPENMP
+  parallel_for(n, grain, fn);
+#else
+  for (int64_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain));
+#endif
+}
+}  // namespace
+
 void blas_gemm_host(const BlasGemm& g) {
   if (g.m == 0 || g.n == 0) return;
   // The kernel's zero padding of k to whole tiles adds +0 products to a sum that starts at +0, which
@@ -44,12 +58,12 @@ void blas_gemm_host(const BlasGemm& g) {
   const int64_t k = g.k;
   // op(B) column by column, as the kernel reads it (bf16 widened, TF32 rounded): pb[j * k + l].
   std::vector<float> pb(size_t(k * g.n));
-  parallel_for(g.n, 16, [&](int64_t j0, int64_t j1) {
+  host_chunks(g.n, 16, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j)
       for (int64_t l = 0; l < k; ++l) pb[size_t(j * k + l)] = load_op(g.b, g.bf16, g.transb, l, j, g.ldb, g.tf32);
   });
   constexpr int64_t kRows = 64;  // op(A) rows per task, eight vectors of accumulators
-  parallel_for((g.m + kRows - 1) / kRows, 1, [&](int64_t b0, int64_t b1) {
+  host_chunks((g.m + kRows - 1) / kRows, 1, [&](int64_t b0, int64_t b1) {
     std::vector<float> pa(size_t(k * kRows));  // pa[l * kRows + r] = op(A)(i0 + r, l), zero past m
     alignas(32) float sum[kRows];
     for (int64_t blk = b0; blk < b1; ++blk) {
