@@ -72,9 +72,8 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
   if (on_gpu()) {  // the device-aware path (docs/cuda.md "The model on the GPU")
     TITAN_CHECK(device.type == DeviceType::CUDA && device.index == 0, "model: device ", device.str(),
                 " is not supported (cpu or cuda:0)");
-    const std::string why = " (the model on the GPU runs the dense path only; docs/cuda.md)";
-    TITAN_CHECK(!cfg_.is_moe() && !cfg_.is_qwen3_5(), "model on ", device.str(), ": MoE and Qwen3.5 layers are not",
-                " device-aware yet", why);
+    const std::string why = " (the model on the GPU runs the Qwen3 and Qwen3-MoE paths only; docs/cuda.md)";
+    TITAN_CHECK(!cfg_.is_qwen3_5(), "model on ", device.str(), ": Qwen3.5 layers are not device-aware yet", why);
     TITAN_CHECK(cfg_.has_qk_norm(), "model on ", device.str(), ": families without the q/k norm copy q/k out",
                 " with a host op (take_columns)", why);
     TITAN_CHECK(!tp.on() && !ep.on() && !pp.on(), "model on ", device.str(), ": no tensor, expert or pipeline",
@@ -283,12 +282,15 @@ Tensor* DecoderModel::expert_down(int64_t layer) {
   return L.moe() ? &L.w_edown : nullptr;
 }
 
+// The bias lives where the routing kernel reads it (on the GPU for a model on cuda:0); the token
+// counts stay on the host on every device: the moe op hands its per-expert counts to the host
+// anyway (its expert GEMMs are launched from there), and the trainer sums them over the ranks there.
 void DecoderModel::enable_expert_bias() {
   bias_.assign(layers_.size(), Tensor());
   counts_.assign(layers_.size(), Tensor());
   for (size_t l = 0; l < layers_.size(); ++l) {
     if (!layers_[l].moe()) continue;
-    bias_[l] = Tensor::zeros({cfg_.num_experts}, DType::F32);
+    bias_[l] = Tensor::zeros({cfg_.num_experts}, DType::F32, dev());
     counts_[l] = Tensor::zeros({cfg_.num_experts}, DType::F32);
   }
 }
@@ -296,7 +298,13 @@ void DecoderModel::enable_expert_bias() {
 void DecoderModel::update_expert_bias(float coeff) {
   for (size_t l = 0; l < bias_.size(); ++l) {
     if (!bias_[l].defined()) continue;
-    moe_update_expert_bias(bias_[l], counts_[l], coeff);
+    if (on_gpu()) {  // E floats: the update (host code) on a host copy, copied back
+      Tensor b = bias_[l].to(cpu());
+      moe_update_expert_bias(b, counts_[l], coeff);
+      bias_[l].copy_(b);
+    } else {
+      moe_update_expert_bias(bias_[l], counts_[l], coeff);
+    }
     counts_[l].zero_();
   }
 }
@@ -377,6 +385,31 @@ using layer_util::f32;
 using layer_util::grad_or_null;
 
 namespace {
+
+// The router auxiliary loss over the sparse layers' logits (moe_aux_loss, host code). On the GPU
+// the logits ([T, E] per sparse layer, E columns against the activations' H) are copied to the
+// host, and the gradient (scale * d(aux)/d(logits), when dlogits is given) copied back.
+double router_aux_loss(const std::vector<const Tensor*>& logits, int64_t top_k, std::vector<Tensor*>* dlogits = nullptr,
+                       float scale = 1.f) {
+  std::vector<Tensor> hl(logits.size()), hd(dlogits ? dlogits->size() : 0);  // host copies (sized: no reallocation)
+  std::vector<const Tensor*> lp;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const Tensor* t = logits[i];
+    if (t->device().type != DeviceType::CPU) hl[i] = t->to(cpu()), t = &hl[i];
+    lp.push_back(t);
+  }
+  if (!dlogits) return moe_aux_loss(lp, top_k);
+  std::vector<Tensor*> dp;
+  for (size_t i = 0; i < dlogits->size(); ++i) {
+    Tensor* d = (*dlogits)[i];
+    if (d->device().type != DeviceType::CPU) hd[i] = Tensor::empty(d->shape(), DType::F32), d = &hd[i];
+    dp.push_back(d);
+  }
+  const double loss = moe_aux_loss(lp, top_k, &dp, scale);
+  for (size_t i = 0; i < hd.size(); ++i)
+    if (hd[i].defined()) (*dlogits)[i]->copy_(hd[i]);
+  return loss;
+}
 
 void check_batch(const Tensor& ids, const Tensor& labels, int64_t max_pos) {
   TITAN_CHECK(ids.ndim() == 2 && ids.dtype() == DType::I64, "token ids must be i64 [batch, seq], got ", ids.str());
@@ -537,7 +570,7 @@ double DecoderModel::forward(const Tensor& ids, const Tensor& labels, Tensor* lo
   if (aux_loss_on()) {
     std::vector<const Tensor*> lp;
     for (const auto& t : hid.router_logits) lp.push_back(&t);
-    last_aux_ = moe_aux_loss(lp, cfg_.num_experts_per_tok);
+    last_aux_ = router_aux_loss(lp, cfg_.num_experts_per_tok);
     // One rounding (std::fma), as the x86-64-v3 build's contraction has always computed it, on every target.
     loss = std::fma(double(count_labels(labels)) * cfg_.router_aux_loss_coef, last_aux_, loss);
   }
@@ -636,8 +669,8 @@ double DecoderModel::forward_backward(const Tensor& ids, const Tensor& labels, f
       lp.push_back(&logits);
       dp.push_back(&dlogits[l]);
     }
-    last_aux_ = moe_aux_loss(lp, cfg_.num_experts_per_tok, &dp,
-                             float(double(grad_scale) * count * cfg_.router_aux_loss_coef));
+    last_aux_ = router_aux_loss(lp, cfg_.num_experts_per_tok, &dp,
+                                float(double(grad_scale) * count * cfg_.router_aux_loss_coef));
     aux_term = count * cfg_.router_aux_loss_coef * last_aux_;
   }
   hid = Hidden();

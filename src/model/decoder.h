@@ -159,6 +159,7 @@ class DecoderModel {
   bool has_expert_bias() const { return !bias_.empty(); }
   void update_expert_bias(float coeff);
   // name "model.layers.N.mlp.expert_bias" -> bias [E], then "...tokens_per_expert" -> counts [E] f32.
+  // The biases are on the model's device, the counts always on the host (decoder.cpp).
   std::vector<NamedTensor> expert_bias_state();
 
   // LoRA (model/lora.h): adapters on the linears that c.target_modules names, their parameters

@@ -139,7 +139,7 @@ TEST(ModelOnGpu, PackedDocumentsMatchTheCpuModel) {
 }
 
 TEST(ModelOnGpu, RefusesWhatIsNotDeviceAwareInOneLine) {
-  EXPECT_ERROR_HAS(gpu_model(flavor_config("debug-moe")), "model on cuda:0: MoE and Qwen3.5 layers are not");
+  EXPECT_ERROR_HAS(gpu_model(flavor_config("debug-qwen3_5")), "model on cuda:0: Qwen3.5 layers are not");
   ModelConfig llama = flavor_config("debug-tiny");
   llama.model_type = "llama";
   EXPECT_ERROR_HAS(gpu_model(llama), "model on cuda:0: families without the q/k norm");
