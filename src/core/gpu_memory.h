@@ -21,6 +21,9 @@ void zero(void* dst, size_t bytes);  // cudaMemset(dst, 0, bytes)
 // rows of width bytes, pitch bytes apart on both sides (cudaMemcpy2D): the rows of a strided view
 // without the gaps between them, which may belong to another operand.
 void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, size_t rows);
+// rows of width bytes from device memory to device memory, each side with its own pitch
+// (cudaMemcpy2D device to device): a strided row view copied out of (or into) a fused buffer.
+void copy_device_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows);
 void synchronize();
 // The device's total memory in bytes (cudaMemGetInfo); 0 under the emulator, which has no such limit.
 size_t total_memory();

@@ -74,8 +74,6 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const std::string& kernel_var
                 " is not supported (cpu or cuda:0)");
     const std::string why = " (the model on the GPU runs the Qwen3 and Qwen3-MoE paths only; docs/cuda.md)";
     TITAN_CHECK(!cfg_.is_qwen3_5(), "model on ", device.str(), ": Qwen3.5 layers are not device-aware yet", why);
-    TITAN_CHECK(cfg_.has_qk_norm(), "model on ", device.str(), ": families without the q/k norm copy q/k out",
-                " with a host op (take_columns)", why);
     TITAN_CHECK(!tp.on() && !ep.on() && !pp.on(), "model on ", device.str(), ": no tensor, expert or pipeline",
                 " parallelism", why);
     TITAN_CHECK(!deferred && !frozen && weight_dtype == DType::F32, "model on ", device.str(),

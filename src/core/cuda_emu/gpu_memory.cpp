@@ -28,6 +28,10 @@ void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, siz
   for (size_t r = 0; r < rows; ++r)
     std::memcpy(static_cast<char*>(dst) + r * pitch, static_cast<const char*>(src) + r * pitch, width);
 }
+void copy_device_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows) {
+  for (size_t r = 0; r < rows; ++r)
+    std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+}
 void synchronize() {}
 size_t total_memory() { return 0; }
 

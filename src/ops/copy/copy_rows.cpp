@@ -5,13 +5,15 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/gpu_memory.h"
 #include "core/threading.h"
 #include "ops/op_checks.h"
 
 namespace titan {
 
 void copy_rows(const ExecContext& ctx, const RowView& src, const RowView& dst) {
-  opcheck::host_context(ctx, "copy_rows");
+  const bool gpu = ctx.device.type == DeviceType::CUDA;
+  if (!gpu) opcheck::host_context(ctx, "copy_rows");
   check_view(src, DType::F32, "copy_rows", "src");
   check_view(dst, DType::F32, "copy_rows", "dst");
   check_same_rows(src, dst, "copy_rows", "src", "dst");
@@ -23,6 +25,13 @@ void copy_rows(const ExecContext& ctx, const RowView& src, const RowView& dst) {
   const uintptr_t s0 = addr(s.base), s1 = addr(s.row(src.n - 1) + w), d0 = addr(d.base),
                   d1 = addr(d.row(dst.n - 1) + w);
   TITAN_CHECK(s1 <= d0 || d1 <= s0, "copy_rows: src and dst overlap");
+  if (gpu) {  // both views in the context's device memory: one strided device-to-device copy
+    TITAN_CHECK(src.t.device() == ctx.device && dst.t.device() == ctx.device, "copy_rows: views on ",
+                src.t.device().str(), " and ", dst.t.device().str(), " with a ", ctx.device.str(), " context");
+    gpu::copy_device_2d(d.base, size_t(dst.ld) * sizeof(float), s.base, size_t(src.ld) * sizeof(float),
+                        size_t(w) * sizeof(float), size_t(src.n));
+    return;
+  }
   parallel_for(src.n, std::max<int64_t>(1, 8192 / std::max<int64_t>(w, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) std::memcpy(d.row(r), s.row(r), size_t(w) * sizeof(float));
   });

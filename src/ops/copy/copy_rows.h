@@ -3,7 +3,8 @@
 // their columns of the fused gradient, a view packed into a contiguous buffer for a collective and
 // unpacked after it. dst row r = src row r (h d f32 values each); rows in parallel.
 //
-// CPU function taking an ExecContext like every kernel (refuses another device's context).
+// Takes an ExecContext like every kernel: the CPU's (rows in parallel), or cuda:0's, where both
+// views must be in GPU memory (one strided device-to-device copy, gpu::copy_device_2d).
 #pragma once
 #include "core/exec_context.h"
 #include "ops/row_view.h"

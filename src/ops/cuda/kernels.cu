@@ -59,6 +59,9 @@ void zero(void* dst, size_t bytes) {
 void copy_to_host_2d(void* dst, const void* src, size_t pitch, size_t width, size_t rows) {
   if (rows) TITAN_CUDA_CHECK(cudaMemcpy2D(dst, pitch, src, pitch, width, rows, cudaMemcpyDeviceToHost));
 }
+void copy_device_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows) {
+  if (rows && width) TITAN_CUDA_CHECK(cudaMemcpy2D(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice));
+}
 void synchronize() { TITAN_CUDA_CHECK(cudaDeviceSynchronize()); }
 size_t total_memory() {
   size_t free_bytes = 0, total = 0;
