@@ -118,9 +118,12 @@ void weighted_v(const float* p, int64_t nk, int64_t group, const float* v, int64
   for (; c0 + 32 <= D; c0 += 32)
     for (int64_t u = 0; u < group;) {
       const int64_t U = std::min<int64_t>(3, group - u);
-      if (U == 3) weighted_v32<3>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
-      else if (U == 2) weighted_v32<2>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
-      else weighted_v32<1>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
+      if (U == 3)
+        weighted_v32<3>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
+      else if (U == 2)
+        weighted_v32<2>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
+      else
+        weighted_v32<1>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
       u += U;
     }
   if (c0 == D) return;
