@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_test_util.h"
 #include "common/test_util.h"
 #include "core/cuda_emu/runtime.h"
 #include "core/pinned_staging.h"
@@ -24,32 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const Device kGpu{DeviceType::CUDA, 0};
 constexpr uint64_t kBound = 4104;  // 8 * 513 bytes
-
-struct ScopedChunk {
-  explicit ScopedChunk(uint64_t bytes) { PinnedStaging::set_chunk_bytes(bytes); }
-  ~ScopedChunk() { PinnedStaging::set_chunk_bytes(0); }
-};
-
-DecoderModel gpu_model(const ModelConfig& c) {
-  return DecoderModel(c, "cuda", false, false, DType::F32, {}, {}, {}, kGpu);
-}
-
-std::string host_bytes(const Tensor& t) {
-  const Tensor h = t.device().type == DeviceType::CPU ? t : t.to(cpu());
-  return std::string(static_cast<const char*>(h.raw()), h.nbytes());
-}
-
-void expect_same_files(const std::string& a, const std::string& b) {
-  std::vector<std::string> na, nb;
-  for (auto& e : fs::directory_iterator(a)) na.push_back(e.path().filename().string());
-  for (auto& e : fs::directory_iterator(b)) nb.push_back(e.path().filename().string());
-  std::sort(na.begin(), na.end());
-  std::sort(nb.begin(), nb.end());
-  ASSERT_EQ(na, nb);
-  for (auto& n : na) EXPECT_TRUE(read_file(a + "/" + n) == read_file(b + "/" + n)) << n << " differs";
-}
 
 }  // namespace
 

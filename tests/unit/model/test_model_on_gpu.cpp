@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/gpu_test_util.h"
 #include "common/test_util.h"
 #include "model/decoder.h"
 #include "model/positions.h"
@@ -18,17 +19,6 @@ using namespace titan;
 using namespace titan::test;
 
 namespace {
-
-const Device kGpu{DeviceType::CUDA, 0};
-
-std::vector<float> host_floats(const Tensor& t) {
-  const Tensor h = t.device().type == DeviceType::CPU ? t : t.to(cpu());
-  return std::vector<float>(h.data<float>(), h.data<float>() + h.numel());
-}
-
-DecoderModel gpu_model(const ModelConfig& c) {
-  return DecoderModel(c, "cuda", false, false, DType::F32, {}, {}, {}, kGpu);
-}
 
 // ids and labels [B, S] on the host; with `sparse`, most labels are ignored (-100), which sends the
 // CPU model's head down its row-gather path while the GPU model runs every row.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_test_util.h"
 #include "common/test_util.h"
 #include "model/decoder.h"
 
@@ -20,13 +21,6 @@ using namespace titan;
 using namespace titan::test;
 
 namespace {
-
-const Device kGpu{DeviceType::CUDA, 0};
-
-std::vector<float> host_floats(const Tensor& t) {
-  const Tensor h = t.device().type == DeviceType::CPU ? t : t.to(cpu());
-  return std::vector<float>(h.data<float>(), h.data<float>() + h.numel());
-}
 
 // debug-moe's widths (hidden 256, 8 experts of 128, top-2, norm_topk_prob), with a small
 // vocabulary (the emulator runs every GEMM on the host) and mixed layers: 0 and 2 dense (layer 2

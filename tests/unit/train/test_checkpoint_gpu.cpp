@@ -13,6 +13,7 @@
 
 #include "checkpoint_test_util.h"
 #include "comm/comm.h"
+#include "common/gpu_test_util.h"
 #include "core/cuda_emu/runtime.h"
 #include "core/pinned_staging.h"
 #include "model/decoder.h"
@@ -27,22 +28,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const Device kGpu{DeviceType::CUDA, 0};
 constexpr uint64_t kBound = 4104;  // 8 * 513 bytes
-
-struct ScopedChunk {
-  explicit ScopedChunk(uint64_t bytes) { PinnedStaging::set_chunk_bytes(bytes); }
-  ~ScopedChunk() { PinnedStaging::set_chunk_bytes(0); }
-};
-
-DecoderModel gpu_model(const ModelConfig& c) {
-  return DecoderModel(c, "cuda", false, false, DType::F32, {}, {}, {}, kGpu);
-}
-
-std::string host_bytes(const Tensor& t) {
-  const Tensor h = t.device().type == DeviceType::CPU ? t : t.to(cpu());
-  return std::string(static_cast<const char*>(h.raw()), h.nbytes());
-}
 
 std::vector<NamedTensor> values_of(DecoderModel& m) {
   std::vector<NamedTensor> out;
@@ -85,16 +71,6 @@ void expect_same_bits(const std::vector<NamedTensor>& got, const std::vector<Nam
 }
 
 // Every file of two folders, by name, byte for byte.
-void expect_same_files(const std::string& a, const std::string& b) {
-  std::vector<std::string> na, nb;
-  for (auto& e : fs::directory_iterator(a)) na.push_back(e.path().filename().string());
-  for (auto& e : fs::directory_iterator(b)) nb.push_back(e.path().filename().string());
-  std::sort(na.begin(), na.end());
-  std::sort(nb.begin(), nb.end());
-  ASSERT_EQ(na, nb);
-  for (auto& n : na) EXPECT_TRUE(read_file(a + "/" + n) == read_file(b + "/" + n)) << n << " differs";
-}
-
 uint64_t largest(const std::vector<NamedTensor>& ts) {
   uint64_t m = 0;
   for (auto& t : ts) m = std::max<uint64_t>(m, t.tensor.nbytes());
