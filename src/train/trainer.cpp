@@ -205,9 +205,9 @@ void Trainer::log_memory() const {
   const Device dev = state_->model().exec().device;
   const double live = double(allocator_for(dev).stats().live_bytes);
   // The line scripts parse (tests/cli/lora_dist.sh); a GPU run's adds the device at the end.
-  std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live (%.2f MiB: weights, grads, optimizer)%s%s\n",
-               live / double(1ull << 30), live / double(1 << 20), dev.type == DeviceType::CPU ? "" : " on ",
-               dev.type == DeviceType::CPU ? "" : dev.str().c_str());
+  const std::string where = dev.type == DeviceType::CPU ? "" : " on " + dev.str();
+  std::fprintf(stderr, "[titan] memory after setup: %.3f GiB live (%.2f MiB: weights, grads, optimizer)%s\n",
+               live / double(1ull << 30), live / double(1 << 20), where.c_str());
   const double mib = double(1 << 20);
   DecoderModel& model = state_->model();
   if (model.lora_enabled()) {
