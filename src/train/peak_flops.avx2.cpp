@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "train/peak_flops_kernels.h"
+
 namespace titan::detail {
 namespace {
 constexpr int kChainsAvx2 = 12;

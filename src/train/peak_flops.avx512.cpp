@@ -10,12 +10,17 @@
 // rate than the all-register form. peak_flops.cpp times every form and keeps the fastest.
 //   register forms: 12, 16, 24 or 30 chains, both multiplicands in registers;
 //   broadcast forms: 16 or 24 chains, one multiplicand a 32-bit broadcast from an L1-resident line.
+// And the AMX tile probe (tdpbf16ps), compiled for AMX-TILE/AMX-BF16 by a target attribute, called
+// only where CPUID, XCR0 and the kernel's permission (arch_prctl) allow tiles: there oneDNN runs
+// every bf16 matmul on the tiles, far above the vdpbf16ps rate.
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's _mm512_undefined_* (PR 105593)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
+
+#include "train/peak_flops_kernels.h"
 
 namespace titan::detail {
 namespace {
@@ -79,7 +84,67 @@ constexpr Form kForms[] = {
     {24, true, fma_chains<24, true>, dpbf16_chains<24, true>},
 };
 
+// AMX: 6 accumulator tiles C0..C5 of 16 x 16 f32, each C_t += A B with A (tmm6) 16 rows x 32
+// bf16 and B (tmm7) 16 row pairs x 16 columns x 2 bf16: 16 * 16 * 32 products, 2 flops each, per
+// tdpbf16ps. Six independent chains: a tdpbf16ps issues every 16 cycles per core with a latency of
+// about 52, so each chain's next multiply waits for nothing. a_bits / b_bits as in dpbf16_chains
+// (1.0 and 2^-24): every element of every C grows by exactly 32 * 2^-24 = 2^-19 per iteration (far
+// from overflow), so the sum returned is 6 * 256 * iters * 2^-19 while that stays exact (the
+// test checks it, proving the tiles did the work counted).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+__attribute__((target("amx-tile,amx-bf16"), noinline)) float tdpbf16_tiles(int64_t iters, uint16_t a_bits,
+                                                                           uint16_t b_bits) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  _tile_loadconfig(&cfg);
+  alignas(64) uint16_t a[16 * 32], b[16 * 32];
+  alignas(64) float c[16 * 16] = {};
+  for (int i = 0; i < 16 * 32; ++i) a[i] = a_bits, b[i] = b_bits;
+  _tile_loadd(0, c, 64);
+  _tile_loadd(1, c, 64);
+  _tile_loadd(2, c, 64);
+  _tile_loadd(3, c, 64);
+  _tile_loadd(4, c, 64);
+  _tile_loadd(5, c, 64);
+  _tile_loadd(6, a, 64);
+  _tile_loadd(7, b, 64);
+  for (int64_t it = 0; it < iters; ++it) {
+    _tile_dpbf16ps(0, 6, 7);
+    _tile_dpbf16ps(1, 6, 7);
+    _tile_dpbf16ps(2, 6, 7);
+    _tile_dpbf16ps(3, 6, 7);
+    _tile_dpbf16ps(4, 6, 7);
+    _tile_dpbf16ps(5, 6, 7);
+  }
+  float sum = 0;
+  auto add = [&] {
+    for (float v : c) sum += v;
+  };
+  _tile_stored(0, c, 64);
+  add();
+  _tile_stored(1, c, 64);
+  add();
+  _tile_stored(2, c, 64);
+  add();
+  _tile_stored(3, c, 64);
+  add();
+  _tile_stored(4, c, 64);
+  add();
+  _tile_stored(5, c, 64);
+  add();
+  _tile_release();
+  return sum;
+}
+
 }  // namespace
+
+int peak_amx_tiles() { return 6; }
+float peak_tdpbf16_amx(int64_t iters, uint16_t a_bits, uint16_t b_bits) { return tdpbf16_tiles(iters, a_bits, b_bits); }
 
 int peak_forms_avx512() { return int(sizeof kForms / sizeof kForms[0]); }
 int peak_form_chains_avx512(int form) { return kForms[form].chains; }

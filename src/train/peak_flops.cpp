@@ -1,12 +1,13 @@
 #include "train/peak_flops.h"
 
-#include <sys/stat.h>
-
 #include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,18 +26,10 @@
 #include "data/dataset.h"
 #include "ops/matmul/matmul.h"
 #include "ops/registry.h"
+#include "train/peak_flops_kernels.h"
 #include "util/strings.h"
 
 namespace titan {
-namespace detail {
-int peak_forms_avx512();
-int peak_form_chains_avx512(int form);
-bool peak_form_broadcast_avx512(int form);
-float peak_fma_avx512(int form, int64_t iters, float mul, float add);
-float peak_dpbf16_avx512(int form, int64_t iters, uint16_t a_bits, uint16_t b_bits);
-int peak_chains_avx2();
-float peak_fma_avx2(int64_t iters, float mul, float add);
-}  // namespace detail
 
 namespace {
 
@@ -52,8 +45,11 @@ bool has_avx512() { return __builtin_cpu_supports("avx512f"); }
 bool has_avx512_bf16() { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }
 bool has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
-// AMX-BF16 and AMX-TILE in CPUID with the tile state enabled by the OS (XCR0 bits 17, 18): then
-// oneDNN runs bf16 matmuls on AMX tiles, far above the vdpbf16ps rate.
+// AMX-BF16 and AMX-TILE in CPUID with the tile state enabled by the OS (XCR0 bits 17, 18), and
+// Linux's permission for this process to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA, which oneDNN asks for too): then oneDNN runs bf16 matmuls on AMX tiles, far
+// above the vdpbf16ps rate, and the bf16 probe is the tile kernel. Without the permission neither
+// can use them.
 bool has_amx() {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
@@ -61,7 +57,16 @@ bool has_amx() {
   if (!(d & (1u << 22)) || !(d & (1u << 24))) return false;
   unsigned lo, hi;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (lo & (3u << 17)) == (3u << 17);
+  if ((lo & (3u << 17)) != (3u << 17)) return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  static const bool permitted = [] {
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return permitted;
+#else
+  return false;
+#endif
 }
 
 // The inputs come through volatiles, so the compiler cannot see them (nor fold the kernels).
@@ -85,7 +90,12 @@ std::string describe_avx512(int form) {
 
 Kernel probe_kernel(bool bf16) {
   Kernel k;
-  if (bf16 && has_avx512_bf16()) {
+  if (bf16 && has_avx512_bf16() && has_amx()) {
+    k.name = "amx_bf16 tdpbf16ps";
+    k.flops_per_iter = [](int) { return 16.0 * 16 * 32 * 2 * detail::peak_amx_tiles(); };
+    k.run = [](int, int64_t n) { return detail::peak_tdpbf16_amx(n, g_bf16_one, g_bf16_tiny); };
+    k.describe = [](int) { return std::to_string(detail::peak_amx_tiles()) + " tiles"; };
+  } else if (bf16 && has_avx512_bf16()) {
     k.name = "avx512_bf16 vdpbf16ps";
     k.forms = detail::peak_forms_avx512();
     k.flops_per_iter = [](int f) { return 16.0 * 4 * detail::peak_form_chains_avx512(f); };
@@ -424,7 +434,6 @@ PeakFlops mfu_peak(const PeakOptions& opt) {
   }
   p.cpu = cpu_identity();
   p.kernel = peak_probe_kernel(opt.bf16);
-  p.amx = opt.bf16 && has_amx();
   p.cpus = process_cpu_count();
   const std::string key = cache_key(p.cpu, p.kernel, p.threads, p.cpus);
   const std::string dir = opt.cache_dir.empty() ? data::default_cache_dir() : opt.cache_dir;
@@ -500,7 +509,6 @@ std::string PeakFlops::describe() const {
   else if (!cache_path.empty()) s += ", now cached in " + cache_path;
   if (!cache_note.empty()) s += "; " + cache_note;
   s += ")";
-  if (amx && gemm_gflops <= 0) s += "; AMX tiles are usable here and oneDNN's bf16 matmuls may exceed this peak: set [metrics] peak_tflops";
   return s;
 }
 

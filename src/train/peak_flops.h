@@ -19,11 +19,13 @@
 //   bf16: vdpbf16ps (AVX512_BF16): 2 bf16 products + 2 adds per f32 lane, 4 flops per lane;
 //         that is the instruction oneDNN's bf16 matmul (the bf16 path of gemm "cpu") runs on
 //         such CPUs. Without AVX512_BF16, oneDNN converts bf16 to f32 and multiplies in f32,
-//         so the bf16 peak is the f32 FMA peak (the same measurement and cache entry). CPUs
-//         with AMX tiles usable by the process would run oneDNN's bf16 matmuls on AMX, faster
-//         than this peak: the log line says so, and [metrics] peak_tflops should be set there.
+//         so the bf16 peak is the f32 FMA peak (the same measurement and cache entry).
 //         Some CPUs issue vdpbf16ps at a quarter of the FMA rate (Intel family 6 model 207:
 //         bf16 peak = 0.5x f32), others at the FMA rate (AMD Zen 4: 2x).
+//   bf16 with AMX tiles usable by the process (CPUID, XCR0 and Linux's arch_prctl permission):
+//         tdpbf16ps on 6 independent accumulator tiles, 16 x 16 x 32 products per instruction,
+//         the unit oneDNN's bf16 matmuls run on there (brg:avx512_core_amx_bf16), 4-8x the
+//         vdpbf16ps rate; without this probe the bf16 MFU there read 164%.
 //
 // Steady measurements (at least three repetitions within 2% of the best) are cached per CPU
 // (brand string, family, model, stepping) + probe kernel + thread count in
@@ -49,7 +51,7 @@ std::string peak_cache_path(const std::string& cache_dir);
 bool is_peak_cache_file(const std::string& path);
 
 // The kernel that measures `bf16`'s peak on this CPU: "avx512 fma", "avx512_bf16 vdpbf16ps",
-// "avx2 fma" (bf16 on a CPU without AVX512_BF16 gives the f32 kernel's name).
+// "amx_bf16 tdpbf16ps", "avx2 fma" (bf16 on a CPU without AVX512_BF16 gives the f32 kernel's name).
 std::string peak_probe_kernel(bool bf16);
 
 // One measurement, no cache, of the probe kernel for `bf16` on `threads` OpenMP threads (<= 0:
@@ -101,7 +103,6 @@ struct PeakFlops {
   std::string cache_path;      // the cache file read or written ("" = none)
   std::string cache_note;      // why nothing was cached, or why the cache was not used ("" = fine)
   double probe_ms = 0;         // time spent measuring (0 when cached or overridden)
-  bool amx = false;            // the process may use AMX tiles (oneDNN's bf16 matmuls beat this peak)
   double probe_gflops = 0;     // the probe's rate, and the GEMM check's (0: not run), when measured
   double gemm_gflops = 0;      // or cached; tflops is the larger
   std::string form = {};       // the probe form that ran

@@ -12,8 +12,18 @@
 //   C [m,n] f32, strides {ldc,1};  alpha -> output scale, beta -> sum post-op (C read only then),
 //   R (the addend) -> a binary-add post-op reading R [m,n] at strides {ldadd,1} after the sum
 //
+// A long reduction into a small output (k >= 16384 and k >= 8 max(m, n): the lm_head's input
+// gradient, dlogits [rows, vocab] @ W [vocab, hidden]) runs as its transpose, C^T = op(B)^T op(A)^T,
+// into a per-thread buffer that is then transposed into C (with beta and the addend applied there,
+// in the order the post-ops would apply them). oneDNN 2.6's brgemm streams that shape's N-major B
+// badly: measured on the 2-core AMX Xeon (family 6 model 167) for 688 x 151,936 x 512, bf16 645 ->
+// 1151 GFLOP/s and f32 280 -> 327 as the transpose (bench/train_step/RESULTS.md). oneDNN itself
+// has no fast form of it: a transposed ("ba") destination falls to its reference kernel. The
+// choice depends on the shape alone, so a shape always gets the same bits.
+//
 // oneDNN in this build runs on the same OpenMP runtime (libgomp) as titan, so it uses
 // omp_get_max_threads() threads and never oversubscribes the cores alongside titan's own loops.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -21,6 +31,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/threading.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "ops/matmul/gemv.h"
 #include "ops/matmul/matmul.h"
@@ -30,7 +41,7 @@ namespace titan {
 namespace {
 
 struct Key {
-  bool ta, tb;
+  bool ta, tb, swap;
   int64_t m, n, k, lda, ldb, ldc, ldadd;  // ldadd 0: no addend
   DType dt;
   uint32_t alpha_bits, beta_bits;
@@ -79,9 +90,15 @@ class PrimitiveCache {
     using dims = dnnl::memory::dims;
     const auto dt = k.dt == DType::BF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
     Entry e;
-    e.a = dnnl::memory::desc({k.m, k.k}, dt, k.ta ? dims{1, k.lda} : dims{k.lda, 1});
-    e.b = dnnl::memory::desc({k.k, k.n}, dt, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
-    e.c = dnnl::memory::desc({k.m, k.n}, dnnl::memory::data_type::f32, dims{k.ldc, 1});
+    if (k.swap) {  // src op(B)^T [n, k], weights op(A)^T [k, m], dst C^T [n, m] dense; no post-ops
+      e.a = dnnl::memory::desc({k.n, k.k}, dt, k.tb ? dims{k.ldb, 1} : dims{1, k.ldb});
+      e.b = dnnl::memory::desc({k.k, k.m}, dt, k.ta ? dims{k.lda, 1} : dims{1, k.lda});
+      e.c = dnnl::memory::desc({k.n, k.m}, dnnl::memory::data_type::f32, dims{k.m, 1});
+    } else {
+      e.a = dnnl::memory::desc({k.m, k.k}, dt, k.ta ? dims{1, k.lda} : dims{k.lda, 1});
+      e.b = dnnl::memory::desc({k.k, k.n}, dt, k.tb ? dims{1, k.ldb} : dims{k.ldb, 1});
+      e.c = dnnl::memory::desc({k.m, k.n}, dnnl::memory::data_type::f32, dims{k.ldc, 1});
+    }
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     float alpha, beta;
@@ -89,8 +106,8 @@ class PrimitiveCache {
     std::memcpy(&beta, &k.beta_bits, 4);
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
     dnnl::post_ops po;
-    if (beta != 0.f) po.append_sum(beta);
-    if (k.ldadd != 0) {
+    if (beta != 0.f && !k.swap) po.append_sum(beta);
+    if (k.ldadd != 0 && !k.swap) {
       e.add = dnnl::memory::desc({k.m, k.n}, dnnl::memory::data_type::f32, dims{k.ldadd, 1});
       po.append_binary(dnnl::algorithm::binary_add, e.add);
     }
@@ -114,28 +131,56 @@ PrimitiveCache& cache() {
   return c;
 }
 
-// Per-thread scratchpad, grown on demand, 64-byte aligned as oneDNN expects.
-void* scratchpad(size_t bytes) {
-  struct Buf {
-    void* p = nullptr;
-    size_t size = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf buf;
+// A per-thread buffer, grown on demand, 64-byte aligned as oneDNN expects.
+struct Buf {
+  void* p = nullptr;
+  size_t size = 0;
+  ~Buf() { std::free(p); }
+};
+void* grow(Buf& buf, size_t bytes) {
   if (bytes > buf.size) {
     std::free(buf.p);
     buf.size = (bytes + 63) / 64 * 64;
     buf.p = std::aligned_alloc(64, buf.size);
-    TITAN_CHECK(buf.p != nullptr, "gemm.cpu: out of memory for a ", bytes, "-byte scratchpad");
+    TITAN_CHECK(buf.p != nullptr, "gemm.cpu: out of memory for a ", bytes, "-byte buffer");
   }
   return buf.p;
+}
+void* scratchpad(size_t bytes) {
+  thread_local Buf buf;
+  return grow(buf, bytes);
+}
+
+bool run_transposed(const GemmArgs& g) {
+  constexpr int64_t kLongK = 16384;
+  return g.k >= kLongK && g.k >= 8 * std::max(g.m, g.n);
+}
+
+// C = T^T (+ beta C) (+ R), T [n, m] dense: 32 x 32 tiles, blocks of 32 rows of C over the threads.
+void transpose_into(const float* t, const GemmArgs& g) {
+  const int64_t m = g.m, n = g.n;
+  const float beta = g.beta;
+  parallel_for((m + 31) / 32, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, 32 * n)), [&](int64_t b0, int64_t b1) {
+    for (int64_t i0 = 32 * b0; i0 < std::min(m, 32 * b1); i0 += 32)
+      for (int64_t j0 = 0; j0 < n; j0 += 32)
+        for (int64_t i = i0; i < std::min(m, i0 + 32); ++i) {
+        float* c = g.c + i * g.ldc;
+        const float* r = g.add ? g.add + i * g.ldadd : nullptr;
+        for (int64_t j = j0; j < std::min(n, j0 + 32); ++j) {
+          float v = t[j * m + i];
+          if (beta != 0.f) v += beta * c[j];
+          if (r) v += r[j];
+          c[j] = v;
+        }
+      }
+  });
 }
 
 void gemm_cpu(const ExecContext& ctx, const GemmArgs& g) {
   opcheck::host_context(ctx, "gemm.cpu");
   Key key;
   std::memset(&key, 0, sizeof key);  // the hash reads padding bytes too
-  key.ta = g.trans_a, key.tb = g.trans_b;
+  key.ta = g.trans_a, key.tb = g.trans_b, key.swap = run_transposed(g);
   key.m = g.m, key.n = g.n, key.k = g.k, key.lda = g.lda, key.ldb = g.ldb, key.ldc = g.ldc;
   key.ldadd = g.add ? g.ldadd : 0;
   key.dt = g.in_dtype;
@@ -145,11 +190,13 @@ void gemm_cpu(const ExecContext& ctx, const GemmArgs& g) {
 
   thread_local dnnl::stream strm(engine());
   dnnl::engine& eng = engine();
-  dnnl::memory ma(e->a, eng, const_cast<void*>(g.a));
-  dnnl::memory mb(e->b, eng, const_cast<void*>(g.b));
-  dnnl::memory mc(e->c, eng, g.c);
+  thread_local Buf transposed;
+  float* t = key.swap ? static_cast<float*>(grow(transposed, size_t(g.m * g.n) * sizeof(float))) : nullptr;
+  dnnl::memory ma(e->a, eng, const_cast<void*>(key.swap ? g.b : g.a));
+  dnnl::memory mb(e->b, eng, const_cast<void*>(key.swap ? g.a : g.b));
+  dnnl::memory mc(e->c, eng, key.swap ? t : g.c);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-  if (g.add) {  // the binary post-op is the last one: index 1 after a sum, else 0
+  if (g.add && !key.swap) {  // the binary post-op is the last one: index 1 after a sum, else 0
     const int index = g.beta != 0.f ? 1 : 0;
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1,
                  dnnl::memory(e->add, eng, const_cast<float*>(g.add)));
@@ -160,6 +207,7 @@ void gemm_cpu(const ExecContext& ctx, const GemmArgs& g) {
                                                    eng, scratchpad(e->scratch_bytes)));
   e->prim.execute(strm, args);
   strm.wait();
+  if (key.swap) transpose_into(t, g);
 }
 
 const GemmKernel kGemmCpu{"cpu", gemm_cpu};

@@ -11,6 +11,7 @@
 
 #include "common/test_util.h"
 #include "train/peak_flops.h"
+#include "train/peak_flops_kernels.h"
 
 using namespace titan;
 using namespace titan::test;
@@ -73,7 +74,7 @@ TEST(PeakFlops, KernelNamesAndCpuIdentity) {
   const std::string f32 = peak_probe_kernel(false), bf16 = peak_probe_kernel(true);
   EXPECT_TRUE(f32 == "avx512 fma" || f32 == "avx2 fma") << f32;
   if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f"))
-    EXPECT_EQ(bf16, "avx512_bf16 vdpbf16ps");
+    EXPECT_TRUE(bf16 == "avx512_bf16 vdpbf16ps" || bf16 == "amx_bf16 tdpbf16ps") << bf16;
   else
     EXPECT_EQ(bf16, f32);  // bf16 matmuls run at the f32 FMA rate there
   EXPECT_NE(cpu_identity().find("family"), std::string::npos) << cpu_identity();
@@ -97,8 +98,24 @@ TEST(PeakFlops, Bf16DotRateIsWithinTheKnownRangeOfTheF32Peak) {
 TEST(PeakFlops, ProbeNamesTheFormItRan) {
   for (bool bf16 : {false, true}) {
     const PeakMeasurement m = measure_peak(bf16, 1, kBudget);
-    EXPECT_NE(m.form.find(" chains"), std::string::npos) << m.form;
+    const bool tiles = peak_probe_kernel(bf16) == "amx_bf16 tdpbf16ps";
+    EXPECT_NE(m.form.find(tiles ? " tiles" : " chains"), std::string::npos) << m.form;
   }
+}
+
+TEST(PeakFlops, AmxTileProbeDoesTheProductsItCounts) {
+  if (peak_probe_kernel(true) != "amx_bf16 tdpbf16ps") GTEST_SKIP() << "no AMX tiles usable here";
+  // Each iteration adds 32 * 1.0 * 2^-24 = 2^-19 to every element of 6 tiles of 16 x 16: the sum
+  // is exact while the elements stay below 2^5 (f32 keeps 24 bits), so a kernel that skipped a
+  // tile, a row or an iteration gives another number.
+  EXPECT_EQ(detail::peak_amx_tiles(), 6);
+  for (int64_t iters : {1, 3, 64, 1000}) {
+    const float want = float(6 * 256 * iters) * 0x1p-19f;
+    EXPECT_EQ(detail::peak_tdpbf16_amx(iters, 0x3f80, 0x3380), want) << iters << " iterations";
+  }
+  const double g = measure_peak(true, 1, kBudget).gflops;
+  EXPECT_GT(g, 1.0);
+  EXPECT_LT(g, 1e6);
 }
 
 TEST(PeakFlops, GemmCheckGivesAPlausiblePositiveRate) {
