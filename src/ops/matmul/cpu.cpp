@@ -160,20 +160,21 @@ bool run_transposed(const GemmArgs& g) {
 void transpose_into(const float* t, const GemmArgs& g) {
   const int64_t m = g.m, n = g.n;
   const float beta = g.beta;
-  parallel_for((m + 31) / 32, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, 32 * n)), [&](int64_t b0, int64_t b1) {
-    for (int64_t i0 = 32 * b0; i0 < std::min(m, 32 * b1); i0 += 32)
-      for (int64_t j0 = 0; j0 < n; j0 += 32)
-        for (int64_t i = i0; i < std::min(m, i0 + 32); ++i) {
-        float* c = g.c + i * g.ldc;
-        const float* r = g.add ? g.add + i * g.ldadd : nullptr;
-        for (int64_t j = j0; j < std::min(n, j0 + 32); ++j) {
-          float v = t[j * m + i];
-          if (beta != 0.f) v += beta * c[j];
-          if (r) v += r[j];
-          c[j] = v;
-        }
-      }
-  });
+  parallel_for((m + 31) / 32, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, 32 * n)),
+               [&](int64_t b0, int64_t b1) {
+                 for (int64_t i0 = 32 * b0; i0 < std::min(m, 32 * b1); i0 += 32)
+                   for (int64_t j0 = 0; j0 < n; j0 += 32)
+                     for (int64_t i = i0; i < std::min(m, i0 + 32); ++i) {
+                       float* c = g.c + i * g.ldc;
+                       const float* r = g.add ? g.add + i * g.ldadd : nullptr;
+                       for (int64_t j = j0; j < std::min(n, j0 + 32); ++j) {
+                         float v = t[j * m + i];
+                         if (beta != 0.f) v += beta * c[j];
+                         if (r) v += r[j];
+                         c[j] = v;
+                       }
+                     }
+               });
 }
 
 void gemm_cpu(const ExecContext& ctx, const GemmArgs& g) {

@@ -123,6 +123,43 @@ TEST(Gemm, CpuMatchesReferenceOddShapesTransposesStrides) {
         }
 }
 
+TEST(Gemm, CpuLongReductionIntoASmallOutput) {
+  // k >= 16384 and >= 8 max(m, n): the cpu variant runs the transpose C^T = op(B)^T op(A)^T and
+  // transposes the result into C with beta and the addend (cpu.cpp); every transpose, padded
+  // leading dimensions, alpha/beta, and an addend, against the exact product. f32 accumulation
+  // over k = 20000 terms: error ~ sqrt(k) 2^-24 of sum |a||b|, 1e-4 leaves a wide margin.
+  const int64_t sizes[][3] = {{3, 7, 20000}, {33, 17, 20000}, {40, 70, 16384}};
+  const float ab[][2] = {{1.f, 0.f}, {1.f, 1.f}, {-0.5f, 2.f}, {2.f, -0.25f}};
+  uint32_t seed = 100;
+  for (DType dt : {DType::F32, DType::BF16})
+    for (auto& s : sizes)
+      for (int t = 0; t < 4; ++t) {
+        const int64_t pad = t % 2 ? 3 : 0;
+        auto [alpha, beta] = ab[seed % 4];
+        Problem p = make(t & 1, t & 2, s[0], s[1], s[2], pad, alpha, beta, dt, seed++);
+        const std::vector<float> c = run(cpu_k(), p);
+        expect_close(p, c, 1e-4, dt == DType::F32 ? "cpu f32, long k" : "cpu bf16, long k");
+        // The same product with an addend R [m, n] (rows 5 apart from n): C + R, to rounding.
+        std::vector<float> r(size_t(p.m * (p.n + 5))), cr = p.c0;
+        for (size_t i = 0; i < r.size(); ++i) r[i] = float(i % 13) * 0.5f - 3.f;
+        GemmArgs g;
+        g.trans_a = p.ta, g.trans_b = p.tb, g.m = p.m, g.n = p.n, g.k = p.k, g.alpha = p.alpha, g.beta = p.beta;
+        g.a = dt == DType::BF16 ? (const void*)p.a16.data() : p.a.data();
+        g.b = dt == DType::BF16 ? (const void*)p.b16.data() : p.b.data();
+        g.lda = p.lda, g.ldb = p.ldb, g.ldc = p.ldc, g.c = cr.data(), g.in_dtype = dt;
+        g.add = r.data(), g.ldadd = p.n + 5;
+        gemm(ExecContext::host(), cpu_k(), g);
+        for (int64_t i = 0; i < p.m; ++i)
+          for (int64_t j = 0; j < p.ldc; ++j) {
+            const size_t at = size_t(i * p.ldc + j);
+            const float want = j < p.n ? c[at] + r[size_t(i * (p.n + 5) + j)] : p.c0[at];  // padding untouched
+            ASSERT_NEAR(cr[at], want, 1e-5 * (1 + std::fabs(want))) << "addend, m=" << p.m << " t=" << t << " (" << i
+                                                                      << ", " << j << ")";
+          }
+        if (HasFailure()) return;
+      }
+}
+
 TEST(Gemm, BetaZeroIgnoresNanInC) {
   for (const GemmKernel* k : {&ref_k(), &cpu_k()}) {
     Problem p = make(false, true, 4, 5, 6, 0, 1.f, 0.f, DType::F32, 7);
