@@ -15,7 +15,10 @@
 namespace titan {
 
 struct LayerState {
-  // Attention kinds: [rows, capacity, kv_heads, head_dim] f32 (undefined until reserved).
+  // Attention kinds: [rows, kv_heads, capacity, head_dim] f32 (undefined until reserved): each kv
+  // head's keys (values) of one row are contiguous, so attention_cached scans them as one stream
+  // (in [rows, capacity, kv_heads, head_dim] consecutive keys of a head were kv_heads * head_dim
+  // floats apart: 4 KiB on Qwen3-0.6B, one page per key, which the prefetchers do not follow).
   Tensor k, v;
   // Linear-attention kinds: the last kernel-1 inputs of the causal convolution and the recurrent
   // state, of a size fixed by the layer (made by the layer on its first call).
@@ -41,6 +44,10 @@ struct InferenceState {
   // capacity grows by doubling, so appending one column at a time copies O(total) in all. Other
   // kinds' slots are left to their layer.
   void reserve(const std::vector<LayerKind>& kinds, int64_t kv_heads, int64_t head_dim, int64_t cols);
+  // Writes S new columns of every row to layer `layer`'s cache at columns [len, len + S) (room
+  // reserved): token row b * S + s of `k` / `v` holds its kv_heads * head_dim floats, head by
+  // head, at k + (b * S + s) * k_stride (v likewise). `len` is not advanced.
+  void append_kv(size_t layer, const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t S);
 };
 
 }  // namespace titan

@@ -143,8 +143,8 @@ void attention_cached(const RowView& q, const Tensor& kc, const Tensor& vc, cons
   check_view(q, DType::F32, who, "q");
   TITAN_CHECK(kc.defined() && kc.dtype() == DType::F32 && kc.ndim() == 4 && vc.defined() && vc.shape() == kc.shape() &&
                   vc.dtype() == DType::F32,
-              who, ": the cache must be two f32 [B, cap, Hkv, D] tensors, got ", kc.str(), " and ", vc.str());
-  const int64_t B = kc.dim(0), cap = kc.dim(1), Hkv = kc.dim(2), D = kc.dim(3), Hq = q.h;
+              who, ": the cache must be two f32 [B, Hkv, cap, D] tensors, got ", kc.str(), " and ", vc.str());
+  const int64_t B = kc.dim(0), Hkv = kc.dim(1), cap = kc.dim(2), D = kc.dim(3), Hq = q.h;
   TITAN_CHECK(S > 0 && q.n == B * S && q.d == D && Hq % Hkv == 0, who, ": q [", q.n, ", ", q.h, ", ", q.d,
               "] does not match the cache ", kc.str(), " with ", S, " new tokens per row");
   TITAN_CHECK(n >= S && n <= cap, who, ": ", n, " cached columns do not fit the cache ", kc.str());
@@ -168,9 +168,9 @@ void attention_cached(const RowView& q, const Tensor& kc, const Tensor& vc, cons
       const int64_t b = t / (Hkv * S), g = (t / S) % Hkv, s = t % S;
       const int64_t j0 = first[b], j1 = n - S + s + 1, nk = j1 - j0;  // visible keys [j0, j1)
       p.resize(size_t(group * nk));
-      const float* krow = K + ((b * cap + j0) * Hkv + g) * D;
-      const float* vrow = V + ((b * cap + j0) * Hkv + g) * D;
-      const int64_t kstride = Hkv * D;
+      const float* krow = K + ((b * Hkv + g) * cap + j0) * D;  // the kv head's keys, one after the other
+      const float* vrow = V + ((b * Hkv + g) * cap + j0) * D;
+      const int64_t kstride = D;
       for (int64_t u = 0; u < group; ++u) {
         float* pu = p.data() + u * nk;
         scores(qp.vec((b * S + s) * Hq + g * group + u), krow, kstride, nk, D, scale, pu);

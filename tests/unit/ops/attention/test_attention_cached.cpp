@@ -56,13 +56,16 @@ TEST(AttentionCached, EqualsCausalAttentionOnEachUnpaddedRow) {
     const int64_t cap = c.S + 5, row = c.Hkv * c.D;
     const float scale = 1.f / std::sqrt(float(c.D));
     Tensor q = randn({c.B, c.S, c.Hq, c.D}, 1), k = randn({c.B, c.S, c.Hkv, c.D}, 2), v = randn({c.B, c.S, c.Hkv, c.D}, 3);
-    Tensor kc = Tensor::empty({c.B, cap, c.Hkv, c.D}, DType::F32), vc = Tensor::empty(kc.shape(), DType::F32);
+    // The cache is [B, Hkv, cap, D]: column s of kv head g of row b at ((b * Hkv + g) * cap + s) * D.
+    Tensor kc = Tensor::empty({c.B, c.Hkv, cap, c.D}, DType::F32), vc = Tensor::empty(kc.shape(), DType::F32);
     kc.fill_(1e30f), vc.fill_(1e30f);
     for (int64_t b = 0; b < c.B; ++b)
-      for (int64_t s = c.first[size_t(b)]; s < c.S; ++s) {
-        std::memcpy(kc.data<float>() + (b * cap + s) * row, k.data<float>() + (b * c.S + s) * row, row * sizeof(float));
-        std::memcpy(vc.data<float>() + (b * cap + s) * row, v.data<float>() + (b * c.S + s) * row, row * sizeof(float));
-      }
+      for (int64_t s = c.first[size_t(b)]; s < c.S; ++s)
+        for (int64_t g = 0; g < c.Hkv; ++g) {
+          const int64_t dst = ((b * c.Hkv + g) * cap + s) * c.D, src = (b * c.S + s) * row + g * c.D;
+          std::memcpy(kc.data<float>() + dst, k.data<float>() + src, c.D * sizeof(float));
+          std::memcpy(vc.data<float>() + dst, v.data<float>() + src, c.D * sizeof(float));
+        }
     std::vector<Tensor> ref;
     for (int64_t b = 0; b < c.B; ++b) ref.push_back(row_reference(q, k, v, b, c.first[size_t(b)], scale));
     const int64_t qrow = c.Hq * c.D;
@@ -90,7 +93,7 @@ TEST(AttentionCached, EqualsCausalAttentionOnEachUnpaddedRow) {
 }
 
 TEST(AttentionCached, BadArgumentsAreErrors) {
-  Tensor kc = Tensor::zeros({2, 8, 1, 4}, DType::F32), vc = Tensor::zeros({2, 8, 1, 4}, DType::F32);
+  Tensor kc = Tensor::zeros({2, 1, 8, 4}, DType::F32), vc = Tensor::zeros({2, 1, 8, 4}, DType::F32);
   Tensor q = Tensor::zeros({2, 1, 2, 4}, DType::F32), out = Tensor::empty({2, 1, 2, 4}, DType::F32);
   auto err = [&](std::vector<int64_t> first, int64_t n, const Tensor& kk) {
     try {
@@ -104,5 +107,5 @@ TEST(AttentionCached, BadArgumentsAreErrors) {
   EXPECT_NE(err({0, 3}, 3, kc).find("row 1 starts at column 3, after its first new token (column 2)"),
             std::string::npos);
   EXPECT_NE(err({0, 0}, 9, kc).find("9 cached columns do not fit"), std::string::npos);
-  EXPECT_NE(err({0, 0}, 3, Tensor::zeros({2, 8, 2, 4}, DType::F32)).find("must be two f32"), std::string::npos);
+  EXPECT_NE(err({0, 0}, 3, Tensor::zeros({2, 2, 8, 4}, DType::F32)).find("must be two f32"), std::string::npos);
 }
