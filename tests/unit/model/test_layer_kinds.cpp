@@ -97,3 +97,26 @@ TEST(LayerKinds, InferenceStateReservesKeysAndValuesOnlyForAttentionLayers) {
       }
   EXPECT_FALSE(s.layers[2].v.defined());
 }
+
+// A bf16 cache (bf16 compute) grows the same way: every (row, kv head)'s written columns move to
+// their place in the grown tensor, byte for byte.
+TEST(LayerKinds, InferenceStateGrowsABf16Cache) {
+  InferenceState s;
+  s.reset({0, 1, 0});
+  const std::vector<LayerKind> kinds = {{MixerKind::Attention, MlpKind::Dense}};
+  s.reserve(kinds, 3, 8, 16, DType::BF16);
+  ASSERT_EQ(s.layers[0].k.dtype(), DType::BF16);
+  auto at = [&](const Tensor& t, int64_t b, int64_t g, int64_t col, int64_t d) -> uint16_t& {
+    return t.data<bf16>()[((b * t.dim(1) + g) * t.dim(2) + col) * t.dim(3) + d].bits;
+  };
+  s.len = 16;
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t g = 0; g < 3; ++g)
+      for (int64_t col = 0; col < 16; ++col) at(s.layers[0].v, b, g, col, 7) = uint16_t(1000 * b + 100 * g + col);
+  s.reserve(kinds, 3, 8, 17, DType::BF16);
+  EXPECT_EQ(s.layers[0].v.shape(), (Shape{3, 3, 32, 8}));
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t g = 0; g < 3; ++g)
+      for (int64_t col = 0; col < 16; ++col)
+        EXPECT_EQ(at(s.layers[0].v, b, g, col, 7), uint16_t(1000 * b + 100 * g + col)) << b << g << col;
+}
