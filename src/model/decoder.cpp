@@ -615,7 +615,9 @@ void DecoderModel::forward_cached(const Tensor& ids, InferenceState& cache, Tens
     TITAN_CHECK(cache.first[size_t(b)] >= 0 && cache.first[size_t(b)] < S, "generation: row ", b, " of the prompt batch ",
                 "has ", cache.first[size_t(b)], " padding columns of ", S);
   if (!logits.defined()) logits = f32({B, V});
-  cache.reserve(layer_kinds(), cfg_.num_key_value_heads, cfg_.head_dim, cache.len + S);
+  // The KV cache in bf16 when the matmuls compute in bf16 (halves the bytes a decode step reads).
+  cache.reserve(layer_kinds(), cfg_.num_key_value_heads, cfg_.head_dim, cache.len + S,
+                compute_ == DType::BF16 ? DType::BF16 : DType::F32);
   round_weights_for_compute();
   Steps steps(*this, Pass::Score);
   Hidden hid = forward_layers(ids, Positions{cache.len}, nullptr, steps, &cache);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
+
 namespace titan {
 
 namespace {
@@ -11,27 +13,55 @@ bool has_kv(const LayerKind& k) { return k.mixer == MixerKind::Attention || k.mi
 
 int64_t InferenceState::capacity() const {
   for (const LayerState& s : layers)
-    if (s.k.defined()) return s.k.dim(1);
+    if (s.k.defined()) return s.k.dim(2);
   return 0;
 }
 
-void InferenceState::reserve(const std::vector<LayerKind>& kinds, int64_t kv_heads, int64_t head_dim, int64_t cols) {
+void InferenceState::reserve(const std::vector<LayerKind>& kinds, int64_t kv_heads, int64_t head_dim, int64_t cols,
+                             DType dtype) {
+  TITAN_ASSERT(dtype == DType::F32 || dtype == DType::BF16, "KV cache: f32 or bf16, not ", dtype_name(dtype));
   const int64_t cap = capacity();
-  if (layers.size() == kinds.size() && cols <= cap) return;
+  for (const LayerState& s : layers)
+    TITAN_ASSERT(!s.k.defined() || len == 0 || s.k.dtype() == dtype, "KV cache: ", dtype_name(s.k.dtype()),
+                 " columns written, ", dtype_name(dtype), " asked");
+  bool same_type = true;
+  for (const LayerState& s : layers) same_type = same_type && (!s.k.defined() || s.k.dtype() == dtype);
+  if (layers.size() == kinds.size() && cols <= cap && same_type) return;
   const int64_t want = std::max<int64_t>({cols, 2 * cap, 16});
-  const int64_t row = kv_heads * head_dim;  // floats per column
+  const size_t col_bytes = size_t(head_dim) * dtype_size(dtype);
   layers.resize(kinds.size());
   for (size_t l = 0; l < kinds.size(); ++l) {
     if (!has_kv(kinds[l])) continue;
     for (Tensor* t : {&layers[l].k, &layers[l].v}) {
-      Tensor grown = Tensor::empty({rows, want, kv_heads, head_dim}, DType::F32);
+      Tensor grown = Tensor::empty({rows, kv_heads, want, head_dim}, dtype);
+      // Each (row, kv head) keeps its written columns at the start of its (now longer) block.
       if (t->defined() && len > 0)
-        for (int64_t b = 0; b < rows; ++b)
-          std::memcpy(grown.data<float>() + b * want * row, t->data<float>() + b * cap * row,
-                      size_t(len * row) * sizeof(float));
+        for (int64_t bg = 0; bg < rows * kv_heads; ++bg)
+          std::memcpy(static_cast<char*>(grown.raw()) + size_t(bg * want) * col_bytes,
+                      static_cast<const char*>(t->raw()) + size_t(bg * cap) * col_bytes, size_t(len) * col_bytes);
       *t = grown;
     }
   }
+}
+
+void InferenceState::append_kv(size_t layer, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                               int64_t S) {
+  LayerState& st = layers.at(layer);
+  const int64_t Hkv = st.k.dim(1), cap = st.k.dim(2), D = st.k.dim(3);
+  TITAN_ASSERT(len + S <= cap, "append_kv: ", len, " + ", S, " columns exceed the capacity ", cap);
+  const DType dt = st.k.dtype();
+  const size_t es = dtype_size(dt);
+  char* kc = static_cast<char*>(st.k.raw());
+  char* vc = static_cast<char*>(st.v.raw());
+  for (int64_t b = 0; b < rows; ++b)
+    for (int64_t g = 0; g < Hkv; ++g) {
+      const int64_t dst = ((b * Hkv + g) * cap + len) * D;
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t src = (b * S + s);
+        convert_floats(k + src * k_stride + g * D, DType::F32, kc + size_t(dst + s * D) * es, dt, size_t(D));
+        convert_floats(v + src * v_stride + g * D, DType::F32, vc + size_t(dst + s * D) * es, dt, size_t(D));
+      }
+    }
 }
 
 }  // namespace titan

@@ -15,7 +15,11 @@
 namespace titan {
 
 struct LayerState {
-  // Attention kinds: [rows, capacity, kv_heads, head_dim] f32 (undefined until reserved).
+  // Attention kinds: [rows, kv_heads, capacity, head_dim] f32, or bf16 when the model computes in
+  // bf16 (reserve's dtype; undefined until reserved): each kv
+  // head's keys (values) of one row are contiguous, so attention_cached scans them as one stream
+  // (in [rows, capacity, kv_heads, head_dim] consecutive keys of a head were kv_heads * head_dim
+  // floats apart: 4 KiB on Qwen3-0.6B, one page per key, which the prefetchers do not follow).
   Tensor k, v;
   // Linear-attention kinds: the last kernel-1 inputs of the causal convolution and the recurrent
   // state, of a size fixed by the layer (made by the layer on its first call).
@@ -39,8 +43,15 @@ struct InferenceState {
   int64_t capacity() const;
   // Makes room for `cols` columns in every attention layer of `kinds` (keeping the written ones):
   // capacity grows by doubling, so appending one column at a time copies O(total) in all. Other
-  // kinds' slots are left to their layer.
-  void reserve(const std::vector<LayerKind>& kinds, int64_t kv_heads, int64_t head_dim, int64_t cols);
+  // kinds' slots are left to their layer. `dtype` (f32 or bf16) is the keys' and values' type; it
+  // cannot change while columns are written.
+  void reserve(const std::vector<LayerKind>& kinds, int64_t kv_heads, int64_t head_dim, int64_t cols,
+               DType dtype = DType::F32);
+  // Writes S new columns of every row to layer `layer`'s cache at columns [len, len + S) (room
+  // reserved): token row b * S + s of `k` / `v` holds its kv_heads * head_dim floats, head by
+  // head, at k + (b * S + s) * k_stride (v likewise); a bf16 cache gets them rounded to nearest
+  // even. `len` is not advanced.
+  void append_kv(size_t layer, const float* k, int64_t k_stride, const float* v, int64_t v_stride, int64_t S);
 };
 
 }  // namespace titan

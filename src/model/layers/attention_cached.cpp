@@ -43,14 +43,7 @@ void DecoderModel::attend_cached(size_t l, LayerActs& a, int64_t B, int64_t S, I
     k.rope->forward_rows(exec_, rows_of(a.k, b * S + r0, b * S + S, nkv, D), S - r0, start, rope_);
   }
   LayerState& st = c.layers[l];
-  float* kc = st.k.data<float>();
-  float* vc = st.v.data<float>();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t s = 0; s < S; ++s) {
-      const int64_t dst = ((b * cap) + c.len + s) * K;
-      std::memcpy(kc + dst, a.k.data<float>() + (b * S + s) * K, size_t(K) * sizeof(float));
-      std::memcpy(vc + dst, a.qkv.data<float>() + (b * S + s) * W + Q + K, size_t(K) * sizeof(float));
-    }
+  c.append_kv(l, a.k.data<float>(), K, a.qkv.data<float>() + Q + K, W, S);
   if (c.len > 0) {
     attention_cached(RowView::of(a.q, nh, D), st.k, st.v, c.first.data(), c.len + S, S, scale, a.attn);
     return;

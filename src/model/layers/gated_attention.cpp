@@ -93,14 +93,7 @@ void DecoderModel::gated_attention_forward(size_t l, const Tensor& x, LayerActs&
     rope_partial(exec_, q, rd, rope_, rp.data(), false);
     rope_partial(exec_, kk, rd, rope_, rp.data(), false);
     LayerState& st = c.layers[l];
-    float* kc = st.k.data<float>();
-    float* vc = st.v.data<float>();
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t s = 0; s < S; ++s) {
-        const int64_t dst = ((b * cap) + c.len + s) * K;
-        std::memcpy(kc + dst, a.k.data<float>() + (b * S + s) * K, size_t(K) * sizeof(float));
-        std::memcpy(vc + dst, a.qkv.data<float>() + (b * S + s) * W + 2 * Q + K, size_t(K) * sizeof(float));
-      }
+    c.append_kv(l, a.k.data<float>(), K, a.qkv.data<float>() + 2 * Q + K, W, S);
     if (c.len > 0)
       attention_cached(q, st.k, st.v, c.first.data(), c.len + S, S, scale, a.attn);
     else  // the prompt: attention_cached takes no query inside a row's padding

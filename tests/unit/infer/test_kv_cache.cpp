@@ -203,6 +203,48 @@ TEST(InferenceState, Bf16StoredWeightsEqualHeldBf16Copies) {
   }
 }
 
+// The KV cache follows the matmuls' compute dtype: f32 for an f32 model, bf16 for bf16 weights.
+// Ten decode steps on the golden's own ids (teacher-forced, so the rows stay comparable) read the
+// bf16 cache and stay near transformers' f32 logits (measured: 0.090 of max |logit| 4.5; the same
+// steps with bf16 weights and an f32 cache 0.083; the prefill alone 0.051).
+TEST(InferenceState, Bf16ComputeKeepsTheKvCacheInBf16) {
+  const Golden g = load_golden("dense");
+  for (const DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    auto model = load_hf_model(model_dir("dense"), "cpu", /*frozen=*/true, dt);
+    CachedLogitsSource src(*model);
+    LeftPaddedBatch batch = LeftPaddedBatch::make(g.prompts, 0);
+    const int64_t rows = int64_t(g.prompts.size()), V = src.vocab_size();
+    const std::vector<bool> active(size_t(rows), true);
+    std::vector<float> lg(size_t(rows * V));
+    double worst = 0, scale = 0;
+    for (int64_t step = 0; step < 10; ++step) {
+      if (step == 0)
+        src.prefill(batch, lg.data());
+      else
+        src.decode_step(batch, active, lg.data());
+      const float* gl = g.logits.data<float>() + step * rows * V;
+      for (int64_t i = 0; i < rows * V; ++i) {
+        worst = std::max(worst, double(std::fabs(lg[size_t(i)] - gl[i])));
+        scale = std::max(scale, double(std::fabs(gl[i])));
+      }
+      std::vector<uint32_t> next;
+      for (int64_t r = 0; r < rows; ++r) next.push_back(g.ids[size_t(r)][size_t(step)]);
+      batch.append(next, active);
+    }
+    int64_t kv_layers = 0;
+    for (const LayerState& st : src.cache().layers) {
+      if (!st.k.defined()) continue;
+      EXPECT_EQ(st.k.dtype(), dt);
+      EXPECT_EQ(st.v.dtype(), dt);
+      ++kv_layers;
+    }
+    EXPECT_GT(kv_layers, 0);
+    std::printf("[ %s ] 10 steps: max |logit - f32 HF| %.3g (max |logit| %.3g)\n", dtype_name(dt), worst, scale);
+    EXPECT_LT(worst, dt == DType::F32 ? 1e-4 : 0.03 * scale);
+  }
+}
+
 TEST(InferenceState, Bf16WeightsNeedAFrozenModel) {
   auto model = load_hf_model(model_dir("dense"));
   EXPECT_THROW(DecoderModel(model->config(), "cpu", false, /*frozen=*/false, DType::BF16), Error);

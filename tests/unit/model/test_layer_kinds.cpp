@@ -72,13 +72,51 @@ TEST(LayerKinds, InferenceStateReservesKeysAndValuesOnlyForAttentionLayers) {
   ASSERT_EQ(s.layers.size(), 3u);
   EXPECT_FALSE(s.layers[0].k.defined());
   ASSERT_TRUE(s.layers[1].k.defined());
-  EXPECT_EQ(s.layers[1].k.shape(), (Shape{2, 16, 2, 4}));
+  EXPECT_EQ(s.layers[1].k.shape(), (Shape{2, 2, 16, 4}));  // [rows, kv heads, capacity, head dim]
   EXPECT_EQ(s.capacity(), 16);
-  // Growth keeps the written columns.
-  s.layers[1].k.data<float>()[3] = 7.f;
-  s.len = 1;
+  // Growth keeps the written columns of every (row, kv head), at their [rows, kv heads, capacity,
+  // head dim] place in the grown tensor; unwritten columns are not copied.
+  auto at = [&](const Tensor& t, int64_t b, int64_t g, int64_t col, int64_t d) -> float& {
+    return t.data<float>()[((b * t.dim(1) + g) * t.dim(2) + col) * t.dim(3) + d];
+  };
+  s.len = 3;
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t g = 0; g < 2; ++g)
+      for (int64_t col = 0; col < 3; ++col) {
+        at(s.layers[1].k, b, g, col, 1) = float(100 * b + 10 * g + col);
+        at(s.layers[1].v, b, g, col, 3) = -float(100 * b + 10 * g + col);
+      }
   s.reserve(kinds, 2, 4, 17);
   EXPECT_EQ(s.capacity(), 32);
-  EXPECT_EQ(s.layers[1].k.data<float>()[3], 7.f);
+  EXPECT_EQ(s.layers[1].k.shape(), (Shape{2, 2, 32, 4}));
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t g = 0; g < 2; ++g)
+      for (int64_t col = 0; col < 3; ++col) {
+        EXPECT_EQ(at(s.layers[1].k, b, g, col, 1), float(100 * b + 10 * g + col)) << b << g << col;
+        EXPECT_EQ(at(s.layers[1].v, b, g, col, 3), -float(100 * b + 10 * g + col)) << b << g << col;
+      }
   EXPECT_FALSE(s.layers[2].v.defined());
+}
+
+// A bf16 cache (bf16 compute) grows the same way: every (row, kv head)'s written columns move to
+// their place in the grown tensor, byte for byte.
+TEST(LayerKinds, InferenceStateGrowsABf16Cache) {
+  InferenceState s;
+  s.reset({0, 1, 0});
+  const std::vector<LayerKind> kinds = {{MixerKind::Attention, MlpKind::Dense}};
+  s.reserve(kinds, 3, 8, 16, DType::BF16);
+  ASSERT_EQ(s.layers[0].k.dtype(), DType::BF16);
+  auto at = [&](const Tensor& t, int64_t b, int64_t g, int64_t col, int64_t d) -> uint16_t& {
+    return t.data<bf16>()[((b * t.dim(1) + g) * t.dim(2) + col) * t.dim(3) + d].bits;
+  };
+  s.len = 16;
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t g = 0; g < 3; ++g)
+      for (int64_t col = 0; col < 16; ++col) at(s.layers[0].v, b, g, col, 7) = uint16_t(1000 * b + 100 * g + col);
+  s.reserve(kinds, 3, 8, 17, DType::BF16);
+  EXPECT_EQ(s.layers[0].v.shape(), (Shape{3, 3, 32, 8}));
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t g = 0; g < 3; ++g)
+      for (int64_t col = 0; col < 16; ++col)
+        EXPECT_EQ(at(s.layers[0].v, b, g, col, 7), uint16_t(1000 * b + 100 * g + col)) << b << g << col;
 }

@@ -1,7 +1,7 @@
 // attention_cached (decode attention over a KV cache with left padding) against the causal
 // attention op run on each row without its padding: one new token at every position, and a
 // chunk of several new tokens, on GQA shapes; padding columns hold huge values that would show
-// if they were attended to. Plus its argument errors.
+// if they were attended to; with an f32 and a bf16 cache. Plus its argument errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,7 +47,12 @@ Tensor row_reference(const Tensor& q, const Tensor& k, const Tensor& v, int64_t 
 
 }  // namespace
 
-TEST(AttentionCached, EqualsCausalAttentionOnEachUnpaddedRow) {
+// A bf16 cache (generation with bf16 matmuls) is checked against the causal op on the keys and
+// values rounded to bf16 and widened back: the same f32 arithmetic on the same values.
+class AttentionCached : public ::testing::TestWithParam<DType> {};
+
+TEST_P(AttentionCached, EqualsCausalAttentionOnEachUnpaddedRow) {
+  const DType dt = GetParam();
   // D 128 with groups of 4 (the AVX2 passes: 8-key score blocks, 3 + 1 heads of p.V), D 12 (no
   // 8-column vectors) with groups of 3, and small shapes.
   for (const Case& c : {Case{3, 37, 4, 2, 16, {0, 5, 36}}, Case{1, 70, 6, 3, 8, {0}}, Case{2, 20, 2, 2, 64, {3, 0}},
@@ -56,13 +61,18 @@ TEST(AttentionCached, EqualsCausalAttentionOnEachUnpaddedRow) {
     const int64_t cap = c.S + 5, row = c.Hkv * c.D;
     const float scale = 1.f / std::sqrt(float(c.D));
     Tensor q = randn({c.B, c.S, c.Hq, c.D}, 1), k = randn({c.B, c.S, c.Hkv, c.D}, 2), v = randn({c.B, c.S, c.Hkv, c.D}, 3);
-    Tensor kc = Tensor::empty({c.B, cap, c.Hkv, c.D}, DType::F32), vc = Tensor::empty(kc.shape(), DType::F32);
+    if (dt == DType::BF16) k = k.to(DType::BF16).to(DType::F32), v = v.to(DType::BF16).to(DType::F32);
+    // The cache is [B, Hkv, cap, D]: column s of kv head g of row b at ((b * Hkv + g) * cap + s) * D.
+    Tensor kc = Tensor::empty({c.B, c.Hkv, cap, c.D}, DType::F32), vc = Tensor::empty(kc.shape(), DType::F32);
     kc.fill_(1e30f), vc.fill_(1e30f);
     for (int64_t b = 0; b < c.B; ++b)
-      for (int64_t s = c.first[size_t(b)]; s < c.S; ++s) {
-        std::memcpy(kc.data<float>() + (b * cap + s) * row, k.data<float>() + (b * c.S + s) * row, row * sizeof(float));
-        std::memcpy(vc.data<float>() + (b * cap + s) * row, v.data<float>() + (b * c.S + s) * row, row * sizeof(float));
-      }
+      for (int64_t s = c.first[size_t(b)]; s < c.S; ++s)
+        for (int64_t g = 0; g < c.Hkv; ++g) {
+          const int64_t dst = ((b * c.Hkv + g) * cap + s) * c.D, src = (b * c.S + s) * row + g * c.D;
+          std::memcpy(kc.data<float>() + dst, k.data<float>() + src, c.D * sizeof(float));
+          std::memcpy(vc.data<float>() + dst, v.data<float>() + src, c.D * sizeof(float));
+        }
+    if (dt == DType::BF16) kc = kc.to(DType::BF16), vc = vc.to(DType::BF16);  // exact: the values are bf16's
     std::vector<Tensor> ref;
     for (int64_t b = 0; b < c.B; ++b) ref.push_back(row_reference(q, k, v, b, c.first[size_t(b)], scale));
     const int64_t qrow = c.Hq * c.D;
@@ -89,8 +99,11 @@ TEST(AttentionCached, EqualsCausalAttentionOnEachUnpaddedRow) {
   }
 }
 
-TEST(AttentionCached, BadArgumentsAreErrors) {
-  Tensor kc = Tensor::zeros({2, 8, 1, 4}, DType::F32), vc = Tensor::zeros({2, 8, 1, 4}, DType::F32);
+INSTANTIATE_TEST_SUITE_P(CacheDType, AttentionCached, ::testing::Values(DType::F32, DType::BF16),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+
+TEST(AttentionCachedArgs, BadArgumentsAreErrors) {
+  Tensor kc = Tensor::zeros({2, 1, 8, 4}, DType::F32), vc = Tensor::zeros({2, 1, 8, 4}, DType::F32);
   Tensor q = Tensor::zeros({2, 1, 2, 4}, DType::F32), out = Tensor::empty({2, 1, 2, 4}, DType::F32);
   auto err = [&](std::vector<int64_t> first, int64_t n, const Tensor& kk) {
     try {
@@ -104,5 +117,7 @@ TEST(AttentionCached, BadArgumentsAreErrors) {
   EXPECT_NE(err({0, 3}, 3, kc).find("row 1 starts at column 3, after its first new token (column 2)"),
             std::string::npos);
   EXPECT_NE(err({0, 0}, 9, kc).find("9 cached columns do not fit"), std::string::npos);
-  EXPECT_NE(err({0, 0}, 3, Tensor::zeros({2, 8, 2, 4}, DType::F32)).find("must be two f32"), std::string::npos);
+  EXPECT_NE(err({0, 0}, 3, Tensor::zeros({2, 2, 8, 4}, DType::F32)).find("must be two f32"), std::string::npos);
+  EXPECT_NE(err({0, 0}, 3, kc.to(DType::BF16)).find("must be two f32 or two bf16"), std::string::npos);
+  EXPECT_EQ(err({0, 0}, 3, Tensor::zeros({2, 1, 8, 4}, DType::F32)), "");
 }
