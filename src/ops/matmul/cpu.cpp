@@ -12,14 +12,17 @@
 //   C [m,n] f32, strides {ldc,1};  alpha -> output scale, beta -> sum post-op (C read only then),
 //   R (the addend) -> a binary-add post-op reading R [m,n] at strides {ldadd,1} after the sum
 //
-// A long reduction into a small output (k >= 16384 and k >= 8 max(m, n): the lm_head's input
+// A long bf16 reduction into a small output (k >= 16384 and k >= 8 max(m, n): the lm_head's input
 // gradient, dlogits [rows, vocab] @ W [vocab, hidden]) runs as its transpose, C^T = op(B)^T op(A)^T,
 // into a per-thread buffer that is then transposed into C (with beta and the addend applied there,
 // in the order the post-ops would apply them). oneDNN 2.6's brgemm streams that shape's N-major B
 // badly: measured on the 2-core AMX Xeon (family 6 model 167) for 688 x 151,936 x 512, bf16 645 ->
-// 1151 GFLOP/s and f32 280 -> 327 as the transpose (bench/train_step/RESULTS.md). oneDNN itself
-// has no fast form of it: a transposed ("ba") destination falls to its reference kernel. The
-// choice depends on the shape alone, so a shape always gets the same bits.
+// 1151 GFLOP/s as the transpose (bench/train_step/RESULTS.md). oneDNN itself has no fast form of
+// it: a transposed ("ba") destination falls to its reference kernel. The choice depends on the
+// shape and dtype alone, so a shape always gets the same bits. f32 keeps the plain form: there the
+// transpose gained only 280 -> 327 GFLOP/s (1.02-1.05x a step), and its other summation order made
+// cli_lora_dist's 1- vs 2-rank adapters (f32, AdamW amplifying rounding) differ 6x more (2.35e-5
+// of peak against 3.9e-6, over the test's 2e-5 bar).
 //
 // oneDNN in this build runs on the same OpenMP runtime (libgomp) as titan, so it uses
 // omp_get_max_threads() threads and never oversubscribes the cores alongside titan's own loops.
@@ -153,7 +156,7 @@ void* scratchpad(size_t bytes) {
 
 bool run_transposed(const GemmArgs& g) {
   constexpr int64_t kLongK = 16384;
-  return g.k >= kLongK && g.k >= 8 * std::max(g.m, g.n);
+  return g.in_dtype == DType::BF16 && g.k >= kLongK && g.k >= 8 * std::max(g.m, g.n);
 }
 
 // C = T^T (+ beta C) (+ R), T [n, m] dense: 32 x 32 tiles, blocks of 32 rows of C over the threads.
