@@ -21,11 +21,12 @@ void InferenceState::reserve(const std::vector<LayerKind>& kinds, int64_t kv_hea
                              DType dtype) {
   TITAN_ASSERT(dtype == DType::F32 || dtype == DType::BF16, "KV cache: f32 or bf16, not ", dtype_name(dtype));
   const int64_t cap = capacity();
-  for (const LayerState& s : layers)
-    TITAN_ASSERT(!s.k.defined() || len == 0 || s.k.dtype() == dtype, "KV cache: ", dtype_name(s.k.dtype()),
-                 " columns written, ", dtype_name(dtype), " asked");
-  bool same_type = true;
-  for (const LayerState& s : layers) same_type = same_type && (!s.k.defined() || s.k.dtype() == dtype);
+  bool same_type = true;  // an empty cache of another dtype is made anew below
+  for (const LayerState& s : layers) {
+    if (!s.k.defined() || s.k.dtype() == dtype) continue;
+    TITAN_ASSERT(len == 0, "KV cache: ", dtype_name(s.k.dtype()), " columns written, ", dtype_name(dtype), " asked");
+    same_type = false;
+  }
   if (layers.size() == kinds.size() && cols <= cap && same_type) return;
   const int64_t want = std::max<int64_t>({cols, 2 * cap, 16});
   const size_t col_bytes = size_t(head_dim) * dtype_size(dtype);
