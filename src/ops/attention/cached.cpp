@@ -66,9 +66,9 @@ inline float dot(const float* __restrict a, const T* __restrict b, int64_t n) {
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
-// p[j] = scale * q.k_j for the nk keys k_j = k + j * kstride (D columns).
+// p[j] = scale * q.k_j for the nk keys k_j = k + j * D (one kv head's keys, contiguous).
 template <class T>
-void scores(const float* q, const T* k, int64_t kstride, int64_t nk, int64_t D, float scale, float* p) {
+void scores(const float* q, const T* k, int64_t nk, int64_t D, float scale, float* p) {
   int64_t j = 0;
   if (D % 8 == 0) {
     const __m256 sv = _mm256_set1_ps(scale);
@@ -77,12 +77,12 @@ void scores(const float* q, const T* k, int64_t kstride, int64_t nk, int64_t D, 
       for (int t = 0; t < 8; ++t) acc[t] = _mm256_setzero_ps();
       for (int64_t c = 0; c < D; c += 8) {
         const __m256 qv = _mm256_loadu_ps(q + c);
-        for (int t = 0; t < 8; ++t) acc[t] = _mm256_fmadd_ps(qv, load8(k + (j + t) * kstride + c), acc[t]);
+        for (int t = 0; t < 8; ++t) acc[t] = _mm256_fmadd_ps(qv, load8(k + (j + t) * D + c), acc[t]);
       }
       _mm256_storeu_ps(p + j, _mm256_mul_ps(sv, reduce8(acc)));
     }
   }
-  for (; j < nk; ++j) p[j] = scale * dot(q, k + j * kstride, D);
+  for (; j < nk; ++j) p[j] = scale * dot(q, k + j * D, D);
 }
 
 // p[0..n) -> softmax(p), in place.
@@ -111,14 +111,15 @@ void softmax(float* p, int64_t n) {
   for (; j < n; ++j) p[j] *= inv;
 }
 
-// o[u][c] = sum_j p[u * nk + j] v_j[c] for U query heads (output rows D apart), columns [c0, c0 + 32).
+// o[u][c] = sum_j p[u * nk + j] v_j[c] (v_j = v + j * D) for U query heads (output rows D apart),
+// columns [c0, c0 + 32).
 template <int U, class T>
-void weighted_v32(const float* p, int64_t nk, const T* v, int64_t vstride, int64_t c0, float* o, int64_t D) {
+void weighted_v32(const float* p, int64_t nk, const T* v, int64_t c0, float* o, int64_t D) {
   __m256 acc[U][4];
   for (int u = 0; u < U; ++u)
     for (int t = 0; t < 4; ++t) acc[u][t] = _mm256_setzero_ps();
   for (int64_t j = 0; j < nk; ++j) {
-    const T* vj = v + j * vstride + c0;
+    const T* vj = v + j * D + c0;
     const __m256 v0 = load8(vj), v1 = load8(vj + 8), v2 = load8(vj + 16), v3 = load8(vj + 24);
     for (int u = 0; u < U; ++u) {
       const __m256 w = _mm256_set1_ps(p[u * nk + j]);
@@ -133,17 +134,17 @@ void weighted_v32(const float* p, int64_t nk, const T* v, int64_t vstride, int64
 }
 
 template <class T>
-void weighted_v(const float* p, int64_t nk, int64_t group, const T* v, int64_t vstride, int64_t D, float* o) {
+void weighted_v(const float* p, int64_t nk, int64_t group, const T* v, int64_t D, float* o) {
   int64_t c0 = 0;
   for (; c0 + 32 <= D; c0 += 32)
     for (int64_t u = 0; u < group;) {
       const int64_t U = std::min<int64_t>(3, group - u);
       if (U == 3)
-        weighted_v32<3>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
+        weighted_v32<3>(p + u * nk, nk, v, c0, o + u * D, D);
       else if (U == 2)
-        weighted_v32<2>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
+        weighted_v32<2>(p + u * nk, nk, v, c0, o + u * D, D);
       else
-        weighted_v32<1>(p + u * nk, nk, v, vstride, c0, o + u * D, D);
+        weighted_v32<1>(p + u * nk, nk, v, c0, o + u * D, D);
       u += U;
     }
   if (c0 == D) return;
@@ -151,7 +152,7 @@ void weighted_v(const float* p, int64_t nk, int64_t group, const T* v, int64_t v
   for (int64_t j = 0; j < nk; ++j)
     for (int64_t u = 0; u < group; ++u) {
       const float w = p[u * nk + j];
-      for (int64_t c = c0; c < D; ++c) o[u * D + c] += w * f32_of(v[j * vstride + c]);
+      for (int64_t c = c0; c < D; ++c) o[u * D + c] += w * f32_of(v[j * D + c]);
     }
 }
 
@@ -192,10 +193,10 @@ void attention_cached(const RowView& q, const Tensor& kc, const Tensor& vc, cons
         const auto* vrow = V + ((b * Hkv + g) * cap + j0) * D;
         for (int64_t u = 0; u < group; ++u) {
           float* pu = p.data() + u * nk;
-          scores(qp.vec((b * S + s) * Hq + g * group + u), krow, D, nk, D, scale, pu);
+          scores(qp.vec((b * S + s) * Hq + g * group + u), krow, nk, D, scale, pu);
           softmax(pu, nk);
         }
-        weighted_v(p.data(), nk, group, vrow, D, D, O + ((b * S + s) * Hq + g * group) * D);
+        weighted_v(p.data(), nk, group, vrow, D, O + ((b * S + s) * Hq + g * group) * D);
       }
     });
   };

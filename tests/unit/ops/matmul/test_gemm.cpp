@@ -49,13 +49,15 @@ Problem make(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t pad, flo
   return p;
 }
 
-std::vector<float> run(const GemmKernel& kern, const Problem& p) {
+// C after the kernel's gemm on p (C starting as p.c0), with the addend R (rows ldadd apart) when given.
+std::vector<float> run(const GemmKernel& kern, const Problem& p, const float* add = nullptr, int64_t ldadd = 0) {
   std::vector<float> c = p.c0;
   GemmArgs g;
   g.trans_a = p.ta, g.trans_b = p.tb, g.m = p.m, g.n = p.n, g.k = p.k, g.alpha = p.alpha, g.beta = p.beta;
   g.a = p.dt == DType::BF16 ? (const void*)p.a16.data() : p.a.data();
   g.b = p.dt == DType::BF16 ? (const void*)p.b16.data() : p.b.data();
   g.lda = p.lda, g.ldb = p.ldb, g.ldc = p.ldc, g.c = c.data(), g.in_dtype = p.dt;
+  g.add = add, g.ldadd = ldadd;
   gemm(ExecContext::host(), kern, g);
   return c;
 }
@@ -140,15 +142,9 @@ TEST(Gemm, CpuLongReductionIntoASmallOutput) {
         const std::vector<float> c = run(cpu_k(), p);
         expect_close(p, c, 1e-4, dt == DType::F32 ? "cpu f32, long k" : "cpu bf16, long k");
         // The same product with an addend R [m, n] (rows 5 apart from n), against the exact C + R.
-        std::vector<float> r(size_t(p.m * (p.n + 5))), cr = p.c0;
+        std::vector<float> r(size_t(p.m * (p.n + 5)));
         for (size_t i = 0; i < r.size(); ++i) r[i] = float(i % 13) * 0.5f - 3.f;
-        GemmArgs g;
-        g.trans_a = p.ta, g.trans_b = p.tb, g.m = p.m, g.n = p.n, g.k = p.k, g.alpha = p.alpha, g.beta = p.beta;
-        g.a = dt == DType::BF16 ? (const void*)p.a16.data() : p.a.data();
-        g.b = dt == DType::BF16 ? (const void*)p.b16.data() : p.b.data();
-        g.lda = p.lda, g.ldb = p.ldb, g.ldc = p.ldc, g.c = cr.data(), g.in_dtype = dt;
-        g.add = r.data(), g.ldadd = p.n + 5;
-        gemm(ExecContext::host(), cpu_k(), g);
+        const std::vector<float> cr = run(cpu_k(), p, r.data(), p.n + 5);
         for (int64_t i = 0; i < p.m; ++i)
           for (int64_t j = 0; j < p.ldc; ++j) {
             const size_t at = size_t(i * p.ldc + j);
@@ -239,14 +235,7 @@ TEST(Gemm, AddendJoinsInTheEpilogue) {
         for (int64_t i = 0; i < 13; ++i)
           for (int64_t j = 0; j < 9; ++j) want[size_t(i * p.ldc + j)] += r[size_t(i * 11 + j)];
         for (const char* v : {"reference", "cpu"}) {
-          std::vector<float> c = p.c0;
-          GemmArgs g;
-          g.trans_b = true, g.m = p.m, g.n = p.n, g.k = p.k, g.alpha = p.alpha, g.beta = p.beta;
-          g.a = dt == DType::BF16 ? (const void*)p.a16.data() : p.a.data();
-          g.b = dt == DType::BF16 ? (const void*)p.b16.data() : p.b.data();
-          g.lda = p.lda, g.ldb = p.ldb, g.ldc = p.ldc, g.c = c.data(), g.in_dtype = dt;
-          g.add = r.data(), g.ldadd = 11;
-          gemm(ExecContext::host(), kernel<GemmKernel>(v), g);
+          const std::vector<float> c = run(kernel<GemmKernel>(v), p, r.data(), 11);
           for (int64_t i = 0; i < 13; ++i)
             for (int64_t j = 0; j < 9; ++j)
               ASSERT_NEAR(c[size_t(i * p.ldc + j)], want[size_t(i * p.ldc + j)], 1e-5)
