@@ -1,14 +1,20 @@
-// The decode GEMV's own bandwidth (ops/matmul/gemv.h, AVX-512 body) next to a copy and a read of
-// the same size, all timed in CPU time of the calling thread (one thread), so that a busy machine
-// slows the rates less than wall-clock timing would: W [65536, 1024] (256 MB f32, 128 MB bf16),
-// m = 1..4 rows, best of 5. Prints GB/s of weights read.
-//   g++ -O3 -std=c++20 -march=native -Isrc bench/generate/gemv_probe.cpp src/ops/matmul/gemv.avx512.cpp \
-//       -o /tmp/gemv_probe && /tmp/gemv_probe        (needs an AVX-512 CPU)
+// The decode GEMV's own bandwidth (ops/matmul/gemv.h, AVX-512 body): W [262144, 1024] (1 GiB f32,
+// 512 MiB bf16: beyond the last level cache of the machines seen, up to 480 MiB), m = 1..4 rows,
+// best of 5, in GB/s of weights read. With one thread (the default) timed in the thread's CPU
+// time, so that a busy machine slows the rates less than wall-clock timing would, next to a copy
+// and a one-stream read of the same size; with N threads each takes a contiguous 1/N of the W
+// rows (as the decode team's split does) and the time is wall clock.
+// Build and run (needs an AVX-512 CPU), with [threads] optional:
+//   g++ -O3 -std=c++20 -march=native -pthread -Isrc bench/generate/gemv_probe.cpp src/ops/matmul/gemv.avx512.cpp -o
+//   /tmp/gemv_probe /tmp/gemv_probe [threads]
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <thread>
 #include <vector>
 
 #include "ops/matmul/gemv.h"
@@ -19,26 +25,40 @@ double cpu_now() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
+double wall_now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
-int main() {
-  const int64_t K = 1024, N = 65536;
-  std::vector<float> wf(size_t(N * K), 0.01f), copy(size_t(N * K));
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::max(1, std::atoi(argv[1])) : 1;
+  const int64_t K = 1024, N = 262144;
+  std::vector<float> wf(size_t(N * K), 0.01f);
   std::vector<uint16_t> wb(size_t(N * K), 0x3c00);
   std::vector<float> x(size_t(4 * K), 1.f), y(size_t(4 * N));
-  double best_copy = 0, best_read = 0;
-  float sink = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    double t0 = cpu_now();
-    std::memcpy(copy.data(), wf.data(), wf.size() * sizeof(float));
-    double s = cpu_now() - t0;
-    best_copy = std::max(best_copy, 2.0 * double(wf.size()) * 4 / s / 1e9);
-    t0 = cpu_now();
-    for (size_t i = 0; i < wf.size(); i += 16) sink += wf[i];  // one load per 64-byte line
-    s = cpu_now() - t0;
-    best_read = std::max(best_read, double(wf.size()) * 4 / s / 1e9);
+  if (threads == 1) {
+    std::vector<float> copy(size_t(N * K));
+    double best_copy = 0, best_read = 0;
+    float sink = 0;
+    for (int rep = 0; rep < 5; ++rep) {
+      double t0 = cpu_now();
+      std::memcpy(copy.data(), wf.data(), wf.size() * sizeof(float));
+      double s = cpu_now() - t0;
+      best_copy = std::max(best_copy, 2.0 * double(wf.size()) * 4 / s / 1e9);
+      t0 = cpu_now();
+      for (size_t i = 0; i < wf.size(); i += 16) sink += wf[i];  // one load per 64-byte line
+      s = cpu_now() - t0;
+      best_read = std::max(best_read, double(wf.size()) * 4 / s / 1e9);
+    }
+    std::printf("copy %.2f GB/s (read + written), read %.2f GB/s  [%g]\n", best_copy, best_read,
+                double(sink + copy[7]));
   }
-  std::printf("copy %.2f GB/s (read + written), read %.2f GB/s  [%g]\n", best_copy, best_read, double(sink + copy[7]));
+  // One product over all of W: thread t takes rows [N t / T, N (t + 1) / T).
+  const auto product = [&](int bf, int m, int64_t n0, int64_t n1, const std::vector<uint16_t>& xb) {
+    if (bf == 2)
+      titan::detail::gemv_block_avx512_bf16dp(xb.data(), m, K, wb.data(), n0, n1, y.data(), N, nullptr);
+    else
+      titan::detail::gemv_block_avx512(x.data(), m, K, bf ? static_cast<const void*>(wb.data()) : wf.data(), bf, n0, n1,
+                                       y.data(), N, nullptr);
+  };
   // bf = 2: bf16 W on vdpbf16ps (x as bf16), next to bf = 1, the shift-widening form; the three
   // forms interleaved per repetition, so load that comes and goes hits them alike.
   std::vector<uint16_t> xb(size_t(4 * K), 0x3f80);
@@ -46,15 +66,22 @@ int main() {
     double best[3] = {0, 0, 0};
     for (int rep = 0; rep < 5; ++rep)
       for (int bf = 0; bf < 3; ++bf) {
-        const double t0 = cpu_now();
-        if (bf == 2)
-          titan::detail::gemv_block_avx512_bf16dp(xb.data(), m, K, wb.data(), 0, N, y.data(), N, nullptr);
-        else
-          titan::detail::gemv_block_avx512(x.data(), m, K, bf ? static_cast<const void*>(wb.data()) : wf.data(), bf,
-                                           0, N, y.data(), N, nullptr);
-        best[bf] = std::max(best[bf], double(N * K) * (bf ? 2 : 4) / (cpu_now() - t0) / 1e9);
+        double s = 0;
+        if (threads == 1) {
+          const double t0 = cpu_now();
+          product(bf, m, 0, N, xb);
+          s = cpu_now() - t0;
+        } else {
+          const double t0 = wall_now();
+          std::vector<std::thread> pool;
+          for (int t = 0; t < threads; ++t)
+            pool.emplace_back([&, t] { product(bf, m, N * t / threads, N * (t + 1) / threads, xb); });
+          for (auto& th : pool) th.join();
+          s = wall_now() - t0;
+        }
+        best[bf] = std::max(best[bf], double(N * K) * (bf ? 2 : 4) / s / 1e9);
       }
-    std::printf("gemv m=%d f32 %.2f, bf16 widened %.2f, bf16 vdpbf16ps %.2f GB/s of weights\n", m, best[0], best[1],
-                best[2]);
+    std::printf("gemv m=%d f32 %.2f, bf16 widened %.2f, bf16 vdpbf16ps %.2f GB/s of weights (%d thread%s)\n", m,
+                best[0], best[1], best[2], threads, threads > 1 ? "s" : "");
   }
 }
