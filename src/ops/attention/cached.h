@@ -17,7 +17,8 @@ namespace titan {
 
 // q: [B * S, Hq, D] f32 view (token rows b * S + s); kc, vc: [B, Hkv, cap, D] f32 contiguous;
 // first: B entries, first[b] < n - S + 1; out: [B, S, Hq, D] f32 contiguous (overwritten).
-void attention_cached(const RowView& q, const Tensor& kc, const Tensor& vc, const int64_t* first, int64_t n,
-                      int64_t S, float scale, Tensor& out);
+// allow_avx512 = false keeps the AVX2 passes on an AVX-512 CPU (tests).
+void attention_cached(const RowView& q, const Tensor& kc, const Tensor& vc, const int64_t* first, int64_t n, int64_t S,
+                      float scale, Tensor& out, bool allow_avx512 = true);
 
 }  // namespace titan

@@ -53,10 +53,13 @@ class AttentionCached : public ::testing::TestWithParam<DType> {};
 
 TEST_P(AttentionCached, EqualsCausalAttentionOnEachUnpaddedRow) {
   const DType dt = GetParam();
-  // D 128 with groups of 4 (the AVX2 passes: 8-key score blocks, 3 + 1 heads of p.V), D 12 (no
-  // 8-column vectors) with groups of 3, and small shapes.
+  // D 128 with groups of 4 (the AVX2 passes: 8-key score blocks, 3 + 1 heads of p.V; AVX-512: two
+  // pairs), D 12 (no 8-column vectors) with groups of 3, D 256 with a group of 3 (AVX-512: a pair
+  // and a single head, two 128-column passes of p.V), D 160 (a 128- and a 32-column pass), D 40
+  // and 16 (f32 on AVX-512, bf16 on the AVX2 passes), and small shapes.
   for (const Case& c : {Case{3, 37, 4, 2, 16, {0, 5, 36}}, Case{1, 70, 6, 3, 8, {0}}, Case{2, 20, 2, 2, 64, {3, 0}},
-                        Case{1, 41, 8, 2, 128, {0}}, Case{2, 19, 6, 2, 12, {2, 0}}, Case{1, 45, 4, 2, 40, {0}}}) {
+                        Case{1, 41, 8, 2, 128, {0}}, Case{2, 19, 6, 2, 12, {2, 0}}, Case{1, 45, 4, 2, 40, {0}},
+                        Case{1, 29, 3, 1, 256, {0}}, Case{2, 23, 2, 2, 160, {4, 0}}}) {
     SCOPED_TRACE("B" + std::to_string(c.B) + " S" + std::to_string(c.S) + " Hq" + std::to_string(c.Hq));
     const int64_t cap = c.S + 5, row = c.Hkv * c.D;
     const float scale = 1.f / std::sqrt(float(c.D));
@@ -83,14 +86,16 @@ TEST_P(AttentionCached, EqualsCausalAttentionOnEachUnpaddedRow) {
       for (int64_t b = 0; b < c.B; ++b)
         std::memcpy(qn.data<float>() + b * S_new * qrow, q.data<float>() + (b * c.S + end - S_new) * qrow,
                     size_t(S_new * qrow) * sizeof(float));
-      attention_cached(RowView::of(qn, c.Hq, c.D), kc, vc, c.first.data(), end, S_new, scale, out);
-      for (int64_t b = 0; b < c.B; ++b)
-        for (int64_t s = 0; s < S_new; ++s) {
-          const int64_t col = end - S_new + s, i = col - c.first[size_t(b)];
-          for (int64_t e = 0; e < qrow; ++e)
-            worst = std::max(worst, double(std::fabs(out.data<float>()[(b * S_new + s) * qrow + e] -
-                                                      ref[size_t(b)].data<float>()[i * qrow + e])));
-        }
+      for (const bool avx512 : {true, false}) {  // false: the AVX2 passes (true is them too without AVX-512)
+        attention_cached(RowView::of(qn, c.Hq, c.D), kc, vc, c.first.data(), end, S_new, scale, out, avx512);
+        for (int64_t b = 0; b < c.B; ++b)
+          for (int64_t s = 0; s < S_new; ++s) {
+            const int64_t col = end - S_new + s, i = col - c.first[size_t(b)];
+            for (int64_t e = 0; e < qrow; ++e)
+              worst = std::max(worst, double(std::fabs(out.data<float>()[(b * S_new + s) * qrow + e] -
+                                                       ref[size_t(b)].data<float>()[i * qrow + e])));
+          }
+      }
     };
     const int64_t lo = *std::max_element(c.first.begin(), c.first.end());
     for (int64_t end = lo + 1; end <= c.S; ++end) check(end, 1);
