@@ -53,8 +53,9 @@ TEST(Gemv, MatchesReferenceLinear) {
 }
 
 TEST(Gemv, SameBitsForAnyThreadCount) {
-  // Large enough to split over the decode team (gemv.cpp: kInlineBytes); m = 1..3 take the
-  // eight-row blocks, m = 4 the six-row ones (2000 rows: a tail of single rows).
+  // Large enough to split over the decode team (gemv.cpp: kInlineBytes): each chunk's rows in four
+  // lockstep parts and a few rows left over (gemv.avx512.cpp), cut differently for each thread
+  // count.
   const int saved = num_threads();
   const Tensor w = test::randn({2000, 513}, 5);
   for (int64_t m : {1, 2, 3, 4})
