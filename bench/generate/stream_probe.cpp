@@ -5,9 +5,14 @@
 // thread (a thread's part cut into that many pieces summed in lockstep, one 64-byte line of each
 // at a time): one stream per thread leaves the memory system idle part of the time (19-24 GB/s on
 // 2 threads of the AVX512_BF16 Xeon against 28-31 with four), and the decode GEMV reads four, so
-// the bound is the rate reachable with any number. Prints "COPY READ" in GB/s; the rate per
-// stream count goes to stderr.
+// the bound is the rate reachable with any number. The read also runs on a copy of the array
+// advised to transparent huge pages (madvise): 33-34 GB/s on the Xeon where 4 KiB pages give
+// 30-32, so the bound counts them too although titan's weights sit on 4 KiB pages (huge pages for
+// them gave bf16 decode +6% but cost the first prefill 30% on this VM: bench/llamacpp/RESULTS.md).
+// Prints "COPY READ" in GB/s, READ the best of all; the rate of each form goes to stderr.
 // usage: stream_probe [threads]
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -57,20 +62,31 @@ int main(int argc, char** argv) {
   const double copy = best_of(threads, 2.0 * double(n) * sizeof(float), [&](int t) {
     std::memcpy(b.data() + lo(t), a.data() + lo(t), (hi(t) - lo(t)) * sizeof(float));
   });
+  // The huge-page copy: 2 MiB aligned, advised before it is first written.
+  float* h = nullptr;
+  if (posix_memalign(reinterpret_cast<void**>(&h), size_t(2) << 20, n * sizeof(float)) != 0) return 1;
+#ifdef MADV_HUGEPAGE
+  madvise(h, n * sizeof(float), MADV_HUGEPAGE);
+#endif
+  std::fill_n(h, n, 1.f);
   std::vector<uint64_t> sums(static_cast<size_t>(threads), 0);
   double read = 0;
-  auto probe = [&](int streams, auto fn) {
+  auto probe = [&](const float* src, const char* pages, int streams, auto fn) {
     const double r = best_of(threads, double(n) * sizeof(float), [&](int t) {
       const size_t words = (hi(t) - lo(t)) / 2 / (8 * size_t(streams)) * (8 * size_t(streams));
-      sums[size_t(t)] += fn(reinterpret_cast<const uint64_t*>(a.data() + lo(t)), words);
+      sums[size_t(t)] += fn(reinterpret_cast<const uint64_t*>(src + lo(t)), words);
     });
-    std::fprintf(stderr, "read, %d stream%s per thread: %.3f GB/s\n", streams, streams > 1 ? "s" : "", r);
+    std::fprintf(stderr, "read, %s pages, %d stream%s per thread: %.3f GB/s\n", pages, streams,
+                 streams > 1 ? "s" : "", r);
     read = std::max(read, r);
   };
-  probe(1, sum_streams<1>);
-  probe(2, sum_streams<2>);
-  probe(4, sum_streams<4>);
-  probe(8, sum_streams<8>);
+  for (const auto& [src, pages] : {std::pair<const float*, const char*>{a.data(), "4 KiB"}, {h, "huge"}}) {
+    probe(src, pages, 1, sum_streams<1>);
+    probe(src, pages, 2, sum_streams<2>);
+    probe(src, pages, 4, sum_streams<4>);
+    probe(src, pages, 8, sum_streams<8>);
+  }
+  std::free(h);
   volatile uint64_t sink = sums[0];  // keeps the sums observable
   (void)sink;
   std::printf("%.3f %.3f\n", copy, read);
