@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/cpu_features.h"
 #include "core/threading.h"
 #include "data/dataset.h"
 #include "ops/matmul/matmul.h"
@@ -41,8 +42,6 @@ constexpr const char* kCacheFormat = "titan measured peak FLOP/s";  // marks the
 constexpr int kCacheVersion = 2;
 constexpr const char* kCacheFile = "peak_flops.json";
 
-bool has_avx512() { return __builtin_cpu_supports("avx512f"); }
-bool has_avx512_bf16() { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }
 bool has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 // AMX-BF16 and AMX-TILE in CPUID with the tile state enabled by the OS (XCR0 bits 17, 18), and
@@ -90,18 +89,18 @@ std::string describe_avx512(int form) {
 
 Kernel probe_kernel(bool bf16) {
   Kernel k;
-  if (bf16 && has_avx512_bf16() && has_amx()) {
+  if (bf16 && cpu_has_avx512_bf16() && has_amx()) {
     k.name = "amx_bf16 tdpbf16ps";
     k.flops_per_iter = [](int) { return 16.0 * 16 * 32 * 2 * detail::peak_amx_tiles(); };
     k.run = [](int, int64_t n) { return detail::peak_tdpbf16_amx(n, g_bf16_one, g_bf16_tiny); };
     k.describe = [](int) { return std::to_string(detail::peak_amx_tiles()) + " tiles"; };
-  } else if (bf16 && has_avx512_bf16()) {
+  } else if (bf16 && cpu_has_avx512_bf16()) {
     k.name = "avx512_bf16 vdpbf16ps";
     k.forms = detail::peak_forms_avx512();
     k.flops_per_iter = [](int f) { return 16.0 * 4 * detail::peak_form_chains_avx512(f); };
     k.run = [](int f, int64_t n) { return detail::peak_dpbf16_avx512(f, n, g_bf16_one, g_bf16_tiny); };
     k.describe = describe_avx512;
-  } else if (has_avx512()) {
+  } else if (cpu_has_avx512()) {
     k.name = "avx512 fma";
     k.forms = detail::peak_forms_avx512();
     k.flops_per_iter = [](int f) { return 16.0 * 2 * detail::peak_form_chains_avx512(f); };

@@ -34,6 +34,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/team.h"
 #include "ops/attention/cached_kernels.h"
@@ -169,12 +170,6 @@ void weighted_v(const float* p, int64_t nk, int64_t group, const T* v, int64_t D
     }
 }
 
-bool has_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  return ok;
-}
-
 }  // namespace
 
 void attention_cached(const RowView& q, const Tensor& kc, const Tensor& vc, const int64_t* first, int64_t n, int64_t S,
@@ -202,7 +197,7 @@ void attention_cached(const RowView& q, const Tensor& kc, const Tensor& vc, cons
   // parallel region. Each task's arithmetic is the same however the tasks are chunked.
   const int64_t task_work = std::max<int64_t>(1, 2 * n * D * group);
   const bool bf = kc.dtype() == DType::BF16;
-  const bool wide = allow_avx512 && has_avx512() && D <= 512 && D % (bf ? 32 : 16) == 0;
+  const bool wide = allow_avx512 && cpu_has_avx512() && D <= 512 && D % (bf ? 32 : 16) == 0;
   auto run = [&](const auto* K, const auto* V) {
     team_parallel_for(B * Hkv * S, std::max<int64_t>(1, (int64_t(1) << 16) / task_work), [&](int64_t t0, int64_t t1) {
       thread_local std::vector<float> p;

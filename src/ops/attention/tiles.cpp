@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cmath>
 
+#include "core/cpu_features.h"
+
 namespace titan::attention {
 namespace {
 
@@ -77,8 +79,7 @@ const TileOps& tile_ops_portable() {
 }
 
 const TileOps& tile_ops() {
-  static const bool has_avx512 = __builtin_cpu_supports("avx512f");
-  if (has_avx512 && !g_prefer_portable.load(std::memory_order_relaxed)) return tile_ops_avx512();
+  if (cpu_has_avx512() && !g_prefer_portable.load(std::memory_order_relaxed)) return tile_ops_avx512();
   return tile_ops_portable();
 }
 

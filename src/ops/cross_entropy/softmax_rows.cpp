@@ -2,6 +2,7 @@
 // reduction, combined in a fixed order, with masked loads for the tail.
 #include "ops/cross_entropy/softmax_rows.h"
 
+#include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "ops/vec_math.h"
 
@@ -93,7 +94,7 @@ const RowOps& row_ops_avx2() { return kAvx2; }
 const RowOps& row_ops() {
   static const RowOps* best = [] {
     const RowOps* a = row_ops_avx512();
-    return a && __builtin_cpu_supports("avx512f") ? a : &kAvx2;
+    return a && cpu_has_avx512() ? a : &kAvx2;
   }();
   return *best;
 }

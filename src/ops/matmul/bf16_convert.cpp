@@ -1,5 +1,6 @@
 #include "ops/matmul/bf16_convert.h"
 
+#include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/threading.h"
 
@@ -8,15 +9,10 @@ namespace detail {
 void f32_to_bf16_avx512(const float* src, uint16_t* dst, size_t n);
 }
 
-bool bf16_convert_has_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  return ok;
-}
-
 void f32_to_bf16_array(const float* src, uint16_t* dst, size_t n, bool allow_avx512) {
   // 64K elements per chunk: large enough to amortize scheduling, small enough to balance 2+ threads.
   constexpr int64_t kGrain = 1 << 16;
-  const bool vec = allow_avx512 && bf16_convert_has_avx512();
+  const bool vec = allow_avx512 && cpu_has_avx512();
   parallel_for(int64_t(n), kGrain, [&](int64_t b, int64_t e) {
     if (vec) {
       detail::f32_to_bf16_avx512(src + b, dst + b, size_t(e - b));
@@ -27,7 +23,7 @@ void f32_to_bf16_array(const float* src, uint16_t* dst, size_t n, bool allow_avx
 }
 
 void f32_to_bf16_row(const float* src, uint16_t* dst, size_t n) {
-  if (bf16_convert_has_avx512()) return detail::f32_to_bf16_avx512(src, dst, n);
+  if (cpu_has_avx512()) return detail::f32_to_bf16_avx512(src, dst, n);
   for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 

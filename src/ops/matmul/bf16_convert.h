@@ -9,9 +9,6 @@
 
 namespace titan {
 
-// True when this CPU runs the AVX-512 path (avx512f + avx512bw, checked at run time).
-bool bf16_convert_has_avx512();
-
 // dst[i] = bf16(src[i]) for i < n, split over the thread pool in fixed chunks. allow_avx512 =
 // false forces the portable scalar loop (for tests and the benchmark).
 void f32_to_bf16_array(const float* src, uint16_t* dst, size_t n, bool allow_avx512 = true);

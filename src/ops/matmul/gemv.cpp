@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/team.h"
@@ -95,17 +96,6 @@ void gemv_block_avx2(const float* x, int64_t m, int64_t k, const void* w, bool w
 
 namespace {
 
-bool has_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl");
-  return ok;
-}
-
-bool has_avx512_bf16() {
-  static const bool ok = has_avx512() && __builtin_cpu_supports("avx512bf16");
-  return ok;
-}
-
 // Weight bytes below which one thread does the whole product (a parallel region costs more than
 // reading this much from cache), and the least each chunk of a split gets.
 constexpr int64_t kInlineBytes = 256 << 10, kChunkBytes = 64 << 10;
@@ -156,12 +146,12 @@ void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tens
   }
   const Tensor wk = compute == DType::BF16 ? to_bf16(w) : w;  // bf16 compute on f32 W: rounded once
   const bool bf = wk.dtype() == DType::BF16;
-  const bool avx512 = allow_avx512 && has_avx512();
+  const bool avx512 = allow_avx512 && cpu_has_avx512();
   const detail::GemvBlockFn fn = avx512 ? detail::gemv_block_avx512 : detail::gemv_block_avx2;
   // bf16 W on an AVX512_BF16 CPU: vdpbf16ps on W as loaded, x as bf16 (the same values as xp).
   std::vector<uint16_t> xb16;
   const uint16_t* xb = nullptr;
-  if (bf && avx512 && allow_dpbf16 && has_avx512_bf16()) {
+  if (bf && avx512 && allow_dpbf16 && cpu_has_avx512_bf16()) {
     if (x.dtype() == DType::BF16) {
       xb = reinterpret_cast<const uint16_t*>(x.raw());
     } else {

@@ -9,6 +9,7 @@
 // there (the same f32 values, rounded to nearest even).
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/threading.h"
 #include "ops/matmul/bf16_convert.h"
 #include "ops/op_checks.h"
@@ -66,7 +67,7 @@ const RowFns kAvx2{forward_row, backward_row};
 const RowFns& rows_avx2() { return kAvx2; }
 
 const RowFns& rows() {
-  static const RowFns* best = __builtin_cpu_supports("avx512f") ? rows_avx512() : &kAvx2;
+  static const RowFns* best = cpu_has_avx512() ? rows_avx512() : &kAvx2;
   return *best;
 }
 

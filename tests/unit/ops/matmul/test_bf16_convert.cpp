@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "ops/matmul/bf16_convert.h"
 
@@ -43,7 +44,7 @@ TEST(Bf16Convert, MatchesScalarOnAllKindsOfInput) {
       EXPECT_EQ(out[n], 0xabcd) << "wrote past the end, n=" << n;
     }
   }
-  if (!bf16_convert_has_avx512()) GTEST_LOG_(INFO) << "no AVX-512 here: only the scalar path ran";
+  if (!cpu_has_avx512()) GTEST_LOG_(INFO) << "no AVX-512 here: only the scalar path ran";
 }
 
 TEST(Bf16Convert, TensorConversion) {
