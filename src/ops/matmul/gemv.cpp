@@ -162,21 +162,31 @@ void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor* r, Tens
   }
   const int64_t row_bytes = K * (bf ? 2 : 4);
   const int64_t nt = num_threads();
-  int64_t grain = N;  // W rows per chunk
+  // Chunks of W rows, claimed in order by the team (dynamic: a descheduled thread's share is
+  // picked up by the others): each a 1/(2 nt) share of the rows left, so the first are long (long
+  // sequential streams) and the last short (the threads finish together), at least kChunkBytes,
+  // in multiples of 8 rows. A W row's sum does not depend on its chunk (gemv.avx512.cpp).
+  std::vector<int64_t> bounds{0};
   if (N * row_bytes > kInlineBytes && nt > 1) {
-    // A few chunks per thread (dynamic: a descheduled thread's share is picked up by the others),
-    // each at least kChunkBytes, in multiples of 24 rows (whole blocks of 8 and of 6 W rows).
-    grain = std::max((N + 4 * nt - 1) / (4 * nt), (kChunkBytes + row_bytes - 1) / row_bytes);
-    grain = (grain + 23) / 24 * 24;
+    const int64_t least = std::max<int64_t>(8, (kChunkBytes + row_bytes - 1) / row_bytes);
+    while (bounds.back() < N) {
+      const int64_t left = N - bounds.back();
+      bounds.push_back(bounds.back() + std::min(left, (std::max(left / (2 * nt), least) + 7) / 8 * 8));
+    }
+  } else {
+    bounds.push_back(N);
   }
   for (int64_t m0 = 0; m0 < M; m0 += kGemvMaxRows) {
     const int64_t mb = std::min(kGemvMaxRows, M - m0);
-    team_parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
-      if (xb)
-        detail::gemv_block_avx512_bf16dp(xb + m0 * K, mb, K, static_cast<const uint16_t*>(wk.raw()), n0, n1,
-                                         yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
-      else
-        fn(xp + m0 * K, mb, K, wk.raw(), bf, n0, n1, yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
+    team_parallel_for(int64_t(bounds.size()) - 1, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t n0 = bounds[size_t(c)], n1 = bounds[size_t(c + 1)];
+        if (xb)
+          detail::gemv_block_avx512_bf16dp(xb + m0 * K, mb, K, static_cast<const uint16_t*>(wk.raw()), n0, n1,
+                                           yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
+        else
+          fn(xp + m0 * K, mb, K, wk.raw(), bf, n0, n1, yp + m0 * N, N, rp ? rp + m0 * N : nullptr);
+      }
     });
   }
 }
