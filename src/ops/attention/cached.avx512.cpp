@@ -48,7 +48,7 @@ void scores_t(const float* const* q, const void* kp, int64_t nk, int64_t D, floa
               const void* vpf) {
   constexpr int64_t es = BF ? 2 : 4;
   const int64_t nb = BF ? D / 32 : D / 16;  // column blocks of one line of K
-  alignas(64) float qs[U][512];             // D <= 512 (checked by the caller)
+  alignas(64) float qs[U][kCachedAvx512MaxD];  // cached_avx512_fits(D), checked by the caller
   for (int u = 0; u < U; ++u) {
     if constexpr (BF) {
       const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);

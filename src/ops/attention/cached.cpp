@@ -197,7 +197,7 @@ void attention_cached(const RowView& q, const Tensor& kc, const Tensor& vc, cons
   // parallel region. Each task's arithmetic is the same however the tasks are chunked.
   const int64_t task_work = std::max<int64_t>(1, 2 * n * D * group);
   const bool bf = kc.dtype() == DType::BF16;
-  const bool wide = allow_avx512 && cpu_has_avx512() && D <= 512 && D % (bf ? 32 : 16) == 0;
+  const bool wide = allow_avx512 && cpu_has_avx512() && detail::cached_avx512_fits(D, bf);
   auto run = [&](const auto* K, const auto* V) {
     team_parallel_for(B * Hkv * S, std::max<int64_t>(1, (int64_t(1) << 16) / task_work), [&](int64_t t0, int64_t t1) {
       thread_local std::vector<float> p;
