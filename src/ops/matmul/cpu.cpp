@@ -24,6 +24,10 @@
 // cli_lora_dist's 1- vs 2-rank adapters (f32, AdamW amplifying rounding) differ 6x more (2.35e-5
 // of peak against 3.9e-6, over the test's 2e-5 bar).
 //
+// A CPU where oneDNN builds no bf16 matmul (oneDNN 2.6 needs AVX-512 or AVX2-VNNI-2 for bf16; an
+// AVX2-only CPU such as the Zen 3 has neither) runs bf16 GEMMs as f32 matmuls on operands widened
+// to f32 in cache-sized panels (gemm_widened): the same products, f32 sums.
+//
 // oneDNN in this build runs on the same OpenMP runtime (libgomp) as titan, so it uses
 // omp_get_max_threads() threads and never oversubscribes the cores alongside titan's own loops.
 #include <algorithm>
@@ -180,8 +184,7 @@ void transpose_into(const float* t, const GemmArgs& g) {
                });
 }
 
-void gemm_cpu(const ExecContext& ctx, const GemmArgs& g) {
-  opcheck::host_context(ctx, "gemm.cpu");
+void gemm_onednn(const GemmArgs& g) {
   Key key;
   std::memset(&key, 0, sizeof key);  // the hash reads padding bytes too
   key.ta = g.trans_a, key.tb = g.trans_b, key.swap = run_transposed(g);
@@ -214,6 +217,95 @@ void gemm_cpu(const ExecContext& ctx, const GemmArgs& g) {
   if (key.swap) transpose_into(t, g);
 }
 
+// Whether oneDNN builds a bf16 matmul on this CPU (it needs AVX-512 or AVX2-VNNI-2 bf16 support;
+// oneDNN 2.6 on an AVX2-only CPU such as the Zen 3 has none). Asked once, with a small matmul.
+bool onednn_has_bf16_matmul() {
+  static const bool ok = [] {
+    try {
+      const auto bf = dnnl::memory::data_type::bf16;
+      const dnnl::memory::desc a({16, 16}, bf, {16, 1}), b({16, 16}, bf, {16, 1});
+      const dnnl::memory::desc c({16, 16}, dnnl::memory::data_type::f32, {16, 1});
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+// The op-coordinate block [r0, r1) x [c0, c1) of a bf16 operand stored with leading dimension ld
+// (transposed: stored [cols, rows]) into dst as f32, dense in the stored layout (row stride c1 - c0,
+// or r1 - r0 when transposed). Exact: a bf16 value is an f32 with the low 16 bits zero.
+void widen_block(const void* src, int64_t ld, bool trans, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* dst) {
+  if (trans) std::swap(r0, c0), std::swap(r1, c1);
+  const int64_t cols = c1 - c0;
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  parallel_for(r1 - r0, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, cols)),
+               [&](int64_t i0, int64_t i1) {
+                 for (int64_t i = i0; i < i1; ++i) {
+                   const uint16_t* in = s + (r0 + i) * ld + c0;
+                   uint32_t* out = reinterpret_cast<uint32_t*>(dst + i * cols);
+                   for (int64_t j = 0; j < cols; ++j) out[j] = uint32_t(in[j]) << 16;
+                 }
+               });
+}
+
+// A bf16 GEMM where oneDNN has no bf16 matmul: the f32 matmul on the operands widened to f32
+// (exact, so the products are the bf16 products; only the f32 summation order is oneDNN's f32
+// one). The operands are widened in panels along the largest of m, n and k, so the f32 copies stay
+// near panel_bytes (kPanelBytes: cache-sized, read back by the matmul from cache) instead of doubling a whole
+// weight: rows of A and C (m), columns of B and C (n), or slices of the reduction (k; C then
+// accumulates, beta applying to the first slice and the addend with the last). The operand
+// without the panel's dimension is widened once, whole. The plan depends on the shape alone.
+constexpr int64_t kPanelBytes = 8 << 20;
+
+void gemm_widened(const GemmArgs& g, int64_t panel_bytes) {
+  const int dim = g.m >= g.n && g.m >= g.k ? 0 : g.n >= g.k ? 1 : 2;  // the panel's: m, n or k
+  const int64_t len = dim == 0 ? g.m : dim == 1 ? g.n : g.k;
+  const int64_t across = dim == 2 ? g.m + g.n : g.k;  // f32 elements widened per unit of the panel
+  const int64_t step = std::min(len, std::max<int64_t>(64, panel_bytes / (4 * std::max<int64_t>(1, across)) / 64 * 64));
+  thread_local Buf abuf, bbuf;
+  const auto a_rows = [&](int64_t r0, int64_t r1, int64_t p0, int64_t p1) {  // op(A)[r0:r1, p0:p1]
+    float* d = static_cast<float*>(grow(abuf, size_t((r1 - r0) * (p1 - p0)) * sizeof(float)));
+    widen_block(g.a, g.lda, g.trans_a, r0, r1, p0, p1, d);
+    return d;
+  };
+  const auto b_cols = [&](int64_t p0, int64_t p1, int64_t c0, int64_t c1) {  // op(B)[p0:p1, c0:c1]
+    float* d = static_cast<float*>(grow(bbuf, size_t((p1 - p0) * (c1 - c0)) * sizeof(float)));
+    widen_block(g.b, g.ldb, g.trans_b, p0, p1, c0, c1, d);
+    return d;
+  };
+  const float* whole = dim == 0 ? b_cols(0, g.k, 0, g.n) : dim == 1 ? a_rows(0, g.m, 0, g.k) : nullptr;
+  for (int64_t x0 = 0; x0 < len; x0 += step) {
+    const int64_t x1 = std::min(len, x0 + step);
+    GemmArgs f = g;
+    f.in_dtype = DType::F32;
+    int64_t i0 = 0, i1 = g.m, j0 = 0, j1 = g.n, p0 = 0, p1 = g.k;
+    if (dim == 0) i0 = x0, i1 = x1;
+    if (dim == 1) j0 = x0, j1 = x1;
+    if (dim == 2) p0 = x0, p1 = x1;
+    f.m = i1 - i0, f.n = j1 - j0, f.k = p1 - p0;
+    f.a = dim == 1 ? whole : a_rows(i0, i1, p0, p1);
+    f.b = dim == 0 ? whole : b_cols(p0, p1, j0, j1);
+    f.lda = g.trans_a ? f.m : f.k;
+    f.ldb = g.trans_b ? f.k : f.n;
+    f.c = g.c + i0 * g.ldc + j0;
+    f.add = g.add ? g.add + i0 * g.ldadd + j0 : nullptr;
+    if (dim == 2) {  // C accumulates over the slices of k
+      if (x0 > 0) f.beta = 1.f;
+      if (x1 < len) f.add = nullptr;
+    }
+    gemm_onednn(f);
+  }
+}
+
+void gemm_cpu(const ExecContext& ctx, const GemmArgs& g) {
+  opcheck::host_context(ctx, "gemm.cpu");
+  if (g.in_dtype == DType::BF16 && !onednn_has_bf16_matmul()) return gemm_widened(g, kPanelBytes);
+  gemm_onednn(g);
+}
+
 const GemmKernel kGemmCpu{"cpu", gemm_cpu};
 
 // A few rows (decoding): the GEMV path streams W once as stored (gemv.h); more go to oneDNN.
@@ -234,6 +326,10 @@ void linear_backward_cpu(const ExecContext& ctx, const Tensor& x, const Tensor& 
 const LinearKernel kLinearCpu{"cpu", linear_forward_cpu, linear_backward_cpu};
 
 }  // namespace
+
+namespace detail {
+void gemm_cpu_bf16_widened(const GemmArgs& g, int64_t panel_bytes) { gemm_widened(g, panel_bytes); }
+}  // namespace detail
 
 TITAN_REGISTER_KERNEL(GemmKernel, "cpu", DeviceType::CPU, kGemmCpu);
 TITAN_REGISTER_KERNEL(LinearKernel, "cpu", DeviceType::CPU, kLinearCpu);

@@ -70,6 +70,13 @@ struct LinearKernel {
 // nothing; k == 0: C = beta * C) and dispatches to the variant.
 void gemm(const ExecContext& ctx, const GemmKernel& k, GemmArgs g);
 
+namespace detail {
+// The cpu variant's bf16 GEMM where oneDNN builds no bf16 matmul (cpu.cpp): f32 matmuls on the
+// operands widened to f32 in panels of about panel_bytes. Validated, non-empty arguments, as a
+// GemmKernel gets them; exposed so that tests run it on every CPU.
+void gemm_cpu_bf16_widened(const GemmArgs& g, int64_t panel_bytes);
+}  // namespace detail
+
 // The linear layer built on a GEMM kernel (both registered Linear variants are this over their
 // own GemmKernel); exposed so that other ops (chunked lm_head, MoE experts) reuse the same math.
 void linear_forward_with(const ExecContext& ctx, const GemmKernel& gk, const Tensor& x, const Tensor& w, Tensor& y,

@@ -167,6 +167,51 @@ TEST(Gemm, CpuLongReductionIntoASmallOutput) {
       }
 }
 
+TEST(Gemm, Bf16WidenedInPanelsMatchesTheExactProduct) {
+  // The cpu variant's bf16 form where oneDNN has no bf16 matmul (AVX2-only CPUs): f32 matmuls on
+  // operands widened in panels along the largest of m, n, k. 4 KiB panels (64 rows or columns of
+  // the panel's dimension, the least) give several panels, the last one short, for each: m (A and
+  // C by rows), n (B and C by columns), k (C accumulating: beta on the first, the addend with the
+  // last). Every transpose, padded leading dimensions, alpha/beta, with and without an addend.
+  const int64_t sizes[][3] = {{200, 30, 40}, {30, 300, 50}, {20, 30, 400}, {64, 64, 64}};
+  const float ab[][2] = {{1.f, 0.f}, {1.f, 1.f}, {-0.5f, 2.f}, {2.f, -0.25f}};
+  uint32_t seed = 300;
+  for (auto& s : sizes)
+    for (int t = 0; t < 4; ++t)
+      for (bool with_add : {false, true}) {
+        auto [alpha, beta] = ab[seed % 4];
+        const Problem p = make(t & 1, t & 2, s[0], s[1], s[2], t % 2 ? 3 : 0, alpha, beta, DType::BF16, seed++);
+        std::vector<float> r(size_t(p.m * (p.n + 5)));
+        for (size_t i = 0; i < r.size(); ++i) r[i] = float(i % 13) * 0.5f - 3.f;
+        std::vector<float> c = p.c0;
+        GemmArgs g;
+        g.trans_a = p.ta, g.trans_b = p.tb, g.m = p.m, g.n = p.n, g.k = p.k, g.alpha = p.alpha, g.beta = p.beta;
+        g.a = p.a16.data(), g.b = p.b16.data(), g.lda = p.lda, g.ldb = p.ldb, g.ldc = p.ldc, g.c = c.data();
+        g.in_dtype = DType::BF16;
+        if (with_add) g.add = r.data(), g.ldadd = p.n + 5;
+        detail::gemm_cpu_bf16_widened(g, 4096);
+        for (int64_t i = 0; i < p.m; ++i)
+          for (int64_t j = 0; j < p.ldc; ++j) {
+            const size_t at = size_t(i * p.ldc + j);
+            if (j >= p.n) {
+              ASSERT_EQ(c[at], p.c0[at]) << "padding of C written at " << i << ", " << j;
+              continue;
+            }
+            double sum = 0, mag = 0;
+            for (int64_t q = 0; q < p.k; ++q) {
+              sum += opa(p, i, q) * opb(p, q, j);
+              mag += std::fabs(opa(p, i, q) * opb(p, q, j));
+            }
+            const double c0 = p.beta == 0.f ? 0.0 : double(p.c0[at]), rv = with_add ? r[size_t(i * (p.n + 5) + j)] : 0;
+            const double exact = double(p.alpha) * sum + double(p.beta) * c0 + rv;
+            // f32 sums of bf16-exact products (k <= 400, a few panels): 1e-5 of the magnitudes.
+            const double bound = 1e-5 * (std::fabs(p.alpha) * mag + std::fabs(p.beta * c0) + std::fabs(rv));
+            ASSERT_LE(std::fabs(c[at] - exact), bound) << "m=" << p.m << " n=" << p.n << " k=" << p.k << " t=" << t
+                                                       << " add=" << with_add << " at (" << i << ", " << j << ")";
+          }
+      }
+}
+
 TEST(Gemm, BetaZeroIgnoresNanInC) {
   for (const GemmKernel* k : {&ref_k(), &cpu_k()}) {
     Problem p = make(false, true, 4, 5, 6, 0, 1.f, 0.f, DType::F32, 7);
