@@ -39,7 +39,9 @@ namespace fs = std::filesystem;
 constexpr const char* kCacheFormat = "titan measured peak FLOP/s";  // marks the file as ours
 // Bump when a kernel changes what it measures. 2: the fastest of several probe forms, and never
 // below the best oneDNN GEMM (version 1's 16-chain register form alone read Zen 5's bf16 peak low).
-constexpr int kCacheVersion = 2;
+// 3: the precision in the key (a CPU without AVX512_BF16 probes bf16 with the f32 kernel, but the
+// entry also holds the GEMM measured at that precision).
+constexpr int kCacheVersion = 3;
 constexpr const char* kCacheFile = "peak_flops.json";
 
 bool has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
@@ -158,8 +160,8 @@ int process_cpu_count() {
 }
 
 // More threads than CPUs measure the CPUs: then their count is part of the key.
-std::string cache_key(const std::string& cpu, const std::string& kernel, int threads, int cpus) {
-  return cpu + " | " + kernel + " | " + std::to_string(threads) + " threads" +
+std::string cache_key(const std::string& cpu, const std::string& kernel, bool bf16, int threads, int cpus) {
+  return cpu + " | " + kernel + " | " + (bf16 ? "bf16" : "f32") + " | " + std::to_string(threads) + " threads" +
          (threads > cpus ? " on " + std::to_string(cpus) + " CPUs" : "");
 }
 
@@ -434,7 +436,7 @@ PeakFlops mfu_peak(const PeakOptions& opt) {
   p.cpu = cpu_identity();
   p.kernel = peak_probe_kernel(opt.bf16);
   p.cpus = process_cpu_count();
-  const std::string key = cache_key(p.cpu, p.kernel, p.threads, p.cpus);
+  const std::string key = cache_key(p.cpu, p.kernel, p.bf16, p.threads, p.cpus);
   const std::string dir = opt.cache_dir.empty() ? data::default_cache_dir() : opt.cache_dir;
   const bool use_cache = dir != "none";
   const std::string path = use_cache ? peak_cache_path(dir) : "";
