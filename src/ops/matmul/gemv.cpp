@@ -1,13 +1,10 @@
-// The decode GEMV (gemv.h): operand preparation, the split over N, the AVX2 body, and the
-// "gemv" linear variant (forward on this path for every row count, backward on the cpu GEMM),
-// which `titan verify kernels` checks against the reference. The cpu linear variant takes this
-// path by itself for inputs of at most kGemvMaxRows rows (cpu.cpp).
+// The decode GEMV (gemv.h): operand preparation, the split over N (the bodies are gemv.avx2.cpp
+// and gemv.avx512.cpp), and the "gemv" linear variant (forward on this path for every row count,
+// backward on the cpu GEMM), which `titan verify kernels` checks against the reference. The cpu linear variant takes
+// this path by itself for inputs of at most kGemvMaxRows rows (cpu.cpp).
 #include "ops/matmul/gemv.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -19,80 +16,6 @@
 #include "ops/op_checks.h"
 
 namespace titan {
-namespace detail {
-namespace {
-
-inline __m256 load8(const void* w, bool bf, int64_t off) {
-  if (bf) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + off));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-  return _mm256_loadu_ps(static_cast<const float*>(w) + off);
-}
-
-inline float hsum(__m256 v) {  // fixed order: halves, then pairs
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-template <int M, int NW>
-inline void block(const float* x, int64_t k, const void* w, bool bf, int64_t n, float* y, int64_t ldy,
-                  const float* add) {
-  __m256 acc[M][NW];
-  for (int r = 0; r < M; ++r)
-    for (int j = 0; j < NW; ++j) acc[r][j] = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= k; i += 8) {
-    __m256 xv[M];
-    for (int r = 0; r < M; ++r) xv[r] = _mm256_loadu_ps(x + r * k + i);
-    for (int j = 0; j < NW; ++j) {
-      const __m256 wv = load8(w, bf, (n + j) * k + i);
-      for (int r = 0; r < M; ++r) acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
-    }
-  }
-  if (i < k) {  // the K tail through zero-padded copies, in the same lanes
-    alignas(32) float xt[M][8] = {}, wt[8] = {};
-    for (int r = 0; r < M; ++r) std::memcpy(xt[r], x + r * k + i, size_t(k - i) * sizeof(float));
-    for (int j = 0; j < NW; ++j) {
-      for (int64_t t = i; t < k; ++t)
-        wt[t - i] = bf ? bf16_to_f32(static_cast<const uint16_t*>(w)[(n + j) * k + t])
-                       : static_cast<const float*>(w)[(n + j) * k + t];
-      const __m256 wv = _mm256_load_ps(wt);
-      for (int r = 0; r < M; ++r) acc[r][j] = _mm256_fmadd_ps(_mm256_load_ps(xt[r]), wv, acc[r][j]);
-    }
-  }
-  for (int r = 0; r < M; ++r)
-    for (int j = 0; j < NW; ++j) {
-      const float s = hsum(acc[r][j]);
-      y[r * ldy + n + j] = add ? s + add[r * ldy + n + j] : s;
-    }
-}
-
-// 16 ymm registers: up to 8 accumulators beside the x and W vectors.
-template <int M>
-void rows(const float* x, int64_t k, const void* w, bool bf, int64_t n0, int64_t n1, float* y, int64_t ldy,
-          const float* add) {
-  constexpr int NW = M <= 2 ? 4 : 2;
-  int64_t n = n0;
-  for (; n + NW <= n1; n += NW) block<M, NW>(x, k, w, bf, n, y, ldy, add);
-  for (; n < n1; ++n) block<M, 1>(x, k, w, bf, n, y, ldy, add);
-}
-
-}  // namespace
-
-void gemv_block_avx2(const float* x, int64_t m, int64_t k, const void* w, bool w_bf16, int64_t n0, int64_t n1,
-                     float* y, int64_t ldy, const float* add) {
-  switch (m) {
-    case 1: return rows<1>(x, k, w, w_bf16, n0, n1, y, ldy, add);
-    case 2: return rows<2>(x, k, w, w_bf16, n0, n1, y, ldy, add);
-    case 3: return rows<3>(x, k, w, w_bf16, n0, n1, y, ldy, add);
-    default: return rows<4>(x, k, w, w_bf16, n0, n1, y, ldy, add);
-  }
-}
-
-}  // namespace detail
 
 namespace {
 

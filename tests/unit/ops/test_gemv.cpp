@@ -53,14 +53,14 @@ TEST(Gemv, MatchesReferenceLinear) {
 }
 
 TEST(Gemv, SameBitsForAnyThreadCount) {
-  // Large enough to split over the decode team (gemv.cpp: kInlineBytes): each chunk's rows in four
-  // lockstep parts and a few rows left over (gemv.avx512.cpp), cut differently for each thread
-  // count.
+  // Large enough to split over the decode team (gemv.cpp: kInlineBytes): each chunk's rows in three
+  // or four lockstep parts and a few rows left over (gemv.avx2.cpp, gemv.avx512.cpp), cut
+  // differently for each thread count.
   const int saved = num_threads();
   const Tensor w = test::randn({2000, 513}, 5);
   for (int64_t m : {1, 2, 3, 4})
     for (bool bf : {false, true})
-      for (int path : {1, 2}) {
+      for (int path : {0, 1, 2}) {
         const Tensor x = test::randn({m, 513}, 4);
         const Tensor wk = bf ? to_bf16(w) : w;
         const DType c = bf ? DType::BF16 : DType::F32;
