@@ -18,6 +18,7 @@
 
 #include "cli/infer_common.h"
 #include "core/error.h"
+#include "core/signal_stack.h"
 #include "infer/cached_source.h"
 
 namespace titan::cli {
@@ -40,10 +41,13 @@ int cmd_chat(const std::vector<std::string>& argv_in) {
   infer::GenerateOptions opt = generation_options(args, m, stops, /*chat=*/true);
   infer::CachedLogitsSource src(*m.model);
   const bool tty = ::isatty(0) == 1 && ::isatty(2) == 1;
-  // SA_RESTART: a Ctrl-C at the prompt does not break the read of the next line.
+  // SA_RESTART: a Ctrl-C at the prompt does not break the read of the next line; SA_ONSTACK: the
+  // handler's frame goes on an alternate stack (core/signal_stack.h: oneDNN's GEMM kernels point
+  // rsp at the heap, and a Ctrl-C may land in the prefill).
+  prepare_signal_stacks();
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
-  sa.sa_flags = SA_RESTART;
+  sa.sa_flags = SA_RESTART | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   opt.interrupt = &g_interrupt;

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "core/error.h"
+#include "core/signal_stack.h"
 
 namespace titan {
 namespace {
@@ -35,10 +36,13 @@ void on_signal(int sig) {
 
 void install_stop_handlers() {
   if (g_installed.exchange(true)) return;
+  prepare_signal_stacks();
   struct sigaction sa{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // interrupted reads/writes resume; the loop polls the flag
+  // Interrupted reads/writes resume (the loop polls the flag); the handler's frame goes on an
+  // alternate stack (core/signal_stack.h: oneDNN's GEMM kernels point rsp at the heap).
+  sa.sa_flags = SA_RESTART | SA_ONSTACK;
   TITAN_CHECK(sigaction(SIGINT, &sa, &g_old_int) == 0 && sigaction(SIGTERM, &sa, &g_old_term) == 0,
               "cannot install SIGINT/SIGTERM handlers");
 }

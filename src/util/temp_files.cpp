@@ -8,6 +8,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/signal_stack.h"
+
 namespace titan {
 
 namespace {
@@ -38,13 +40,14 @@ void on_signal(int sig) {
 void install_once() {
   static std::once_flag once;
   std::call_once(once, [] {
+    prepare_signal_stacks();
     for (int sig : {SIGINT, SIGTERM}) {
       struct sigaction old {};
       if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) continue;
       struct sigaction sa {};
       sa.sa_handler = on_signal;
       sigemptyset(&sa.sa_mask);
-      sa.sa_flags = SA_RESETHAND | SA_RESTART;
+      sa.sa_flags = SA_RESETHAND | SA_RESTART | SA_ONSTACK;  // core/signal_stack.h
       ::sigaction(sig, &sa, nullptr);
     }
   });
