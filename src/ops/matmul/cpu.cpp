@@ -24,8 +24,8 @@
 // cli_lora_dist's 1- vs 2-rank adapters (f32, AdamW amplifying rounding) differ 6x more (2.35e-5
 // of peak against 3.9e-6, over the test's 2e-5 bar).
 //
-// A CPU where oneDNN builds no bf16 matmul (oneDNN 2.6 needs AVX-512 or AVX2-VNNI-2 for bf16; an
-// AVX2-only CPU such as the Zen 3 has neither) runs bf16 GEMMs as f32 matmuls on operands widened
+// A CPU where oneDNN builds no bf16 matmul (oneDNN 2.6 has none without AVX-512: an AVX2-only
+// CPU such as the Zen 3 of family 25 model 1) runs bf16 GEMMs as f32 matmuls on operands widened
 // to f32 in cache-sized panels (gemm_widened): the same products, f32 sums.
 //
 // oneDNN in this build runs on the same OpenMP runtime (libgomp) as titan, so it uses
@@ -217,8 +217,8 @@ void gemm_onednn(const GemmArgs& g) {
   if (key.swap) transpose_into(t, g);
 }
 
-// Whether oneDNN builds a bf16 matmul on this CPU (it needs AVX-512 or AVX2-VNNI-2 bf16 support;
-// oneDNN 2.6 on an AVX2-only CPU such as the Zen 3 has none). Asked once, with a small matmul.
+// Whether oneDNN builds a bf16 matmul on this CPU (oneDNN 2.6 on an AVX2-only CPU builds none).
+// Asked once, with a small matmul.
 bool onednn_has_bf16_matmul() {
   static const bool ok = [] {
     try {
