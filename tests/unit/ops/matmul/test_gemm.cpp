@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -91,6 +92,37 @@ void expect_close(const Problem& p, const std::vector<float>& c, double tol, con
   EXPECT_EQ(bad, 0) << what;
 }
 
+// Checks c against the exact alpha op(A) op(B) + beta C0 + R (R rows ldr apart; none when r is
+// null): |c - exact| <= tol * (|alpha| sum|a||b| + |beta c0| + |r|), padding columns untouched.
+void expect_exact(const Problem& p, const std::vector<float>& c, const float* r, int64_t ldr, double tol,
+                  const std::string& what) {
+  int bad = 0;
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t j = 0; j < p.ldc; ++j) {
+      const size_t at = size_t(i * p.ldc + j);
+      if (j >= p.n) {
+        if (c[at] != p.c0[at] && bad++ < 5) ADD_FAILURE() << what << ": padding of C written at " << i << ", " << j;
+        continue;
+      }
+      double sum = 0, mag = 0;
+      for (int64_t q = 0; q < p.k; ++q) {
+        sum += opa(p, i, q) * opb(p, q, j);
+        mag += std::fabs(opa(p, i, q) * opb(p, q, j));
+      }
+      const double c0 = p.beta == 0.f ? 0.0 : double(p.c0[at]), rv = r ? r[size_t(i * ldr + j)] : 0.0;
+      const double exact = double(p.alpha) * sum + double(p.beta) * c0 + rv;
+      const double bound = tol * (std::fabs(p.alpha) * mag + std::fabs(p.beta * c0) + std::fabs(rv));
+      if (!(std::fabs(c[at] - exact) <= bound) && bad++ < 5)
+        ADD_FAILURE() << what << " m=" << p.m << " n=" << p.n << " k=" << p.k << " at (" << i << ", " << j
+                      << "): " << c[at] << " vs " << exact << " bound " << bound;
+    }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// The cpu variant's widened bf16 form (cpu.cpp) with 4 KiB panels, as a kernel for run().
+const GemmKernel kWidened{"cpu bf16 widened",
+                          [](const ExecContext&, const GemmArgs& g) { detail::gemm_cpu_bf16_widened(g, 4096); }};
+
 const GemmKernel& ref_k() { return kernel<GemmKernel>("reference"); }
 const GemmKernel& cpu_k() { return kernel<GemmKernel>("cpu"); }
 
@@ -145,24 +177,7 @@ TEST(Gemm, CpuLongReductionIntoASmallOutput) {
         std::vector<float> r(size_t(p.m * (p.n + 5)));
         for (size_t i = 0; i < r.size(); ++i) r[i] = float(i % 13) * 0.5f - 3.f;
         const std::vector<float> cr = run(cpu_k(), p, r.data(), p.n + 5);
-        for (int64_t i = 0; i < p.m; ++i)
-          for (int64_t j = 0; j < p.ldc; ++j) {
-            const size_t at = size_t(i * p.ldc + j);
-            if (j >= p.n) {
-              ASSERT_EQ(cr[at], p.c0[at]) << "padding of C written at " << i << ", " << j;
-              continue;
-            }
-            double s = 0, mag = 0;
-            for (int64_t q = 0; q < p.k; ++q) {
-              s += opa(p, i, q) * opb(p, q, j);
-              mag += std::fabs(opa(p, i, q) * opb(p, q, j));
-            }
-            const double c0 = p.beta == 0.f ? 0.0 : double(p.c0[at]), rv = r[size_t(i * (p.n + 5) + j)];
-            const double exact = double(p.alpha) * s + double(p.beta) * c0 + rv;
-            const double bound = 1e-4 * (std::fabs(p.alpha) * mag + std::fabs(p.beta * c0) + std::fabs(rv));
-            ASSERT_LE(std::fabs(cr[at] - exact), bound)
-                << "addend, m=" << p.m << " t=" << t << " (" << i << ", " << j << ")";
-          }
+        expect_exact(p, cr, r.data(), p.n + 5, 1e-4, "addend, t=" + std::to_string(t));
         if (HasFailure()) return;
       }
 }
@@ -183,32 +198,10 @@ TEST(Gemm, Bf16WidenedInPanelsMatchesTheExactProduct) {
         const Problem p = make(t & 1, t & 2, s[0], s[1], s[2], t % 2 ? 3 : 0, alpha, beta, DType::BF16, seed++);
         std::vector<float> r(size_t(p.m * (p.n + 5)));
         for (size_t i = 0; i < r.size(); ++i) r[i] = float(i % 13) * 0.5f - 3.f;
-        std::vector<float> c = p.c0;
-        GemmArgs g;
-        g.trans_a = p.ta, g.trans_b = p.tb, g.m = p.m, g.n = p.n, g.k = p.k, g.alpha = p.alpha, g.beta = p.beta;
-        g.a = p.a16.data(), g.b = p.b16.data(), g.lda = p.lda, g.ldb = p.ldb, g.ldc = p.ldc, g.c = c.data();
-        g.in_dtype = DType::BF16;
-        if (with_add) g.add = r.data(), g.ldadd = p.n + 5;
-        detail::gemm_cpu_bf16_widened(g, 4096);
-        for (int64_t i = 0; i < p.m; ++i)
-          for (int64_t j = 0; j < p.ldc; ++j) {
-            const size_t at = size_t(i * p.ldc + j);
-            if (j >= p.n) {
-              ASSERT_EQ(c[at], p.c0[at]) << "padding of C written at " << i << ", " << j;
-              continue;
-            }
-            double sum = 0, mag = 0;
-            for (int64_t q = 0; q < p.k; ++q) {
-              sum += opa(p, i, q) * opb(p, q, j);
-              mag += std::fabs(opa(p, i, q) * opb(p, q, j));
-            }
-            const double c0 = p.beta == 0.f ? 0.0 : double(p.c0[at]), rv = with_add ? r[size_t(i * (p.n + 5) + j)] : 0;
-            const double exact = double(p.alpha) * sum + double(p.beta) * c0 + rv;
-            // f32 sums of bf16-exact products (k <= 400, a few panels): 1e-5 of the magnitudes.
-            const double bound = 1e-5 * (std::fabs(p.alpha) * mag + std::fabs(p.beta * c0) + std::fabs(rv));
-            ASSERT_LE(std::fabs(c[at] - exact), bound) << "m=" << p.m << " n=" << p.n << " k=" << p.k << " t=" << t
-                                                       << " add=" << with_add << " at (" << i << ", " << j << ")";
-          }
+        // f32 sums of bf16-exact products (k <= 400, a few panels): 1e-5 of the magnitudes.
+        expect_exact(p, run(kWidened, p, with_add ? r.data() : nullptr, p.n + 5), with_add ? r.data() : nullptr,
+                     p.n + 5, 1e-5, "widened, t=" + std::to_string(t) + " add=" + std::to_string(with_add));
+        if (HasFailure()) return;
       }
 }
 
