@@ -13,7 +13,7 @@
 #    export` writes from the same run's step-6 checkpoint, and has one process's export's header
 #    (names, dtypes, shapes, offsets) and config.json; its values are not bit-equal to one
 #    process's (summation order, amplified by AdamW where a gradient is near zero): every one
-#    within 1e-5, 99.9% within 1e-7;
+#    within 1e-4, 99.9% within 1e-6 and 99% within 1e-7;
 #  - one-line errors: an unknown schedule name, 1F1B with fewer microbatches than pp ranks, validation under pp.
 # Skips (77) when mpirun is missing.
 set -uo pipefail
@@ -83,8 +83,12 @@ elif ! command -v python3 > /dev/null; then
 else
   # Not bit-equal: the microbatches' gradients are summed in another order (and a tied
   # embedding's two copies apart), and AdamW's m / sqrt(v) turns a last-bit difference of a
-  # near-zero gradient into up to lr-sized steps. So: every value within 1e-5 (1% of the peak lr
-  # 1e-3), and 99.9% of them within 1e-7 (a few ulps of these weights).
+  # gradient whose terms cancel into a step of up to lr. How many values that reaches depends on
+  # the CPU's GEMM kernels (values > 1e-7 apart: 0.001% on a Xeon with AVX-512, 0.09% on an
+  # AVX2-only Zen 3; the largest 5e-6 and 1.9e-5). So: every value within 1e-4 (10% of the peak lr
+  # 1e-3), at most 0.1% of them beyond 1e-6 and 1% beyond 1e-7. A real difference (a stage's
+  # update lost, a microbatch's gradient missing, a unit gathered from the wrong stage) moves most
+  # values by far more: one process run at lr 0.99e-3 instead of 1e-3 fails the 1e-6 bound.
   python3 - "$onex/model.safetensors" "$ppx/model.safetensors" <<'PY' || fail "the pp2 export's values differ from one process's"
 import array, json, struct, sys
 def load(p):
@@ -93,16 +97,17 @@ def load(p):
     return h, b[8 + n:]
 (ha, a), (hb, b) = load(sys.argv[1]), load(sys.argv[2])
 assert ha == hb and len(a) == len(b)
-worst, diff, far, total = 0.0, 0, 0, 0
+worst, diff, far, farther, total = 0.0, 0, 0, 0, 0
 for name, t in ha.items():
     assert t["dtype"] == "F32", (name, t["dtype"])
     x, y = array.array("f"), array.array("f")
     x.frombytes(a[t["data_offsets"][0]:t["data_offsets"][1]]); y.frombytes(b[t["data_offsets"][0]:t["data_offsets"][1]])
     d = [abs(u - v) for u, v in zip(x, y)]
-    worst = max(worst, max(d)); diff += sum(e > 0 for e in d); far += sum(e > 1e-7 for e in d); total += len(d)
-print("pp2 export vs one process's: same header; %d of %d values differ, %d (%.4f%%) by more than 1e-7, at most %.2e"
-      % (diff, total, far, 100 * far / total, worst))
-sys.exit(worst > 1e-5 or far > 1e-3 * total)
+    worst = max(worst, max(d)); diff += sum(e > 0 for e in d); far += sum(e > 1e-7 for e in d)
+    farther += sum(e > 1e-6 for e in d); total += len(d)
+print("pp2 export vs one process's: same header; %d of %d values differ, %d (%.4f%%) by more than 1e-7, %d (%.4f%%) by more than 1e-6, at most %.2e"
+      % (diff, total, far, 100 * far / total, farther, 100 * farther / total, worst))
+sys.exit(worst > 1e-4 or farther > 1e-3 * total or far > 1e-2 * total)
 PY
 fi
 
