@@ -6,6 +6,7 @@
 
 namespace titan {
 
+bool cpu_has_avx2_fma();     // AVX2 and FMA (the *.avx2.cpp files' x86-64-v3 code runs)
 bool cpu_has_avx512();       // AVX-512 F, BW, VL and DQ
 bool cpu_has_avx512_bf16();  // those and AVX512_BF16
 

@@ -14,9 +14,18 @@ struct Philox {
   void block(uint64_t ctr, uint32_t out[4]) const;
   // Uniform in (0, 1), 24-bit resolution, never 0 (safe for log).
   float uniform(uint64_t i) const;
-  // Standard normal (Box-Muller on two uniforms of block i).
+  // Standard normal (Box-Muller on three words of block i; core/rng_normal.h: plain IEEE
+  // arithmetic, no libm, so the same bits on every CPU).
   double normal(uint64_t i) const;
+  // normal(first + j) for j < n into out[j]: the same values, 4 at a time where the CPU has AVX2.
+  void normals(uint64_t first, int64_t n, double* out) const;
 };
+
+namespace rng_detail {
+double box_muller(const uint32_t w[4]);  // normal() of the block w
+// normals() of the first n - n % 4 counters on AVX2 + FMA (core/rng.avx2.cpp); returns how many.
+int64_t normals_avx2(const Philox& rng, uint64_t first, int64_t n, double* out);
+}  // namespace rng_detail
 
 // Stable 64-bit hash of a name, to derive per-parameter streams ("model.layers.0.mlp...").
 uint64_t stream_id(const char* name);

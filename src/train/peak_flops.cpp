@@ -44,8 +44,6 @@ constexpr const char* kCacheFormat = "titan measured peak FLOP/s";  // marks the
 constexpr int kCacheVersion = 3;
 constexpr const char* kCacheFile = "peak_flops.json";
 
-bool has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-
 // AMX-BF16 and AMX-TILE in CPUID with the tile state enabled by the OS (XCR0 bits 17, 18), and
 // Linux's permission for this process to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for
 // XFEATURE_XTILEDATA, which oneDNN asks for too): then oneDNN runs bf16 matmuls on AMX tiles, far
@@ -109,7 +107,7 @@ Kernel probe_kernel(bool bf16) {
     k.run = [](int f, int64_t n) { return detail::peak_fma_avx512(f, n, g_mul, g_add); };
     k.describe = describe_avx512;
   } else {
-    TITAN_CHECK(has_avx2_fma(), "peak FLOP/s probe: this CPU has neither AVX-512 nor AVX2 with FMA");
+    TITAN_CHECK(cpu_has_avx2_fma(), "peak FLOP/s probe: this CPU has neither AVX-512 nor AVX2 with FMA");
     k.name = "avx2 fma";
     k.flops_per_iter = [](int) { return double(detail::peak_chains_avx2()) * 8 * 2; };
     k.run = [](int, int64_t n) { return detail::peak_fma_avx2(n, g_mul, g_add); };
