@@ -1,11 +1,10 @@
 // AVX2 + FMA body of the decode GEMV (ops/matmul/gemv.h; the build's baseline, so the path of
-// every CPU without AVX-512). The same plan as the AVX-512 body (gemv.avx512.cpp): a thread's W
-// rows [n0, n1) are cut into kStreams<M> contiguous parts read in lockstep, one row of each at a
-// time against all m (<= 4) x rows, every W line prefetched kAheadBytes ahead, so the core keeps
-// several sequential streams in flight instead of one.
+// every CPU without AVX-512). The same plan as the AVX-512 body (ops/matmul/gemv_lockstep.h): a
+// thread's W rows [n0, n1) are cut into kStreams<M> contiguous parts read in lockstep, one row of
+// each at a time against all m (<= 4) x rows, every W line prefetched kAheadBytes ahead, so the
+// core keeps several sequential streams in flight instead of one.
 //
-// Each W row is summed in one order whichever part it falls in (the rows left over after the
-// equal parts run the same code one at a time): kNA<M> accumulators of 8 lanes per x row over the
+// Each W row is summed in one order whichever part it falls in: kNA<M> accumulators of 8 lanes per x row over the
 // row's columns (step a of a group of kNA in accumulator a; the last partial vector zero-padded),
 // added as (a0 + a1), then a fixed horizontal add; so the bits do not depend on how the rows are
 // split over threads.
@@ -16,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+
+#include "ops/matmul/gemv_lockstep.h"
 
 namespace titan::detail {
 namespace {
@@ -110,43 +111,15 @@ inline void dot_rows(const float* x, int64_t k, const void* const* wr, float* ou
       out[s * M + r] = hsum(NA == 1 ? acc[s][r][0] : _mm256_add_ps(acc[s][r][0], acc[s][r][NA - 1]));
 }
 
-template <int M, bool BF>
-void rows(const float* x, int64_t k, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy, const float* add) {
-  constexpr int S = kStreams<M>;
-  const char* wb = static_cast<const char*>(w);
-  const int64_t row_bytes = k * (BF ? 2 : 4);
-  const auto store = [&](int64_t n, const float* v) {
-    for (int r = 0; r < M; ++r) y[r * ldy + n] = add ? v[r] + add[r * ldy + n] : v[r];
-  };
-  const int64_t len = (n1 - n0) / S;
-  for (int64_t t = 0; t < len; ++t) {
-    const void* wr[S];
-    for (int s = 0; s < S; ++s) wr[s] = wb + (n0 + s * len + t) * row_bytes;
-    float out[S * M];
-    dot_rows<M, S, BF>(x, k, wr, out);
-    for (int s = 0; s < S; ++s) store(n0 + s * len + t, out + s * M);
-  }
-  for (int64_t n = n0 + S * len; n < n1; ++n) {
-    const void* wr[1] = {wb + n * row_bytes};
-    float out[M];
-    dot_rows<M, 1, BF>(x, k, wr, out);
-    store(n, out);
-  }
-}
-
 template <bool BF>
 void dispatch(const float* x, int64_t m, int64_t k, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy,
               const float* add) {
-  switch (m) {
-    case 1:
-      return rows<1, BF>(x, k, w, n0, n1, y, ldy, add);
-    case 2:
-      return rows<2, BF>(x, k, w, n0, n1, y, ldy, add);
-    case 3:
-      return rows<3, BF>(x, k, w, n0, n1, y, ldy, add);
-    default:
-      return rows<4, BF>(x, k, w, n0, n1, y, ldy, add);
-  }
+  gemv_by_rows(m, [&](auto M) {
+    constexpr int kM = decltype(M)::value;
+    gemv_lockstep<kM, kStreams<kM>>(
+        static_cast<const char*>(w), k * (BF ? 2 : 4), n0, n1, y, ldy, add,
+        [&](auto S, const void* const* wr, float* out) { dot_rows<kM, decltype(S)::value, BF>(x, k, wr, out); });
+  });
 }
 
 }  // namespace

@@ -2,11 +2,11 @@
 // after a run-time check).
 //
 // A thread's W rows [n0, n1) are cut into kStreams contiguous parts read in lockstep, one row of
-// each at a time against all m (<= 4) x rows, so that the core keeps kStreams sequential streams
-// in flight; every W line is also prefetched kAheadBytes ahead. Measured on 2 threads of the
-// AVX512_BF16 Xeon (bench/generate/gemv_probe.cpp 2, W of 512 MiB bf16 / 1 GiB f32, GB/s of
-// weights; the earlier forms: m = 1 one row after the other for bf16, blocks of eight adjacent
-// rows otherwise):
+// each at a time against all m (<= 4) x rows (ops/matmul/gemv_lockstep.h, shared with the AVX2
+// body), so that the core keeps kStreams sequential streams in flight; every W line is also
+// prefetched kAheadBytes ahead. Measured on 2 threads of the AVX512_BF16 Xeon
+// (bench/generate/gemv_probe.cpp 2, W of 512 MiB bf16 / 1 GiB f32, GB/s of weights; the earlier
+// forms: m = 1 one row after the other for bf16, blocks of eight adjacent rows otherwise):
 //
 //   m = 1  f32 26.2 -> 30.1, bf16 widened 22.3 -> 31.5, bf16 vdpbf16ps 26.3 -> 32.5
 //
@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "ops/matmul/gemv.h"
+#include "ops/matmul/gemv_lockstep.h"
 
 namespace titan::detail {
 namespace {
@@ -139,68 +140,27 @@ inline void dot_rows_dp(const uint16_t* x, int64_t k, const void* const* wr, flo
     for (int r = 0; r < M; ++r) out[s * M + r] = reduce_tree<NA>(acc[s][r]);
 }
 
-// Rows [n0, n1) of y[M, N] (row stride ldy) = x W^T (+ add), the W rows in kStreams lockstep
-// parts; dot<S>(wr, out) is one of the forms above bound to x.
-template <int M, class Dot>
-inline void lockstep(const char* w, int64_t row_bytes, int64_t n0, int64_t n1, float* y, int64_t ldy, const float* add,
-                     Dot&& dot) {
-  const auto store = [&](int64_t n, const float* v) {
-    for (int r = 0; r < M; ++r) y[r * ldy + n] = add ? v[r] + add[r * ldy + n] : v[r];
-  };
-  const int64_t len = (n1 - n0) / kStreams;
-  for (int64_t t = 0; t < len; ++t) {
-    const void* wr[kStreams];
-    for (int s = 0; s < kStreams; ++s) wr[s] = w + (n0 + s * len + t) * row_bytes;
-    float out[kStreams * M];
-    dot(std::integral_constant<int, kStreams>{}, wr, out);
-    for (int s = 0; s < kStreams; ++s) store(n0 + s * len + t, out + s * M);
-  }
-  for (int64_t n = n0 + kStreams * len; n < n1; ++n) {
-    const void* wr[1] = {w + n * row_bytes};
-    float out[M];
-    dot(std::integral_constant<int, 1>{}, wr, out);
-    store(n, out);
-  }
-}
-
-template <int M, bool BF>
-void rows(const float* x, int64_t k, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy, const float* add) {
-  lockstep<M>(static_cast<const char*>(w), k * (BF ? 2 : 4), n0, n1, y, ldy, add,
-              [&](auto S, const void* const* wr, float* out) { dot_rows<M, decltype(S)::value, BF>(x, k, wr, out); });
-}
-
-template <int M>
-void rows_dp(const uint16_t* x, int64_t k, const uint16_t* w, int64_t n0, int64_t n1, float* y, int64_t ldy,
-             const float* add) {
-  lockstep<M>(reinterpret_cast<const char*>(w), k * 2, n0, n1, y, ldy, add,
-              [&](auto S, const void* const* wr, float* out) { dot_rows_dp<M, decltype(S)::value>(x, k, wr, out); });
-}
-
 template <bool BF>
 void dispatch(const float* x, int64_t m, int64_t k, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy,
               const float* add) {
-  switch (m) {
-    case 1:
-      return rows<1, BF>(x, k, w, n0, n1, y, ldy, add);
-    case 2:
-      return rows<2, BF>(x, k, w, n0, n1, y, ldy, add);
-    case 3:
-      return rows<3, BF>(x, k, w, n0, n1, y, ldy, add);
-    default:
-      return rows<4, BF>(x, k, w, n0, n1, y, ldy, add);
-  }
+  gemv_by_rows(m, [&](auto M) {
+    constexpr int kM = decltype(M)::value;
+    gemv_lockstep<kM, kStreams>(
+        static_cast<const char*>(w), k * (BF ? 2 : 4), n0, n1, y, ldy, add,
+        [&](auto S, const void* const* wr, float* out) { dot_rows<kM, decltype(S)::value, BF>(x, k, wr, out); });
+  });
 }
 
 }  // namespace
 
 void gemv_block_avx512_bf16dp(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w, int64_t n0, int64_t n1,
                               float* y, int64_t ldy, const float* add) {
-  switch (m) {
-    case 1: return rows_dp<1>(x, k, w, n0, n1, y, ldy, add);
-    case 2: return rows_dp<2>(x, k, w, n0, n1, y, ldy, add);
-    case 3: return rows_dp<3>(x, k, w, n0, n1, y, ldy, add);
-    default: return rows_dp<4>(x, k, w, n0, n1, y, ldy, add);
-  }
+  gemv_by_rows(m, [&](auto M) {
+    constexpr int kM = decltype(M)::value;
+    gemv_lockstep<kM, kStreams>(
+        reinterpret_cast<const char*>(w), k * 2, n0, n1, y, ldy, add,
+        [&](auto S, const void* const* wr, float* out) { dot_rows_dp<kM, decltype(S)::value>(x, k, wr, out); });
+  });
 }
 
 void gemv_block_avx512(const float* x, int64_t m, int64_t k, const void* w, bool w_bf16, int64_t n0, int64_t n1,
