@@ -1,5 +1,6 @@
 // Philox::normals on AVX2 + FMA: four counters at a time, each lane the exact arithmetic of
-// rng_detail::box_muller (core/rng_normal.h), so the bits equal the scalar form's. Built for
+// rng_detail::box_muller (core/rng_normal.h) and then std::fma(std, z, mean), so the bits equal
+// the scalar form's. Built for
 // x86-64-v3 with contraction allowed (CMakeLists.txt): no product here feeds an addition except
 // where the product is exact or the code already fuses it, so contraction changes no result.
 #include "core/rng.h"
@@ -20,7 +21,7 @@ inline __m256d small_u64_to_f64(__m256i v) {
 
 }  // namespace
 
-int64_t normals_avx2(const Philox& rng, uint64_t first, int64_t n, double* out) {
+int64_t normals_avx2(const Philox& rng, uint64_t first, int64_t n, double* out, double std, double mean) {
   const __m256i lo32 = _mm256_set1_epi64x(0xFFFFFFFFll);
   const __m256i m0 = _mm256_set1_epi64x(0xD2511F53ll), m1 = _mm256_set1_epi64x(0xCD9E8D57ll);
   const __m256i stream_lo = _mm256_set1_epi64x(int64_t(uint32_t(rng.stream)));
@@ -83,7 +84,8 @@ int64_t normals_avx2(const Philox& rng, uint64_t first, int64_t n, double* out) 
     const __m256i sign =
         _mm256_slli_epi64(_mm256_and_si256(_mm256_add_epi64(q4, _mm256_set1_epi64x(1)), _mm256_set1_epi64x(2)), 62);
     const __m256d r = _mm256_sqrt_pd(_mm256_mul_pd(_mm256_set1_pd(-2.0), log_u1));
-    _mm256_storeu_pd(out + j, _mm256_mul_pd(r, _mm256_xor_pd(cs, _mm256_castsi256_pd(sign))));
+    const __m256d z = _mm256_mul_pd(r, _mm256_xor_pd(cs, _mm256_castsi256_pd(sign)));
+    _mm256_storeu_pd(out + j, _mm256_fmadd_pd(_mm256_set1_pd(std), z, _mm256_set1_pd(mean)));
   }
   return whole;
 }

@@ -72,9 +72,9 @@ double Philox::normal(uint64_t i) const {
   return rng_detail::box_muller(w);
 }
 
-void Philox::normals(uint64_t first, int64_t n, double* out) const {
-  int64_t done = cpu_has_avx2_fma() ? rng_detail::normals_avx2(*this, first, n, out) : 0;
-  for (int64_t j = done; j < n; ++j) out[j] = normal(first + uint64_t(j));
+void Philox::normals(uint64_t first, int64_t n, double* out, double std, double mean) const {
+  int64_t done = cpu_has_avx2_fma() ? rng_detail::normals_avx2(*this, first, n, out, std, mean) : 0;
+  for (int64_t j = done; j < n; ++j) out[j] = std::fma(std, normal(first + uint64_t(j)), mean);
 }
 
 uint64_t stream_id(const char* name) {
@@ -95,8 +95,8 @@ void fill_normal(Tensor& t, double mean, double std, const Philox& rng) {
     double z[kBatch];
     for (int64_t i0 = b; i0 < e; i0 += kBatch) {
       const int64_t n = std::min(kBatch, e - i0);
-      rng.normals(uint64_t(i0), n, z);
-      for (int64_t j = 0; j < n; ++j) p[i0 + j] = float(std::fma(std, z[j], mean));
+      rng.normals(uint64_t(i0), n, z, std, mean);
+      for (int64_t j = 0; j < n; ++j) p[i0 + j] = float(z[j]);
     }
   });
 }
@@ -108,11 +108,11 @@ void fill_trunc_normal(Tensor& t, double mean, double std, double a, double b, c
     double z[kBatch];
     for (int64_t i0 = lo; i0 < hi; i0 += kBatch) {
       const int64_t m = std::min(kBatch, hi - i0);
-      rng.normals(uint64_t(i0), m, z);
+      rng.normals(uint64_t(i0), m, z, std, mean);
       for (int64_t j = 0; j < m; ++j) {
         const uint64_t i = uint64_t(i0 + j);
         // Redraw from disjoint counter ranges (attempt k uses counter i + k*n) until inside [a, b].
-        double v = std::fma(std, z[j], mean);
+        double v = z[j];
         for (uint64_t k = 1; (v < a || v > b) && k < 1000; ++k) v = std::fma(std, rng.normal(i + k * n), mean);
         p[i] = float(v < a ? a : (v > b ? b : v));
       }

@@ -17,14 +17,15 @@ struct Philox {
   // Standard normal (Box-Muller on three words of block i; core/rng_normal.h: plain IEEE
   // arithmetic, no libm, so the same bits on every CPU).
   double normal(uint64_t i) const;
-  // normal(first + j) for j < n into out[j]: the same values, 4 at a time where the CPU has AVX2.
-  void normals(uint64_t first, int64_t n, double* out) const;
+  // std::fma(std, normal(first + j), mean) for j < n into out[j]: the same values, 4 at a time
+  // where the CPU has AVX2 + FMA.
+  void normals(uint64_t first, int64_t n, double* out, double std = 1.0, double mean = 0.0) const;
 };
 
 namespace rng_detail {
 double box_muller(const uint32_t w[4]);  // normal() of the block w
 // normals() of the first n - n % 4 counters on AVX2 + FMA (core/rng.avx2.cpp); returns how many.
-int64_t normals_avx2(const Philox& rng, uint64_t first, int64_t n, double* out);
+int64_t normals_avx2(const Philox& rng, uint64_t first, int64_t n, double* out, double std, double mean);
 }  // namespace rng_detail
 
 // Stable 64-bit hash of a name, to derive per-parameter streams ("model.layers.0.mlp...").

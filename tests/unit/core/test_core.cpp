@@ -65,22 +65,23 @@ TEST(Rng, CounterBasedIndependentOfThreads) {
   for (int64_t i = 0; i < t.numel(); ++i) ASSERT_LE(std::fabs(t.data<float>()[i]), 2.0f);
 }
 
-// Philox::normals (4 lanes on AVX2 + FMA) gives normal()'s bits: counters crossing 2^32 (the
-// counter's high word), streams with both words set, lengths that leave a scalar tail. On a CPU
-// without AVX2 both sides are the scalar form.
+// Philox::normals (4 lanes on AVX2 + FMA) gives std::fma(std, normal(), mean)'s bits: counters
+// crossing 2^32 (the counter's high word), streams with both words set, lengths that leave a
+// scalar tail. On a CPU without AVX2 both sides are the scalar form.
 TEST(Rng, BatchNormalsEqualScalarNormalsBitForBit) {
   struct Case {
     uint64_t seed, stream, first;
     int64_t n;
-  } cases[] = {{42, stream_id("model.embed_tokens.weight"), 0, 100003},
-               {0xDEADBEEFCAFEF00Dull, 0xFFFFFFFF00000001ull, (uint64_t(1) << 32) - 5000, 10001},
-               {7, 0, ~uint64_t(0) - 4099, 4099}};
+    double std, mean;
+  } cases[] = {{42, stream_id("model.embed_tokens.weight"), 0, 100003, 1.0, 0.0},
+               {0xDEADBEEFCAFEF00Dull, 0xFFFFFFFF00000001ull, (uint64_t(1) << 32) - 5000, 10001, 0.02, 0.0},
+               {7, 0, ~uint64_t(0) - 4099, 4099, 0.0625, -0.5}};
   for (const Case& c : cases) {
     Philox rng{c.seed, c.stream};
     std::vector<double> batch(size_t(c.n));
-    rng.normals(c.first, c.n, batch.data());
+    rng.normals(c.first, c.n, batch.data(), c.std, c.mean);
     for (int64_t j = 0; j < c.n; ++j) {
-      const double one = rng.normal(c.first + uint64_t(j));
+      const double one = std::fma(c.std, rng.normal(c.first + uint64_t(j)), c.mean);
       ASSERT_EQ(std::memcmp(&one, &batch[size_t(j)], sizeof one), 0)
           << "counter " << c.first + uint64_t(j) << ": " << one << " vs " << batch[size_t(j)];
     }
