@@ -83,11 +83,13 @@ uint64_t stream_id(const char* name) {
   return h;
 }
 
-// mean + std * x and lo + (hi - lo) * u are written as fused multiply-adds (std::fma): one
-// rounding, as the x86-64-v3 build's contraction has always computed them, now on every target
-// whether the compiler contracts or not, so a seed gives the same weights everywhere.
 // Normals are drawn in batches of kBatch counters (Philox::normals: 4 lanes at a time on AVX2).
 constexpr int64_t kBatch = 512;
+
+// mean + std * x and lo + (hi - lo) * u are written as fused multiply-adds (std::fma, or the
+// AVX2 kernel's): one rounding, as the x86-64-v3 build's contraction has always computed them,
+// now on every target whether the compiler contracts or not, so a seed gives the same weights
+// everywhere.
 
 void fill_normal(Tensor& t, double mean, double std, const Philox& rng) {
   float* p = t.data<float>();
